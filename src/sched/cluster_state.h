@@ -1,0 +1,241 @@
+#pragma once
+// ClusterState keeps the books of a GPU fleet: capacity, allocations, reservations, live
+// usage and model residency. It is a state machine changed only by events (apply); every
+// policy reads it through const accessors.
+//
+// Memory accounting per GPU (what the memory-fit filter sees as free):
+//   free = capacity - foreign - sum over replicas of charge(replica)
+// where charge is
+//   - while the replica's reservation is active: max(reserved, usage attributed to it),
+//   - once telemetry has shown its real usage after it loaded: that usage,
+//   - after the reservation lapsed (TTL) without such telemetry: its raw estimate;
+// and foreign = telemetry-reported usage not attributed to any replica (other processes).
+// A replica's memory is therefore never counted twice (reservation plus live usage).
+// Compute and bandwidth are booked by request: the sum of what the replicas asked for.
+//
+// Threading: single owner. One thread (the server's event loop, the simulator loop) calls
+// apply() and reads; other threads send it events. No internal locking.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "model/gpu_catalog.h"
+#include "model/inventory.h"
+#include "sched/types.h"
+
+namespace tessera::sched {
+
+// ---- Events -------------------------------------------------------------------------------
+
+struct NodeAdded {
+  model::NodeSpec node;
+};
+// Replaces labels, taints, health, cordon, cached models and GPU health of an existing node.
+// GPU capacity and topology may change only on GPUs that hold no replica.
+struct NodeUpdated {
+  model::NodeSpec node;
+};
+// Fails while replicas are still placed on the node unless `force`, which unloads them.
+struct NodeRemoved {
+  std::string name;
+  bool force = false;
+};
+struct GpuTelemetry {
+  std::string node;
+  std::string gpuId;
+  std::int64_t usedMib = 0;             // whole-card usage as NVML reports it
+  std::int32_t utilizationMilli = 0;    // SM activity, thousandths
+  std::map<std::string, std::int64_t> replicaUsedMib;  // usage attributed to replicas
+  bool healthy = true;
+};
+struct ReplicaPlaced {
+  Placement placement;
+};
+// The replica finished loading its weights and serves traffic.
+struct ReplicaLoaded {
+  std::string replicaId;
+};
+// The replica was unloaded (or failed); its resources are free.
+struct ReplicaUnloaded {
+  std::string replicaId;
+};
+// The replica served a request at `atMs` (feeds least-recently-used eviction order).
+struct ReplicaActivity {
+  std::string replicaId;
+  Millis atMs = 0;
+};
+// Lapses every reservation whose TTL has passed on the injected clock.
+struct ReservationsExpired {};
+
+using Event = std::variant<NodeAdded, NodeUpdated, NodeRemoved, GpuTelemetry, ReplicaPlaced,
+                           ReplicaLoaded, ReplicaUnloaded, ReplicaActivity, ReservationsExpired>;
+std::string_view eventName(const Event& event);
+
+// ---- Read-only records --------------------------------------------------------------------
+
+enum class ReplicaPhase : std::uint8_t { kReserved, kLoaded };
+
+struct MigInstance {
+  std::int16_t profile = -1;  // index into the GPU type's migProfiles
+  std::int8_t start = 0;
+  ReplicaId occupant = -1;    // -1: free
+};
+
+struct GpuRecord {
+  NodeId node = -1;
+  int indexInNode = 0;
+  int typeIndex = -1;  // into the catalogue
+  model::GpuSpec spec;  // capacity filled in from the catalogue
+  // Bookkeeping (derived from replicas and telemetry; kept incrementally).
+  std::int64_t chargedMib = 0;
+  std::int64_t foreignMib = 0;
+  std::int32_t bookedComputeMilli = 0;
+  double bookedBandwidthGBps = 0;
+  bool exclusive = false;  // held whole by one replica
+  std::uint32_t migSlotsUsed = 0;  // bit i: memory slice i belongs to an instance
+  std::vector<MigInstance> migInstances;
+  std::vector<ReplicaId> replicas;
+  // Live telemetry.
+  bool hasTelemetry = false;
+  std::int64_t telemetryUsedMib = 0;
+  std::int32_t utilizationMilli = 0;
+  Millis telemetryAtMs = 0;
+
+  std::int64_t freeMemoryMib() const { return spec.memoryMib - chargedMib - foreignMib; }
+  std::int32_t freeComputeMilli() const { return spec.computeMilli - bookedComputeMilli; }
+  bool healthy() const { return spec.healthy; }
+};
+
+struct NodeRecord {
+  model::NodeSpec spec;  // `gpus` is emptied; see gpuIds
+  std::vector<GpuId> gpuIds;
+  bool removed = false;
+  std::int64_t rank = 0;
+  std::int64_t bookedCpuMilli = 0;
+  std::int64_t bookedHostMemoryMib = 0;
+  std::vector<ReplicaId> replicas;
+
+  std::int64_t freeCpuMilli() const { return spec.cpuMilli - bookedCpuMilli; }
+  std::int64_t freeHostMemoryMib() const { return spec.hostMemoryMib - bookedHostMemoryMib; }
+};
+
+struct ReplicaRecord {
+  Placement placement;
+  ReplicaPhase phase = ReplicaPhase::kReserved;
+  Millis placedAtMs = 0;
+  Millis lastActiveMs = 0;
+  bool reservationActive = true;
+  bool removed = false;
+  // Per GPU (parallel to placement.gpus): current charge and attributed telemetry usage.
+  std::vector<std::int64_t> chargeMib;
+  std::vector<std::int64_t> attributedMib;  // -1: no telemetry names this replica yet
+};
+
+// ---- The state ----------------------------------------------------------------------------
+
+class ClusterState {
+ public:
+  ClusterState(const model::GpuCatalog& catalog, const Clock& clock, EngineOptions options = {});
+
+  // Applies one event. On error nothing changed.
+  Result<void> apply(const Event& event);
+
+  // Copies (the batch planner and the eviction planner work on scratch copies).
+  ClusterState(const ClusterState&) = default;
+  ClusterState& operator=(const ClusterState&) = delete;
+
+  const model::GpuCatalog& catalog() const { return *catalog_; }
+  const Clock& clock() const { return *clock_; }
+  const EngineOptions& options() const { return options_; }
+
+  // Tables, indexed by id; removed entries stay as tombstones (check `removed`).
+  std::span<const NodeRecord> nodes() const { return nodes_; }
+  std::span<const GpuRecord> gpus() const { return gpus_; }
+  std::span<const ReplicaRecord> replicas() const { return replicas_; }
+  const NodeRecord& node(NodeId id) const { return nodes_[static_cast<std::size_t>(id)]; }
+  const GpuRecord& gpu(GpuId id) const { return gpus_[static_cast<std::size_t>(id)]; }
+  const ReplicaRecord& replica(ReplicaId id) const {
+    return replicas_[static_cast<std::size_t>(id)];
+  }
+
+  std::optional<NodeId> findNode(std::string_view name) const;
+  std::optional<GpuId> findGpu(std::string_view node, std::string_view gpuId) const;
+  std::optional<ReplicaId> findReplica(std::string_view replicaId) const;
+
+  int liveNodeCount() const { return liveNodes_; }
+  int liveGpuCount() const { return liveGpus_; }
+  int liveReplicaCount() const { return static_cast<int>(replicaIndex_.size()); }
+  int activeReservationCount() const { return activeReservations_; }
+  // The earliest instant a reservation lapses; nullopt if none is active.
+  std::optional<Millis> nextReservationExpiryMs() const;
+
+  // True when the model's weights are in GPU memory on this GPU (a replica of it is placed).
+  bool modelResidentOnGpu(GpuId gpu, std::string_view modelName) const;
+  // True when the node's local cache holds the model's weights.
+  bool modelCachedOnNode(NodeId node, std::string_view modelName) const;
+  // Replicas of a deployment placed on a node.
+  int deploymentReplicasOnNode(NodeId node, std::string_view deployment) const;
+
+  // Largest memory a new placement could get on a GPU: free memory, or on a MIG card the
+  // biggest free or creatable instance. This is the key of the capacity index.
+  std::int64_t placeableMemoryMib(GpuId gpu) const;
+  // Healthy, live GPUs with placeableMemoryMib >= minMib, in ascending placeable memory.
+  // fn returns false to stop early.
+  template <typename Fn>
+  void forEachGpuWithPlaceableMemory(std::int64_t minMib, Fn&& fn) const {
+    for (auto it = capacityIndex_.lower_bound({minMib, -1}); it != capacityIndex_.end(); ++it) {
+      if (!fn(it->second)) return;
+    }
+  }
+
+  // Checks every bookkeeping invariant from scratch (no GPU over-committed in any dimension,
+  // MIG layouts legal, indices consistent); returns the first violation. For tests and
+  // debug builds; O(size of state).
+  Result<void> checkInvariants() const;
+
+ private:
+  Result<void> addNode(const model::NodeSpec& spec);
+  Result<void> updateNode(const model::NodeSpec& spec);
+  Result<void> removeNode(const NodeRemoved& ev);
+  Result<void> telemetry(const GpuTelemetry& ev);
+  Result<void> place(const Placement& placement);
+  Result<void> loaded(const std::string& replicaId);
+  Result<void> unload(const std::string& replicaId);
+  Result<void> activity(const ReplicaActivity& ev);
+  void expireReservations();
+
+  Result<model::GpuSpec> resolveGpu(const model::NodeSpec& node, const model::GpuSpec& gpu,
+                                    int* typeIndex) const;
+  Result<void> validatePlacement(const Placement& p) const;
+  void recharge(ReplicaId id);  // recomputes a replica's per-GPU charge from its state
+  void setCharge(ReplicaId id, std::size_t slot, std::int64_t charge);
+  void reindex(GpuId gpu);
+  void releaseReplica(ReplicaId id);
+
+  const model::GpuCatalog* catalog_;
+  const Clock* clock_;
+  EngineOptions options_;
+  std::vector<NodeRecord> nodes_;
+  std::vector<GpuRecord> gpus_;
+  std::vector<ReplicaRecord> replicas_;
+  std::unordered_map<std::string, NodeId> nodeIndex_;
+  std::unordered_map<std::string, ReplicaId> replicaIndex_;
+  std::set<std::pair<std::int64_t, GpuId>> capacityIndex_;
+  std::vector<std::int64_t> indexedKey_;  // per GPU: its key in capacityIndex_, or -1
+  std::set<std::pair<Millis, ReplicaId>> expiries_;
+  int liveNodes_ = 0;
+  int liveGpus_ = 0;
+  int activeReservations_ = 0;
+};
+
+}  // namespace tessera::sched

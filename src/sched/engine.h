@@ -1,0 +1,118 @@
+#pragma once
+// The placement engine: filter -> assemble options -> score -> choose -> reserve.
+// It owns no state of its own beyond scratch buffers: the books are in ClusterState, the
+// policy in the plugins.
+//
+// Threading: one engine per owning thread; not safe for concurrent calls.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "sched/cluster_state.h"
+#include "sched/profile.h"
+
+namespace tessera::sched {
+
+// Why a node or GPU was rejected (FailedNodes in a kube-scheduler extender answer).
+struct Rejection {
+  std::string node;
+  std::string gpu;     // empty: the whole node was rejected
+  std::string plugin;  // the filter that said no
+  std::string reason;
+};
+
+struct ScoreTerm {
+  std::string plugin;
+  std::int64_t weight = 0;
+  std::int64_t score = 0;  // normalised, 0..100
+};
+
+struct Decision {
+  std::optional<Placement> placement;  // empty: unplaceable
+  std::int64_t totalScore = 0;
+  std::vector<ScoreTerm> breakdown;  // the winner's score per plugin
+  int feasibleOptions = 0;
+  // Filled when explanations were asked for, or when nothing fits.
+  std::vector<Rejection> rejections;
+  std::string summary;  // one line: why nothing fits (empty on success)
+};
+
+struct DecideOptions {
+  bool explain = false;  // collect a reason for every rejected node and GPU
+};
+
+class PlacementEngine {
+ public:
+  PlacementEngine(PluginSet plugins, EngineOptions options);
+
+  // Chooses where `request` goes without changing the state.
+  Decision decide(const ClusterState& state, const model::PlacementRequest& request,
+                  DecideOptions opts = {});
+  // decide() and, on success, apply ReplicaPlaced (the reservation).
+  Decision place(ClusterState& state, const model::PlacementRequest& request,
+                 DecideOptions opts = {});
+
+  // Scores every feasible node (best option per node), for extenders' prioritize calls.
+  struct NodeScore {
+    NodeId node = -1;
+    std::int64_t score = 0;
+  };
+  std::vector<NodeScore> scoreNodes(const ClusterState& state,
+                                    const model::PlacementRequest& request);
+
+  const EngineOptions& options() const { return options_; }
+  const PluginSet& plugins() const { return plugins_; }
+
+ private:
+  struct Scratch;
+  PluginSet plugins_;
+  EngineOptions options_;
+  std::vector<Option> options_buf_;
+  std::vector<std::int64_t> total_;
+  std::vector<std::int64_t> raw_;
+  std::vector<std::int8_t> nodeVerdict_;
+  std::vector<GpuId> nodeGpus_;
+  void collectOptions(const DecisionContext& ctx, bool explain, Decision& out);
+  bool buildOption(const DecisionContext& ctx, NodeId node, std::span<const GpuId> gpus,
+                   Option& out, std::string* why) const;
+  Placement toPlacement(const DecisionContext& ctx, const Option& option) const;
+  std::size_t choose(const ClusterState& state, std::span<const Option> options) const;
+};
+
+// ---- Batch planning -------------------------------------------------------------------
+
+struct Unplaceable {
+  std::string replicaId;
+  std::string reason;
+};
+struct BatchPlan {
+  std::vector<Placement> assignments;
+  std::vector<Unplaceable> unplaceable;
+};
+// Best-fit-decreasing: largest per-GPU memory first (then more GPUs, then higher priority),
+// each placed with the engine on a scratch copy of the state. `commit` applies the
+// assignments to `state` as well.
+BatchPlan planBatch(PlacementEngine& engine, ClusterState& state,
+                    std::vector<model::PlacementRequest> requests, bool commit);
+
+// ---- Eviction planning ----------------------------------------------------------------
+
+struct EvictionPlan {
+  bool feasible = false;
+  std::vector<std::string> victims;  // replica ids to unload, in order
+  std::optional<Placement> placement;  // where the request goes after the evictions
+  std::string node;
+  // When even eviction cannot help: how much capacity would.
+  int gpusToAdd = 0;
+  std::string gpuTypeToAdd;
+  std::string reason;
+};
+// The cheapest set of strictly lower-priority replicas (lowest priority, then least
+// recently used, first) on one node whose unloading lets `request` fit there.
+EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
+                          const model::PlacementRequest& request);
+
+}  // namespace tessera::sched
