@@ -89,6 +89,7 @@ struct MigInstance {
   std::int16_t profile = -1;  // index into the GPU type's migProfiles
   std::int8_t start = 0;
   ReplicaId occupant = -1;    // -1: free
+  bool dynamic = false;       // created by Tessera for its occupant; destroyed when freed
 };
 
 struct GpuRecord {

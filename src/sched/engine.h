@@ -6,6 +6,7 @@
 // Threading: one engine per owning thread; not safe for concurrent calls.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,12 @@ struct ScoreTerm {
   std::int64_t score = 0;  // normalised, 0..100
 };
 
+struct RejectionCount {
+  std::string plugin;
+  int nodes = 0;
+  int gpus = 0;
+};
+
 struct Decision {
   std::optional<Placement> placement;  // empty: unplaceable
   std::int64_t totalScore = 0;
@@ -37,11 +44,15 @@ struct Decision {
   int feasibleOptions = 0;
   // Filled when explanations were asked for, or when nothing fits.
   std::vector<Rejection> rejections;
+  // How many nodes / GPUs each filter turned away (always filled when nothing fits).
+  std::vector<RejectionCount> rejectionCounts;
   std::string summary;  // one line: why nothing fits (empty on success)
 };
 
 struct DecideOptions {
-  bool explain = false;  // collect a reason for every rejected node and GPU
+  bool explain = false;          // collect a reason for every rejected node and GPU
+  bool explainFailures = true;   // when nothing fits, explain anyway (one more full pass)
+  std::optional<NodeId> onlyNode;  // consider this node only (eviction what-ifs, extenders)
 };
 
 class PlacementEngine {
@@ -61,25 +72,40 @@ class PlacementEngine {
     std::int64_t score = 0;
   };
   std::vector<NodeScore> scoreNodes(const ClusterState& state,
-                                    const model::PlacementRequest& request);
+                                    const model::PlacementRequest& request,
+                                    DecideOptions opts = {});
 
   const EngineOptions& options() const { return options_; }
   const PluginSet& plugins() const { return plugins_; }
 
  private:
-  struct Scratch;
+  // kFast uses the capacity index; kCount scans everything and counts rejections; kExplain
+  // also records a reason for each.
+  enum class Pass : std::uint8_t { kFast, kCount, kExplain };
+  // Fills candidates_ with every feasible option.
+  void collectOptions(const DecisionContext& ctx, const DecideOptions& opts, Pass pass,
+                      Decision& out);
+  void considerNode(const DecisionContext& ctx, NodeId node, std::span<const GpuId> gpus,
+                    Pass pass, Decision& out);
+  bool nodePasses(const DecisionContext& ctx, NodeId node, Pass pass, Decision& out);
+  bool gpuPasses(const DecisionContext& ctx, GpuId gpu, Pass pass, Decision& out);
+  void reject(Pass pass, Decision& out, std::string_view plugin, bool node,
+              std::string nodeName, std::string gpuId, const std::function<std::string()>& why);
+  // Scores candidates_ into total_ (and perPlugin_).
+  void scoreCandidates(const DecisionContext& ctx);
+  std::size_t choose(const ClusterState& state) const;
+  Placement toPlacement(const DecisionContext& ctx, const Option& option) const;
+  static std::string summarize(const ClusterState& state, const Decision& d);
+
   PluginSet plugins_;
   EngineOptions options_;
-  std::vector<Option> options_buf_;
+  // Scratch buffers reused across decisions (no allocation on the hot path once warm).
+  std::vector<Option> candidates_;
   std::vector<std::int64_t> total_;
-  std::vector<std::int64_t> raw_;
-  std::vector<std::int8_t> nodeVerdict_;
-  std::vector<GpuId> nodeGpus_;
-  void collectOptions(const DecisionContext& ctx, bool explain, Decision& out);
-  bool buildOption(const DecisionContext& ctx, NodeId node, std::span<const GpuId> gpus,
-                   Option& out, std::string* why) const;
-  Placement toPlacement(const DecisionContext& ctx, const Option& option) const;
-  std::size_t choose(const ClusterState& state, std::span<const Option> options) const;
+  std::vector<std::vector<std::int64_t>> perPlugin_;
+  std::vector<std::int8_t> nodeVerdict_;  // per node: 0 unknown, 1 pass, -1 fail
+  std::vector<std::pair<NodeId, GpuId>> passing_;
+  std::vector<GpuId> group_;
 };
 
 // ---- Batch planning -------------------------------------------------------------------

@@ -1,0 +1,696 @@
+#include "sched/cluster_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace tessera::sched {
+namespace {
+
+std::string gpuName(const NodeRecord& node, const GpuRecord& gpu) {
+  return node.spec.name + "/" + gpu.spec.id;
+}
+
+bool slotsFree(std::uint32_t used, int start, int count) {
+  const std::uint32_t mask = ((count >= 32) ? ~0u : ((1u << count) - 1u)) << start;
+  return (used & mask) == 0;
+}
+
+std::uint32_t slotMask(int start, int count) { return ((1u << count) - 1u) << start; }
+
+int instancesOfProfile(const GpuRecord& gpu, int profile) {
+  return static_cast<int>(std::count_if(gpu.migInstances.begin(), gpu.migInstances.end(),
+                                        [&](const MigInstance& m) { return m.profile == profile; }));
+}
+
+// True when an instance of `profile` may be created at `start` on this card now.
+bool migCreatable(const model::GpuType& type, const GpuRecord& gpu, int profile, int start) {
+  const model::MigProfile& p = type.migProfiles[static_cast<std::size_t>(profile)];
+  if (std::find(p.allowedStarts.begin(), p.allowedStarts.end(), start) == p.allowedStarts.end()) {
+    return false;
+  }
+  if (start + p.slotCount > type.migMemorySlots) return false;
+  if (p.maxInstances > 0 && instancesOfProfile(gpu, profile) >= p.maxInstances) return false;
+  return slotsFree(gpu.migSlotsUsed, start, p.slotCount);
+}
+
+}  // namespace
+
+std::string_view eventName(const Event& event) {
+  static constexpr std::string_view kNames[] = {
+      "NodeAdded",     "NodeUpdated",     "NodeRemoved",     "GpuTelemetry",        "ReplicaPlaced",
+      "ReplicaLoaded", "ReplicaUnloaded", "ReplicaActivity", "ReservationsExpired"};
+  return kNames[event.index()];
+}
+
+ClusterState::ClusterState(const model::GpuCatalog& catalog, const Clock& clock,
+                           EngineOptions options)
+    : catalog_(&catalog), clock_(&clock), options_(options) {}
+
+Result<void> ClusterState::apply(const Event& event) {
+  return std::visit(
+      [this](const auto& ev) -> Result<void> {
+        using T = std::decay_t<decltype(ev)>;
+        if constexpr (std::is_same_v<T, NodeAdded>) return addNode(ev.node);
+        if constexpr (std::is_same_v<T, NodeUpdated>) return updateNode(ev.node);
+        if constexpr (std::is_same_v<T, NodeRemoved>) return removeNode(ev);
+        if constexpr (std::is_same_v<T, GpuTelemetry>) return telemetry(ev);
+        if constexpr (std::is_same_v<T, ReplicaPlaced>) return place(ev.placement);
+        if constexpr (std::is_same_v<T, ReplicaLoaded>) return loaded(ev.replicaId);
+        if constexpr (std::is_same_v<T, ReplicaUnloaded>) return unload(ev.replicaId);
+        if constexpr (std::is_same_v<T, ReplicaActivity>) return activity(ev);
+        if constexpr (std::is_same_v<T, ReservationsExpired>) {
+          expireReservations();
+          return {};
+        }
+      },
+      event);
+}
+
+// ---- lookups ------------------------------------------------------------------------------
+
+std::optional<NodeId> ClusterState::findNode(std::string_view name) const {
+  auto it = nodeIndex_.find(std::string(name));
+  if (it == nodeIndex_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<GpuId> ClusterState::findGpu(std::string_view nodeName,
+                                           std::string_view gpuId) const {
+  auto n = findNode(nodeName);
+  if (!n) return std::nullopt;
+  for (GpuId g : node(*n).gpuIds) {
+    if (gpu(g).spec.id == gpuId) return g;
+  }
+  return std::nullopt;
+}
+
+std::optional<ReplicaId> ClusterState::findReplica(std::string_view replicaId) const {
+  auto it = replicaIndex_.find(std::string(replicaId));
+  if (it == replicaIndex_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<Millis> ClusterState::nextReservationExpiryMs() const {
+  if (expiries_.empty()) return std::nullopt;
+  return expiries_.begin()->first;
+}
+
+bool ClusterState::modelResidentOnGpu(GpuId g, std::string_view modelName) const {
+  for (ReplicaId r : gpu(g).replicas) {
+    if (replica(r).placement.modelName == modelName) return true;
+  }
+  return false;
+}
+
+bool ClusterState::modelCachedOnNode(NodeId n, std::string_view modelName) const {
+  const auto& cached = node(n).spec.cachedModels;
+  return std::find(cached.begin(), cached.end(), modelName) != cached.end();
+}
+
+int ClusterState::deploymentReplicasOnNode(NodeId n, std::string_view deployment) const {
+  int count = 0;
+  for (ReplicaId r : node(n).replicas) {
+    if (replica(r).placement.deployment == deployment) ++count;
+  }
+  return count;
+}
+
+std::int64_t ClusterState::placeableMemoryMib(GpuId g) const {
+  const GpuRecord& rec = gpu(g);
+  if (!rec.spec.migEnabled) {
+    if (rec.exclusive) return 0;
+    return std::max<std::int64_t>(0, rec.freeMemoryMib());
+  }
+  const model::GpuType& type = catalog_->at(rec.typeIndex);
+  std::int64_t best = 0;
+  for (const MigInstance& m : rec.migInstances) {
+    if (m.occupant < 0) {
+      best = std::max(best, type.migProfiles[static_cast<std::size_t>(m.profile)].memoryMib);
+    }
+  }
+  for (std::size_t p = 0; p < type.migProfiles.size(); ++p) {
+    const model::MigProfile& prof = type.migProfiles[p];
+    if (prof.memoryMib <= best) continue;
+    for (int start : prof.allowedStarts) {
+      if (migCreatable(type, rec, static_cast<int>(p), start)) {
+        best = prof.memoryMib;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+// ---- nodes --------------------------------------------------------------------------------
+
+Result<model::GpuSpec> ClusterState::resolveGpu(const model::NodeSpec& n,
+                                                const model::GpuSpec& in, int* typeIndex) const {
+  const std::string where = "node " + n.name + " gpu " + in.id;
+  if (in.id.empty()) return fail(Error::invalid("node " + n.name + ": a GPU has an empty id"));
+  const int t = catalog_->indexOf(in.type);
+  if (t < 0) return fail(Error::invalid(where + ": unknown GPU type '" + in.type + "'"));
+  const model::GpuType& type = catalog_->at(t);
+  model::GpuSpec out = in;
+  if (out.memoryMib < 0) return fail(Error::invalid(where + ": memoryMib must be >= 0"));
+  if (out.memoryMib == 0 && type.memoryMib) out.memoryMib = *type.memoryMib;
+  if (out.smCount == 0 && type.smCount) out.smCount = *type.smCount;
+  if (out.memoryBandwidthGBps == 0 && type.memoryBandwidthGBps) {
+    out.memoryBandwidthGBps = *type.memoryBandwidthGBps;
+  }
+  if (out.computeMilli <= 0 || out.computeMilli > 1000) {
+    return fail(Error::invalid(where + ": computeMilli must be in 1..1000"));
+  }
+  if (out.timeSlicingReplicas < 0) {
+    return fail(Error::invalid(where + ": timeSlicingReplicas must be >= 0"));
+  }
+  if (out.migEnabled && !type.migCapable()) {
+    return fail(Error::invalid(where + ": migEnabled but type " + type.name + " has no MIG"));
+  }
+  if (!out.migEnabled && !out.migInstances.empty()) {
+    return fail(Error::invalid(where + ": migInstances given but migEnabled is false"));
+  }
+  *typeIndex = t;
+  return out;
+}
+
+Result<void> ClusterState::addNode(const model::NodeSpec& spec) {
+  if (spec.name.empty()) return fail(Error::invalid("node name is empty"));
+  if (nodeIndex_.contains(spec.name)) {
+    return fail(Error::exists("node " + spec.name + " already exists"));
+  }
+  if (spec.cpuMilli < 0 || spec.hostMemoryMib < 0) {
+    return fail(Error::invalid("node " + spec.name + ": cpuMilli and hostMemoryMib must be >= 0"));
+  }
+  const NodeId nid = static_cast<NodeId>(nodes_.size());
+  std::vector<GpuRecord> newGpus;
+  newGpus.reserve(spec.gpus.size());
+  for (std::size_t i = 0; i < spec.gpus.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (spec.gpus[j].id == spec.gpus[i].id) {
+        return fail(Error::invalid("node " + spec.name + ": duplicate GPU id " + spec.gpus[i].id));
+      }
+    }
+    GpuRecord rec;
+    auto resolved = resolveGpu(spec, spec.gpus[i], &rec.typeIndex);
+    if (!resolved) return fail(resolved.error());
+    rec.spec = std::move(*resolved);
+    rec.node = nid;
+    rec.indexInNode = static_cast<int>(i);
+    // Pre-existing MIG instances must form a legal layout.
+    if (rec.spec.migEnabled) {
+      const model::GpuType& type = catalog_->at(rec.typeIndex);
+      for (const auto& inst : rec.spec.migInstances) {
+        const auto* prof = type.findMigProfile(inst.profile);
+        const std::string where = "node " + spec.name + " gpu " + rec.spec.id + ": MIG instance " +
+                                  inst.profile + "@" + std::to_string(inst.startSlot);
+        if (prof == nullptr) {
+          return fail(Error::invalid(where + ": unknown profile for " + type.name));
+        }
+        const int p = static_cast<int>(prof - type.migProfiles.data());
+        if (inst.startSlot < 0 || inst.startSlot >= type.migMemorySlots ||
+            !migCreatable(type, rec, p, inst.startSlot)) {
+          return fail(Error::invalid(where + ": illegal start or overlaps another instance"));
+        }
+        rec.migSlotsUsed |= slotMask(inst.startSlot, prof->slotCount);
+        rec.migInstances.push_back(
+            {static_cast<std::int16_t>(p), static_cast<std::int8_t>(inst.startSlot), -1});
+      }
+    }
+    newGpus.push_back(std::move(rec));
+  }
+  NodeRecord node;
+  node.spec = spec;
+  node.spec.gpus.clear();
+  node.rank = spec.rank.value_or(static_cast<std::int64_t>(nid));
+  for (std::size_t i = 0; i < newGpus.size(); ++i) {
+    node.gpuIds.push_back(static_cast<GpuId>(gpus_.size() + i));
+  }
+  nodes_.push_back(std::move(node));
+  for (auto& g : newGpus) {
+    const GpuId gid = static_cast<GpuId>(gpus_.size());
+    gpus_.push_back(std::move(g));
+    indexedKey_.push_back(-1);
+    reindex(gid);
+  }
+  liveGpus_ += static_cast<int>(newGpus.size());
+  ++liveNodes_;
+  nodeIndex_.emplace(spec.name, nid);
+  return {};
+}
+
+Result<void> ClusterState::updateNode(const model::NodeSpec& spec) {
+  auto id = findNode(spec.name);
+  if (!id) return fail(Error::notFound("node " + spec.name + " does not exist"));
+  NodeRecord& node = nodes_[static_cast<std::size_t>(*id)];
+  if (spec.gpus.size() != node.gpuIds.size()) {
+    return fail(Error::invalid("node " + spec.name +
+                               ": an update must list the same GPUs; remove and re-add the node "
+                               "to change its GPU set"));
+  }
+  if (spec.cpuMilli < node.bookedCpuMilli || spec.hostMemoryMib < node.bookedHostMemoryMib) {
+    return fail(Error::precondition("node " + spec.name +
+                                    ": new CPU or host memory is below what replicas hold"));
+  }
+  // Validate everything before changing anything.
+  std::vector<std::pair<GpuId, model::GpuSpec>> updates;
+  for (const auto& g : spec.gpus) {
+    auto gid = findGpu(spec.name, g.id);
+    if (!gid) return fail(Error::invalid("node " + spec.name + ": unknown GPU id " + g.id));
+    int typeIndex = -1;
+    auto resolved = resolveGpu(spec, g, &typeIndex);
+    if (!resolved) return fail(resolved.error());
+    const GpuRecord& cur = gpu(*gid);
+    const bool capacityChanged = resolved->memoryMib != cur.spec.memoryMib ||
+                                 resolved->computeMilli != cur.spec.computeMilli ||
+                                 typeIndex != cur.typeIndex ||
+                                 resolved->migEnabled != cur.spec.migEnabled;
+    if (capacityChanged && !cur.replicas.empty()) {
+      return fail(Error::precondition("node " + spec.name + " gpu " + g.id +
+                                      ": capacity, type or MIG mode cannot change while replicas "
+                                      "are placed on it"));
+    }
+    if (capacityChanged) {
+      return fail(Error::invalid("node " + spec.name + " gpu " + g.id +
+                                 ": capacity, type or MIG mode changed; remove and re-add the "
+                                 "node"));
+    }
+    updates.emplace_back(*gid, std::move(*resolved));
+  }
+  node.spec.labels = spec.labels;
+  node.spec.taints = spec.taints;
+  node.spec.healthy = spec.healthy;
+  node.spec.cordoned = spec.cordoned;
+  node.spec.cachedModels = spec.cachedModels;
+  node.spec.cpuMilli = spec.cpuMilli;
+  node.spec.hostMemoryMib = spec.hostMemoryMib;
+  if (spec.rank) node.rank = *spec.rank;
+  for (auto& [gid, g] : updates) {
+    GpuRecord& rec = gpus_[static_cast<std::size_t>(gid)];
+    rec.spec.healthy = g.healthy;
+    rec.spec.numaNode = g.numaNode;
+    rec.spec.nvlinkGroup = g.nvlinkGroup;
+    rec.spec.pcieSwitch = g.pcieSwitch;
+    rec.spec.uuid = g.uuid;
+    rec.spec.timeSlicingReplicas = g.timeSlicingReplicas;
+    rec.spec.memoryBandwidthGBps = g.memoryBandwidthGBps;
+    reindex(gid);
+  }
+  return {};
+}
+
+Result<void> ClusterState::removeNode(const NodeRemoved& ev) {
+  auto id = findNode(ev.name);
+  if (!id) return fail(Error::notFound("node " + ev.name + " does not exist"));
+  NodeRecord& node = nodes_[static_cast<std::size_t>(*id)];
+  if (!node.replicas.empty() && !ev.force) {
+    return fail(Error::precondition("node " + ev.name + " still holds " +
+                                    std::to_string(node.replicas.size()) +
+                                    " replica(s); drain it first or remove with force"));
+  }
+  const std::vector<ReplicaId> victims = node.replicas;
+  for (ReplicaId r : victims) releaseReplica(r);
+  node.removed = true;
+  for (GpuId g : node.gpuIds) {
+    if (indexedKey_[static_cast<std::size_t>(g)] >= 0) {
+      capacityIndex_.erase({indexedKey_[static_cast<std::size_t>(g)], g});
+      indexedKey_[static_cast<std::size_t>(g)] = -1;
+    }
+  }
+  liveGpus_ -= static_cast<int>(node.gpuIds.size());
+  --liveNodes_;
+  nodeIndex_.erase(ev.name);
+  return {};
+}
+
+// ---- telemetry ----------------------------------------------------------------------------
+
+Result<void> ClusterState::telemetry(const GpuTelemetry& ev) {
+  auto gid = findGpu(ev.node, ev.gpuId);
+  if (!gid) return fail(Error::notFound("telemetry for unknown GPU " + ev.node + "/" + ev.gpuId));
+  if (ev.usedMib < 0 || ev.utilizationMilli < 0 || ev.utilizationMilli > 1000) {
+    return fail(Error::invalid("telemetry for " + ev.node + "/" + ev.gpuId +
+                               ": usedMib must be >= 0 and utilizationMilli in 0..1000"));
+  }
+  for (const auto& [name, used] : ev.replicaUsedMib) {
+    if (used < 0) {
+      return fail(Error::invalid("telemetry for " + ev.node + "/" + ev.gpuId + ": replica " +
+                                 name + " usage must be >= 0"));
+    }
+  }
+  GpuRecord& rec = gpus_[static_cast<std::size_t>(*gid)];
+  rec.hasTelemetry = true;
+  rec.telemetryUsedMib = ev.usedMib;
+  rec.utilizationMilli = ev.utilizationMilli;
+  rec.telemetryAtMs = clock_->nowMs();
+  rec.spec.healthy = ev.healthy;
+  std::int64_t attributed = 0;
+  for (ReplicaId r : rec.replicas) {
+    ReplicaRecord& rep = replicas_[static_cast<std::size_t>(r)];
+    for (std::size_t slot = 0; slot < rep.placement.gpus.size(); ++slot) {
+      if (rep.placement.gpus[slot].gpu != *gid) continue;
+      auto it = ev.replicaUsedMib.find(rep.placement.replicaId);
+      rep.attributedMib[slot] = it == ev.replicaUsedMib.end() ? -1 : it->second;
+      if (it != ev.replicaUsedMib.end()) attributed += it->second;
+    }
+  }
+  // MIG usage lives inside instances Tessera already charges whole; no foreign share there.
+  const std::int64_t foreign = rec.spec.migEnabled ? 0 : std::max<std::int64_t>(0, ev.usedMib - attributed);
+  rec.foreignMib = foreign;
+  const std::vector<ReplicaId> onGpu = rec.replicas;
+  for (ReplicaId r : onGpu) recharge(r);
+  reindex(*gid);
+  return {};
+}
+
+// ---- replicas -----------------------------------------------------------------------------
+
+Result<void> ClusterState::validatePlacement(const Placement& p) const {
+  const std::string who = "placement of " + p.replicaId;
+  if (p.replicaId.empty()) return fail(Error::invalid("placement has an empty replicaId"));
+  if (replicaIndex_.contains(p.replicaId)) {
+    return fail(Error::exists("replica " + p.replicaId + " is already placed"));
+  }
+  if (p.node < 0 || static_cast<std::size_t>(p.node) >= nodes_.size() || node(p.node).removed) {
+    return fail(Error::notFound(who + ": node does not exist"));
+  }
+  const NodeRecord& n = node(p.node);
+  if (p.cpuMilli < 0 || p.hostMemoryMib < 0) {
+    return fail(Error::invalid(who + ": negative CPU or host memory"));
+  }
+  if (p.cpuMilli > n.freeCpuMilli() || p.hostMemoryMib > n.freeHostMemoryMib()) {
+    return fail(Error::exhausted(who + ": node " + n.spec.name + " lacks CPU or host memory"));
+  }
+  if (p.gpus.size() > static_cast<std::size_t>(kMaxGpusPerReplica)) {
+    return fail(Error::invalid(who + ": too many GPUs"));
+  }
+  for (std::size_t i = 0; i < p.gpus.size(); ++i) {
+    const GpuAssignment& a = p.gpus[i];
+    if (std::find(n.gpuIds.begin(), n.gpuIds.end(), a.gpu) == n.gpuIds.end()) {
+      return fail(Error::invalid(who + ": GPU is not on node " + n.spec.name));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (p.gpus[j].gpu == a.gpu) return fail(Error::invalid(who + ": GPU listed twice"));
+    }
+    const GpuRecord& g = gpu(a.gpu);
+    const std::string where = who + " on " + gpuName(n, g);
+    if (a.reservedMib < 0 || a.estimateMib < 0 || a.computeMilli < 0 || a.bandwidthGBps < 0) {
+      return fail(Error::invalid(where + ": negative amount"));
+    }
+    if (!g.healthy()) return fail(Error::precondition(where + ": GPU is unhealthy"));
+    if (g.exclusive) return fail(Error::exhausted(where + ": GPU is held exclusively"));
+    if (p.mode == model::SharingMode::kExclusive && !g.replicas.empty()) {
+      return fail(Error::exhausted(where + ": exclusive placement on a shared GPU"));
+    }
+    if (g.spec.timeSlicingReplicas > 0 &&
+        static_cast<int>(g.replicas.size()) >= g.spec.timeSlicingReplicas) {
+      return fail(Error::exhausted(where + ": time-slicing replica limit reached"));
+    }
+    if (g.bookedComputeMilli + a.computeMilli > g.spec.computeMilli) {
+      return fail(Error::exhausted(where + ": compute over-committed"));
+    }
+    if (g.spec.memoryBandwidthGBps > 0 &&
+        g.bookedBandwidthGBps + a.bandwidthGBps > g.spec.memoryBandwidthGBps + 1e-9) {
+      return fail(Error::exhausted(where + ": memory bandwidth over-committed"));
+    }
+    if (g.spec.migEnabled != (p.mode == model::SharingMode::kMig)) {
+      return fail(Error::invalid(where + ": MIG placements go exactly on MIG-enabled GPUs"));
+    }
+    if (g.spec.migEnabled) {
+      const model::GpuType& type = catalog_->at(g.typeIndex);
+      if (a.migProfile < 0 || static_cast<std::size_t>(a.migProfile) >= type.migProfiles.size()) {
+        return fail(Error::invalid(where + ": no valid MIG profile"));
+      }
+      const bool freeInstance =
+          std::any_of(g.migInstances.begin(), g.migInstances.end(), [&](const MigInstance& m) {
+            return m.profile == a.migProfile && m.start == a.migStart && m.occupant < 0;
+          });
+      if (!freeInstance && !migCreatable(type, g, a.migProfile, a.migStart)) {
+        return fail(Error::exhausted(where + ": MIG slice " +
+                                     type.migProfiles[static_cast<std::size_t>(a.migProfile)].name +
+                                     "@" + std::to_string(a.migStart) + " is not available"));
+      }
+      if (a.reservedMib > type.migProfiles[static_cast<std::size_t>(a.migProfile)].memoryMib) {
+        return fail(Error::exhausted(where + ": more memory than the MIG slice has"));
+      }
+    } else if (a.reservedMib > g.freeMemoryMib()) {
+      return fail(Error::exhausted(where + ": needs " + std::to_string(a.reservedMib) +
+                                   " MiB, " + std::to_string(g.freeMemoryMib()) + " MiB free"));
+    }
+  }
+  return {};
+}
+
+Result<void> ClusterState::place(const Placement& p) {
+  TESSERA_RETURN_IF_ERROR(validatePlacement(p));
+  const ReplicaId rid = static_cast<ReplicaId>(replicas_.size());
+  ReplicaRecord rec;
+  rec.placement = p;
+  rec.placedAtMs = clock_->nowMs();
+  rec.lastActiveMs = rec.placedAtMs;
+  rec.chargeMib.assign(p.gpus.size(), 0);
+  rec.attributedMib.assign(p.gpus.size(), -1);
+  replicas_.push_back(std::move(rec));
+  replicaIndex_.emplace(p.replicaId, rid);
+  NodeRecord& n = nodes_[static_cast<std::size_t>(p.node)];
+  n.bookedCpuMilli += p.cpuMilli;
+  n.bookedHostMemoryMib += p.hostMemoryMib;
+  n.replicas.push_back(rid);
+  for (const GpuAssignment& a : p.gpus) {
+    GpuRecord& g = gpus_[static_cast<std::size_t>(a.gpu)];
+    g.bookedComputeMilli += a.computeMilli;
+    g.bookedBandwidthGBps += a.bandwidthGBps;
+    g.replicas.push_back(rid);
+    if (p.mode == model::SharingMode::kExclusive) g.exclusive = true;
+    if (g.spec.migEnabled) {
+      auto it = std::find_if(g.migInstances.begin(), g.migInstances.end(), [&](const MigInstance& m) {
+        return m.profile == a.migProfile && m.start == a.migStart && m.occupant < 0;
+      });
+      if (it == g.migInstances.end()) {
+        const auto& prof = catalog_->at(g.typeIndex).migProfiles[static_cast<std::size_t>(a.migProfile)];
+        g.migSlotsUsed |= slotMask(a.migStart, prof.slotCount);
+        g.migInstances.push_back({a.migProfile, a.migStart, rid, true});
+      } else {
+        it->occupant = rid;
+      }
+    }
+  }
+  expiries_.insert({replicas_.back().placedAtMs + options_.reservationTtlMs, rid});
+  ++activeReservations_;
+  recharge(rid);
+  return {};
+}
+
+Result<void> ClusterState::loaded(const std::string& replicaId) {
+  auto rid = findReplica(replicaId);
+  if (!rid) return fail(Error::notFound("replica " + replicaId + " is not placed"));
+  replicas_[static_cast<std::size_t>(*rid)].phase = ReplicaPhase::kLoaded;
+  recharge(*rid);
+  return {};
+}
+
+Result<void> ClusterState::unload(const std::string& replicaId) {
+  auto rid = findReplica(replicaId);
+  if (!rid) return fail(Error::notFound("replica " + replicaId + " is not placed"));
+  releaseReplica(*rid);
+  return {};
+}
+
+Result<void> ClusterState::activity(const ReplicaActivity& ev) {
+  auto rid = findReplica(ev.replicaId);
+  if (!rid) return fail(Error::notFound("replica " + ev.replicaId + " is not placed"));
+  ReplicaRecord& rec = replicas_[static_cast<std::size_t>(*rid)];
+  rec.lastActiveMs = std::max(rec.lastActiveMs, ev.atMs);
+  return {};
+}
+
+void ClusterState::expireReservations() {
+  const Millis now = clock_->nowMs();
+  while (!expiries_.empty() && expiries_.begin()->first <= now) {
+    const ReplicaId rid = expiries_.begin()->second;
+    expiries_.erase(expiries_.begin());
+    ReplicaRecord& rec = replicas_[static_cast<std::size_t>(rid)];
+    rec.reservationActive = false;
+    --activeReservations_;
+    recharge(rid);
+  }
+}
+
+void ClusterState::recharge(ReplicaId rid) {
+  ReplicaRecord& rec = replicas_[static_cast<std::size_t>(rid)];
+  const bool mig = rec.placement.mode == model::SharingMode::kMig;
+  // The reservation settles once the replica is loaded and telemetry names it on every GPU.
+  if (rec.reservationActive && rec.phase == ReplicaPhase::kLoaded &&
+      std::all_of(rec.attributedMib.begin(), rec.attributedMib.end(),
+                  [](std::int64_t a) { return a >= 0; })) {
+    rec.reservationActive = false;
+    --activeReservations_;
+    expiries_.erase({rec.placedAtMs + options_.reservationTtlMs, rid});
+  }
+  for (std::size_t slot = 0; slot < rec.placement.gpus.size(); ++slot) {
+    const GpuAssignment& a = rec.placement.gpus[slot];
+    const std::int64_t seen = rec.attributedMib[slot];
+    std::int64_t charge;
+    if (mig) {
+      charge = a.reservedMib;  // a MIG slice is carved out whole, whatever the replica uses
+    } else if (rec.reservationActive) {
+      charge = std::max(a.reservedMib, seen);
+    } else if (seen >= 0) {
+      charge = seen;
+    } else {
+      charge = a.estimateMib;
+    }
+    setCharge(rid, slot, charge);
+  }
+}
+
+void ClusterState::setCharge(ReplicaId rid, std::size_t slot, std::int64_t charge) {
+  ReplicaRecord& rec = replicas_[static_cast<std::size_t>(rid)];
+  const GpuId g = rec.placement.gpus[slot].gpu;
+  const std::int64_t delta = charge - rec.chargeMib[slot];
+  if (delta == 0) return;
+  rec.chargeMib[slot] = charge;
+  gpus_[static_cast<std::size_t>(g)].chargedMib += delta;
+  reindex(g);
+}
+
+void ClusterState::releaseReplica(ReplicaId rid) {
+  ReplicaRecord& rec = replicas_[static_cast<std::size_t>(rid)];
+  if (rec.reservationActive) {
+    rec.reservationActive = false;
+    --activeReservations_;
+    expiries_.erase({rec.placedAtMs + options_.reservationTtlMs, rid});
+  }
+  for (std::size_t slot = 0; slot < rec.placement.gpus.size(); ++slot) {
+    setCharge(rid, slot, 0);
+    const GpuAssignment& a = rec.placement.gpus[slot];
+    GpuRecord& g = gpus_[static_cast<std::size_t>(a.gpu)];
+    g.bookedComputeMilli -= a.computeMilli;
+    g.bookedBandwidthGBps -= a.bandwidthGBps;
+    if (g.bookedBandwidthGBps < 1e-9) g.bookedBandwidthGBps = 0;
+    std::erase(g.replicas, rid);
+    if (rec.placement.mode == model::SharingMode::kExclusive) g.exclusive = false;
+    if (g.spec.migEnabled) {
+      const auto& type = catalog_->at(g.typeIndex);
+      for (auto it = g.migInstances.begin(); it != g.migInstances.end(); ++it) {
+        if (it->occupant != rid) continue;
+        if (it->dynamic) {
+          // Tessera made this instance for the replica; give the slices back.
+          g.migSlotsUsed &= ~slotMask(it->start, type.migProfiles[static_cast<std::size_t>(it->profile)].slotCount);
+          g.migInstances.erase(it);
+        } else {
+          it->occupant = -1;
+        }
+        break;
+      }
+    }
+    reindex(a.gpu);
+  }
+  NodeRecord& n = nodes_[static_cast<std::size_t>(rec.placement.node)];
+  n.bookedCpuMilli -= rec.placement.cpuMilli;
+  n.bookedHostMemoryMib -= rec.placement.hostMemoryMib;
+  std::erase(n.replicas, rid);
+  rec.removed = true;
+  replicaIndex_.erase(rec.placement.replicaId);
+}
+
+void ClusterState::reindex(GpuId g) {
+  const auto gi = static_cast<std::size_t>(g);
+  const GpuRecord& rec = gpus_[gi];
+  const bool live = !nodes_[static_cast<std::size_t>(rec.node)].removed;
+  const std::int64_t key = (live && rec.healthy()) ? placeableMemoryMib(g) : -1;
+  if (key == indexedKey_[gi]) return;
+  if (indexedKey_[gi] >= 0) capacityIndex_.erase({indexedKey_[gi], g});
+  indexedKey_[gi] = key;
+  if (key >= 0) capacityIndex_.insert({key, g});
+}
+
+// ---- invariants ---------------------------------------------------------------------------
+
+Result<void> ClusterState::checkInvariants() const {
+  std::vector<std::int64_t> charged(gpus_.size(), 0), reservedSum(gpus_.size(), 0);
+  std::vector<std::int64_t> compute(gpus_.size(), 0);
+  std::vector<double> bandwidth(gpus_.size(), 0);
+  std::vector<std::int64_t> cpu(nodes_.size(), 0), hostMem(nodes_.size(), 0);
+  int active = 0;
+  for (std::size_t r = 0; r < replicas_.size(); ++r) {
+    const ReplicaRecord& rec = replicas_[r];
+    if (rec.removed) continue;
+    if (rec.reservationActive) {
+      ++active;
+      if (!expiries_.contains({rec.placedAtMs + options_.reservationTtlMs, static_cast<ReplicaId>(r)})) {
+        return fail(Error::internal("replica " + rec.placement.replicaId + ": active reservation without expiry"));
+      }
+    }
+    cpu[static_cast<std::size_t>(rec.placement.node)] += rec.placement.cpuMilli;
+    hostMem[static_cast<std::size_t>(rec.placement.node)] += rec.placement.hostMemoryMib;
+    for (std::size_t s = 0; s < rec.placement.gpus.size(); ++s) {
+      const auto g = static_cast<std::size_t>(rec.placement.gpus[s].gpu);
+      charged[g] += rec.chargeMib[s];
+      reservedSum[g] += std::min(rec.chargeMib[s], rec.placement.gpus[s].reservedMib);
+      compute[g] += rec.placement.gpus[s].computeMilli;
+      bandwidth[g] += rec.placement.gpus[s].bandwidthGBps;
+    }
+  }
+  if (active != activeReservations_ || static_cast<std::size_t>(active) != expiries_.size()) {
+    return fail(Error::internal("reservation counters disagree with the replicas"));
+  }
+  for (std::size_t g = 0; g < gpus_.size(); ++g) {
+    const GpuRecord& rec = gpus_[g];
+    const std::string name = gpuName(nodes_[static_cast<std::size_t>(rec.node)], rec);
+    if (charged[g] != rec.chargedMib) return fail(Error::internal(name + ": charged memory drifted"));
+    if (compute[g] != rec.bookedComputeMilli) return fail(Error::internal(name + ": compute drifted"));
+    if (compute[g] > rec.spec.computeMilli) return fail(Error::internal(name + ": compute over-committed"));
+    if (rec.spec.memoryBandwidthGBps > 0 && bandwidth[g] > rec.spec.memoryBandwidthGBps + 1e-6) {
+      return fail(Error::internal(name + ": bandwidth over-committed"));
+    }
+    if (!rec.spec.migEnabled && reservedSum[g] > rec.spec.memoryMib) {
+      return fail(Error::internal(name + ": memory over-committed"));
+    }
+    if (rec.exclusive && rec.replicas.size() != 1) {
+      return fail(Error::internal(name + ": exclusive GPU does not hold exactly one replica"));
+    }
+    if (rec.spec.timeSlicingReplicas > 0 &&
+        static_cast<int>(rec.replicas.size()) > rec.spec.timeSlicingReplicas) {
+      return fail(Error::internal(name + ": time-slicing limit exceeded"));
+    }
+    if (rec.spec.migEnabled) {
+      const model::GpuType& type = catalog_->at(rec.typeIndex);
+      std::uint32_t used = 0;
+      std::int64_t sliceMemory = 0;
+      std::vector<int> counts(type.migProfiles.size(), 0);
+      for (const MigInstance& m : rec.migInstances) {
+        const model::MigProfile& p = type.migProfiles[static_cast<std::size_t>(m.profile)];
+        if (std::find(p.allowedStarts.begin(), p.allowedStarts.end(), m.start) == p.allowedStarts.end() ||
+            m.start + p.slotCount > type.migMemorySlots) {
+          return fail(Error::internal(name + ": MIG instance at an illegal start"));
+        }
+        const std::uint32_t mask = slotMask(m.start, p.slotCount);
+        if (used & mask) return fail(Error::internal(name + ": MIG instances overlap"));
+        used |= mask;
+        if (++counts[static_cast<std::size_t>(m.profile)] > p.maxInstances && p.maxInstances > 0) {
+          return fail(Error::internal(name + ": too many MIG instances of " + p.name));
+        }
+        sliceMemory += p.memoryMib;
+      }
+      if (used != rec.migSlotsUsed) return fail(Error::internal(name + ": MIG slot mask drifted"));
+    }
+    const bool live = !nodes_[static_cast<std::size_t>(rec.node)].removed;
+    const std::int64_t want = (live && rec.healthy()) ? placeableMemoryMib(static_cast<GpuId>(g)) : -1;
+    if (want != indexedKey_[g] || (want >= 0 && !capacityIndex_.contains({want, static_cast<GpuId>(g)}))) {
+      return fail(Error::internal(name + ": capacity index is stale"));
+    }
+  }
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    if (nodes_[n].removed) continue;
+    if (cpu[n] != nodes_[n].bookedCpuMilli || cpu[n] > nodes_[n].spec.cpuMilli) {
+      return fail(Error::internal("node " + nodes_[n].spec.name + ": CPU books wrong or over-committed"));
+    }
+    if (hostMem[n] != nodes_[n].bookedHostMemoryMib || hostMem[n] > nodes_[n].spec.hostMemoryMib) {
+      return fail(Error::internal("node " + nodes_[n].spec.name + ": host memory books wrong or over-committed"));
+    }
+  }
+  return {};
+}
+
+}  // namespace tessera::sched
