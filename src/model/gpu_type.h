@@ -14,18 +14,18 @@ namespace tessera::model {
 // A card in MIG mode has `memorySlots` equal memory slices; an instance of this profile
 // occupies `slotCount` consecutive slices starting at one of `allowedStarts`.
 struct MigProfile {
-  std::string name;         // NVIDIA's profile name, e.g. "1g.10gb"
-  int computeSlices = 0;    // g in "<g>g.<m>gb": 1/7ths of the SMs on 7-slice cards
-  std::int64_t memoryMib = 0;  // memory the instance exposes
-  int slotCount = 0;        // memory slices occupied
+  std::string name;                // NVIDIA's profile name, e.g. "1g.10gb"
+  int computeSlices = 0;           // g in "<g>g.<m>gb": 1/7ths of the SMs on 7-slice cards
+  std::int64_t memoryMib = 0;      // memory the instance exposes
+  int slotCount = 0;               // memory slices occupied
   std::vector<int> allowedStarts;  // first memory slice an instance may start at
-  int maxInstances = 0;     // most instances of this profile on one card
+  int maxInstances = 0;            // most instances of this profile on one card
 };
 
 struct GpuType {
-  std::string name;  // catalogue key, e.g. "A100-80GB"; matched case-insensitively
+  std::string name;                  // catalogue key, e.g. "A100-80GB"; matched case-insensitively
   std::vector<std::string> aliases;  // other spellings seen in traces and NVML names
-  bool opaque = false;  // an undisclosed type (figures unknown)
+  bool opaque = false;               // an undisclosed type (figures unknown)
   std::optional<std::int64_t> memoryMib;
   std::optional<int> smCount;
   std::optional<double> memoryBandwidthGBps;

@@ -33,7 +33,7 @@ struct GpuSpec {
   // Sharing.
   bool migEnabled = false;
   std::vector<MigInstanceSpec> migInstances;  // pre-existing instances
-  int timeSlicingReplicas = 0;  // >0: at most this many replicas share the card
+  int timeSlicingReplicas = 0;                // >0: at most this many replicas share the card
   bool healthy = true;
 };
 
@@ -44,10 +44,10 @@ struct Taint {
 };
 
 struct Toleration {
-  std::string key;       // empty + operator Exists = tolerate everything
+  std::string key;           // empty + operator Exists = tolerate everything
   std::string op = "Equal";  // Equal | Exists
   std::string value;
-  std::string effect;    // empty = every effect
+  std::string effect;  // empty = every effect
   bool tolerates(const Taint& taint) const;
 };
 

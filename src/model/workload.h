@@ -26,19 +26,19 @@ const char* sharingModeName(SharingMode mode);
 // estimate by the profile's safety factor; the figures here are the raw estimate.
 struct ModelProfile {
   std::string name;
-  std::int64_t weightsMib = 0;       // whole model; split evenly across gpusPerReplica
-  std::int64_t kvCacheMib = 0;       // KV-cache reserve for the whole replica
-  std::int64_t overheadMib = 0;      // activations, CUDA context, allocator slack
-  std::int32_t computeMilli = 0;     // per GPU, thousandths of a GPU's SMs
-  double memoryBandwidthGBps = 0;    // per GPU
-  int gpusPerReplica = 1;            // tensor-parallel degree
-  bool nvlinkRequired = false;       // multi-GPU replica needs an NVLink-connected set
-  bool numaAligned = false;          // all GPUs (and CPUs) on one NUMA node
-  int priority = 0;                  // higher wins; eviction only takes strictly lower
+  std::int64_t weightsMib = 0;     // whole model; split evenly across gpusPerReplica
+  std::int64_t kvCacheMib = 0;     // KV-cache reserve for the whole replica
+  std::int64_t overheadMib = 0;    // activations, CUDA context, allocator slack
+  std::int32_t computeMilli = 0;   // per GPU, thousandths of a GPU's SMs
+  double memoryBandwidthGBps = 0;  // per GPU
+  int gpusPerReplica = 1;          // tensor-parallel degree
+  bool nvlinkRequired = false;     // multi-GPU replica needs an NVLink-connected set
+  bool numaAligned = false;        // all GPUs (and CPUs) on one NUMA node
+  int priority = 0;                // higher wins; eviction only takes strictly lower
   SharingModes sharing = kAllSharingModes;
-  std::string migProfile;            // smallest acceptable MIG profile ("" = any that fits)
-  std::int64_t cpuMilli = 0;         // host CPU per replica
-  std::int64_t hostMemoryMib = 0;    // host memory per replica
+  std::string migProfile;          // smallest acceptable MIG profile ("" = any that fits)
+  std::int64_t cpuMilli = 0;       // host CPU per replica
+  std::int64_t hostMemoryMib = 0;  // host memory per replica
 
   // Memory one GPU of the replica needs before the safety factor.
   std::int64_t memoryPerGpuMib() const {
