@@ -1,8 +1,11 @@
 #include "sched/cluster_state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
+
+#include "model/mig.h"
 
 namespace tessera::sched {
 namespace {
@@ -31,6 +34,13 @@ bool migCreatable(const model::GpuType& type, const GpuRecord& gpu, int profile,
   }
   if (start + p.slotCount > type.migMemorySlots) return false;
   if (p.maxInstances > 0 && instancesOfProfile(gpu, profile) >= p.maxInstances) return false;
+  // A card has one media-extension engine: at most one "+me" instance (model/mig.h).
+  if (model::isMediaExtended(p) &&
+      std::any_of(gpu.migInstances.begin(), gpu.migInstances.end(), [&](const MigInstance& m) {
+        return model::isMediaExtended(type.migProfiles[static_cast<std::size_t>(m.profile)]);
+      })) {
+    return false;
+  }
   return slotsFree(gpu.migSlotsUsed, start, p.slotCount);
 }
 
@@ -200,21 +210,15 @@ Result<void> ClusterState::addNode(const model::NodeSpec& spec) {
     // Pre-existing MIG instances must form a legal layout.
     if (rec.spec.migEnabled) {
       const model::GpuType& type = catalog_->at(rec.typeIndex);
-      for (const auto& inst : rec.spec.migInstances) {
-        const auto* prof = type.findMigProfile(inst.profile);
-        const std::string where = "node " + spec.name + " gpu " + rec.spec.id + ": MIG instance " +
-                                  inst.profile + "@" + std::to_string(inst.startSlot);
-        if (prof == nullptr) {
-          return fail(Error::invalid(where + ": unknown profile for " + type.name));
-        }
-        const int p = static_cast<int>(prof - type.migProfiles.data());
-        if (inst.startSlot < 0 || inst.startSlot >= type.migMemorySlots ||
-            !migCreatable(type, rec, p, inst.startSlot)) {
-          return fail(Error::invalid(where + ": illegal start or overlaps another instance"));
-        }
-        rec.migSlotsUsed |= slotMask(inst.startSlot, prof->slotCount);
+      auto layout = model::resolveMigInstances(type, rec.spec.migInstances);
+      if (!layout) {
+        return fail(Error::invalid("node " + spec.name + " gpu " + rec.spec.id + ": " +
+                                   layout.error().message));
+      }
+      for (const model::MigPlacement& m : *layout) {
+        rec.migSlotsUsed |= model::migSliceMask(type.migProfiles[static_cast<std::size_t>(m.profile)], m.start);
         rec.migInstances.push_back(
-            {static_cast<std::int16_t>(p), static_cast<std::int8_t>(inst.startSlot), -1});
+            {static_cast<std::int16_t>(m.profile), static_cast<std::int8_t>(m.start), -1, false});
       }
     }
     newGpus.push_back(std::move(rec));
@@ -227,6 +231,7 @@ Result<void> ClusterState::addNode(const model::NodeSpec& spec) {
     node.gpuIds.push_back(static_cast<GpuId>(gpus_.size() + i));
   }
   nodes_.push_back(std::move(node));
+  touch(nid);
   for (auto& g : newGpus) {
     const GpuId gid = static_cast<GpuId>(gpus_.size());
     gpus_.push_back(std::move(g));
@@ -285,6 +290,7 @@ Result<void> ClusterState::updateNode(const model::NodeSpec& spec) {
   node.spec.cpuMilli = spec.cpuMilli;
   node.spec.hostMemoryMib = spec.hostMemoryMib;
   if (spec.rank) node.rank = *spec.rank;
+  touch(*id);
   for (auto& [gid, g] : updates) {
     GpuRecord& rec = gpus_[static_cast<std::size_t>(gid)];
     rec.spec.healthy = g.healthy;
@@ -456,6 +462,7 @@ Result<void> ClusterState::place(const Placement& p) {
   n.bookedCpuMilli += p.cpuMilli;
   n.bookedHostMemoryMib += p.hostMemoryMib;
   n.replicas.push_back(rid);
+  touch(p.node);
   for (const GpuAssignment& a : p.gpus) {
     GpuRecord& g = gpus_[static_cast<std::size_t>(a.gpu)];
     g.bookedComputeMilli += a.computeMilli;
@@ -590,13 +597,20 @@ void ClusterState::releaseReplica(ReplicaId rid) {
   n.bookedCpuMilli -= rec.placement.cpuMilli;
   n.bookedHostMemoryMib -= rec.placement.hostMemoryMib;
   std::erase(n.replicas, rid);
+  touch(rec.placement.node);
   rec.removed = true;
   replicaIndex_.erase(rec.placement.replicaId);
+}
+
+void ClusterState::touch(NodeId node) {
+  static std::atomic<std::uint64_t> counter{0};
+  nodes_[static_cast<std::size_t>(node)].generation = counter.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 void ClusterState::reindex(GpuId g) {
   const auto gi = static_cast<std::size_t>(g);
   const GpuRecord& rec = gpus_[gi];
+  touch(rec.node);
   const bool live = !nodes_[static_cast<std::size_t>(rec.node)].removed;
   const std::int64_t key = (live && rec.healthy()) ? placeableMemoryMib(g) : -1;
   if (key == indexedKey_[gi]) return;

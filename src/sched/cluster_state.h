@@ -125,6 +125,10 @@ struct NodeRecord {
   std::int64_t bookedCpuMilli = 0;
   std::int64_t bookedHostMemoryMib = 0;
   std::vector<ReplicaId> replicas;
+  // Changes whenever anything about the node or its GPUs changes. Values come from one
+  // process-wide counter, so they never repeat, even across copies of a state: a plugin may
+  // memoise per-node work keyed by (node id, generation).
+  std::uint64_t generation = 0;
 
   std::int64_t freeCpuMilli() const { return spec.cpuMilli - bookedCpuMilli; }
   std::int64_t freeHostMemoryMib() const { return spec.hostMemoryMib - bookedHostMemoryMib; }
@@ -222,6 +226,7 @@ class ClusterState {
   void setCharge(ReplicaId id, std::size_t slot, std::int64_t charge);
   void reindex(GpuId gpu);
   void releaseReplica(ReplicaId id);
+  void touch(NodeId node);  // new generation
 
   const model::GpuCatalog* catalog_;
   const Clock* clock_;

@@ -1,0 +1,295 @@
+#include "sched/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include "model/gpu_catalog.h"
+
+namespace tessera::sched {
+namespace {
+
+constexpr std::int64_t kGib = 1024;
+
+model::NodeSpec node(const std::string& name, const std::string& type, int gpus,
+                     std::int64_t cpuMilli = 64'000) {
+  model::NodeSpec n;
+  n.name = name;
+  n.cpuMilli = cpuMilli;
+  n.hostMemoryMib = 512 * kGib;
+  for (int i = 0; i < gpus; ++i) {
+    model::GpuSpec g;
+    g.id = std::to_string(i);
+    g.type = type;
+    g.nvlinkGroup = 0;
+    g.numaNode = i < gpus / 2 ? 0 : 1;
+    n.gpus.push_back(g);
+  }
+  return n;
+}
+
+Placement shared(const ClusterState& st, const std::string& id, const std::string& nodeName,
+                 const std::string& gpuId, std::int64_t estimate, std::int64_t reserved,
+                 int computeMilli = 100) {
+  Placement p;
+  p.replicaId = id;
+  p.deployment = "dep";
+  p.modelName = "llama";
+  p.mode = model::SharingMode::kShared;
+  p.node = *st.findNode(nodeName);
+  GpuAssignment a;
+  a.gpu = *st.findGpu(nodeName, gpuId);
+  a.estimateMib = estimate;
+  a.reservedMib = reserved;
+  a.computeMilli = computeMilli;
+  p.gpus.push_back(a);
+  return p;
+}
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
+  ManualClock clock_{1'000};
+  ClusterState state_{catalog_, clock_};
+
+  void SetUp() override { ASSERT_TRUE(state_.apply(NodeAdded{node("n1", "A100-80GB", 4)})); }
+  std::int64_t freeMib(const std::string& gpu) const {
+    return state_.gpu(*state_.findGpu("n1", gpu)).freeMemoryMib();
+  }
+};
+
+TEST_F(ClusterStateTest, NodeCapacityComesFromTheCatalogue) {
+  const GpuRecord& g = state_.gpu(*state_.findGpu("n1", "0"));
+  EXPECT_EQ(g.spec.memoryMib, 80 * kGib);
+  EXPECT_EQ(g.spec.smCount, 108);
+  EXPECT_EQ(g.spec.computeMilli, 1000);
+  EXPECT_EQ(state_.liveGpuCount(), 4);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, RejectsDuplicateAndBadNodes) {
+  auto dup = state_.apply(NodeAdded{node("n1", "A100-80GB", 1)});
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kAlreadyExists);
+  auto unknown = state_.apply(NodeAdded{node("n2", "Z9000", 1)});
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("Z9000"), std::string::npos);
+  EXPECT_FALSE(state_.findNode("n2"));
+  EXPECT_EQ(state_.liveNodeCount(), 1);
+}
+
+TEST_F(ClusterStateTest, ReservationHoldsUntilTelemetryShowsRealUsage) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib)}));
+  EXPECT_EQ(freeMib("0"), 56 * kGib);
+  EXPECT_EQ(state_.activeReservationCount(), 1);
+  // Telemetry while loading: 10 GiB attributed so far; the reservation still holds 24.
+  GpuTelemetry t{"n1", "0", 10 * kGib, 300, {{"r1", 10 * kGib}}, true};
+  ASSERT_TRUE(state_.apply(t));
+  EXPECT_EQ(freeMib("0"), 56 * kGib);
+  // Loaded, then telemetry with the real figure: the reservation settles to 21 GiB.
+  ASSERT_TRUE(state_.apply(ReplicaLoaded{"r1"}));
+  t.usedMib = 21 * kGib;
+  t.replicaUsedMib["r1"] = 21 * kGib;
+  ASSERT_TRUE(state_.apply(t));
+  EXPECT_EQ(state_.activeReservationCount(), 0);
+  EXPECT_EQ(freeMib("0"), 59 * kGib);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, ForeignUsageIsCountedOnceNextToReservations) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib)}));
+  // 6 GiB used by something Tessera did not place, 4 GiB already loaded by r1.
+  ASSERT_TRUE(state_.apply(GpuTelemetry{"n1", "0", 10 * kGib, 0, {{"r1", 4 * kGib}}, true}));
+  EXPECT_EQ(freeMib("0"), 80 * kGib - 24 * kGib - 6 * kGib);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, ReservationLapsesExactlyAtTtlToTheEstimate) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib)}));
+  EXPECT_EQ(state_.nextReservationExpiryMs(), 1'000 + 30'000);
+  clock_.advance(29'999);
+  ASSERT_TRUE(state_.apply(ReservationsExpired{}));
+  EXPECT_EQ(state_.activeReservationCount(), 1);
+  EXPECT_EQ(freeMib("0"), 56 * kGib);
+  clock_.advance(1);
+  ASSERT_TRUE(state_.apply(ReservationsExpired{}));
+  EXPECT_EQ(state_.activeReservationCount(), 0);
+  EXPECT_EQ(freeMib("0"), 60 * kGib);  // the raw estimate stays booked
+  EXPECT_FALSE(state_.nextReservationExpiryMs());
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, RefusesOverCommitInEveryDimension) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 50 * kGib, 60 * kGib, 700)}));
+  auto memory = state_.apply(ReplicaPlaced{shared(state_, "r2", "n1", "0", 18 * kGib, 21 * kGib, 100)});
+  ASSERT_FALSE(memory);
+  EXPECT_EQ(memory.error().code, ErrorCode::kResourceExhausted);
+  auto compute = state_.apply(ReplicaPlaced{shared(state_, "r3", "n1", "0", 1 * kGib, 1 * kGib, 400)});
+  ASSERT_FALSE(compute);
+  Placement cpu = shared(state_, "r4", "n1", "1", kGib, kGib);
+  cpu.cpuMilli = 65'000;
+  ASSERT_FALSE(state_.apply(ReplicaPlaced{cpu}));
+  // Nothing of the refused placements stuck.
+  EXPECT_EQ(state_.liveReplicaCount(), 1);
+  EXPECT_EQ(freeMib("0"), 20 * kGib);
+  EXPECT_EQ(state_.gpu(*state_.findGpu("n1", "0")).bookedComputeMilli, 700);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, ExclusiveGpuTakesNoOtherReplica) {
+  Placement p = shared(state_, "big", "n1", "2", 70 * kGib, 80 * kGib, 1000);
+  p.mode = model::SharingMode::kExclusive;
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{p}));
+  EXPECT_FALSE(state_.apply(ReplicaPlaced{shared(state_, "small", "n1", "2", 0, 0, 0)}));
+  ASSERT_TRUE(state_.apply(ReplicaUnloaded{"big"}));
+  EXPECT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "small", "n1", "2", 0, 0, 0)}));
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, UnloadFreesEverythingAndIdCanBeReused) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "1", 20 * kGib, 24 * kGib)}));
+  ASSERT_TRUE(state_.apply(ReplicaUnloaded{"r1"}));
+  EXPECT_EQ(freeMib("1"), 80 * kGib);
+  EXPECT_EQ(state_.activeReservationCount(), 0);
+  EXPECT_FALSE(state_.apply(ReplicaUnloaded{"r1"}));
+  EXPECT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "1", 20 * kGib, 24 * kGib)}));
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, CapacityIndexOrdersGpusByPlaceableMemory) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "a", "n1", "0", 50 * kGib, 60 * kGib)}));
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "b", "n1", "1", 10 * kGib, 30 * kGib)}));
+  std::vector<std::string> seen;
+  state_.forEachGpuWithPlaceableMemory(25 * kGib, [&](GpuId g) {
+    seen.push_back(state_.gpu(g).spec.id);
+    return true;
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"1", "2", "3"}));
+  // Unhealthy GPUs leave the index.
+  ASSERT_TRUE(state_.apply(GpuTelemetry{"n1", "2", 0, 0, {}, false}));
+  seen.clear();
+  state_.forEachGpuWithPlaceableMemory(0, [&](GpuId g) {
+    seen.push_back(state_.gpu(g).spec.id);
+    return true;
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"0", "1", "3"}));
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, NodeRemovalNeedsDrainOrForce) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  auto refused = state_.apply(NodeRemoved{"n1", false});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(state_.apply(NodeRemoved{"n1", true}));
+  EXPECT_EQ(state_.liveNodeCount(), 0);
+  EXPECT_EQ(state_.liveGpuCount(), 0);
+  EXPECT_EQ(state_.liveReplicaCount(), 0);
+  int indexed = 0;
+  state_.forEachGpuWithPlaceableMemory(0, [&](GpuId) { return ++indexed, true; });
+  EXPECT_EQ(indexed, 0);
+  EXPECT_TRUE(state_.checkInvariants());
+  // The name is free again.
+  EXPECT_TRUE(state_.apply(NodeAdded{node("n1", "L4", 2)}));
+}
+
+TEST_F(ClusterStateTest, NodeUpdateChangesHealthButNotCapacityUnderReplicas) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  model::NodeSpec upd = node("n1", "A100-80GB", 4);
+  upd.cordoned = true;
+  upd.taints.push_back({"gpu", "maintenance", "NoSchedule"});
+  ASSERT_TRUE(state_.apply(NodeUpdated{upd}));
+  EXPECT_TRUE(state_.node(*state_.findNode("n1")).spec.cordoned);
+  upd.gpus[0].memoryMib = 40 * kGib;
+  EXPECT_FALSE(state_.apply(NodeUpdated{upd}));
+  upd.gpus.pop_back();
+  EXPECT_FALSE(state_.apply(NodeUpdated{upd}));
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, MigSlicesAreCreatedAtLegalStartsAndFreedWithTheirReplica) {
+  model::NodeSpec n = node("mig", "A100-80GB", 1);
+  n.gpus[0].migEnabled = true;
+  n.gpus[0].migInstances.push_back({"3g.40gb", 4});  // declared by the operator
+  ASSERT_TRUE(state_.apply(NodeAdded{n}));
+  const GpuId g = *state_.findGpu("mig", "0");
+  const model::GpuType& type = catalog_.at(state_.gpu(g).typeIndex);
+  const auto idx = [&](const char* name) {
+    return static_cast<std::int16_t>(type.findMigProfile(name) - type.migProfiles.data());
+  };
+  // Slices 4-7 are taken, so the largest new instance is a 4g.40gb at 0.
+  EXPECT_EQ(state_.placeableMemoryMib(g), 40 * kGib);
+
+  Placement p;
+  p.replicaId = "m1";
+  p.modelName = "small";
+  p.mode = model::SharingMode::kMig;
+  p.node = *state_.findNode("mig");
+  GpuAssignment a;
+  a.gpu = g;
+  a.estimateMib = 8 * kGib;
+  a.reservedMib = 10 * kGib;
+  a.migProfile = idx("1g.10gb");
+  a.migStart = 5;  // inside the declared 3g instance: illegal
+  p.gpus = {a};
+  EXPECT_FALSE(state_.apply(ReplicaPlaced{p}));
+  p.gpus[0].migStart = 7;  // 1g.10gb may not start at 7
+  EXPECT_FALSE(state_.apply(ReplicaPlaced{p}));
+  p.gpus[0].migStart = 0;
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{p}));
+  EXPECT_EQ(state_.gpu(g).migInstances.size(), 2u);
+  EXPECT_EQ(state_.placeableMemoryMib(g), 40 * kGib);  // the free declared 3g.40gb
+  EXPECT_TRUE(state_.checkInvariants());
+
+  // The declared instance can be occupied as it is.
+  Placement q = p;
+  q.replicaId = "m2";
+  q.gpus[0].migProfile = idx("3g.40gb");
+  q.gpus[0].migStart = 4;
+  q.gpus[0].reservedMib = 40 * kGib;
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{q}));
+  EXPECT_EQ(state_.gpu(g).migInstances.size(), 2u);
+
+  ASSERT_TRUE(state_.apply(ReplicaUnloaded{"m1"}));  // dynamic instance disappears
+  ASSERT_TRUE(state_.apply(ReplicaUnloaded{"m2"}));  // declared instance stays, free
+  EXPECT_EQ(state_.gpu(g).migInstances.size(), 1u);
+  EXPECT_EQ(state_.gpu(g).migSlotsUsed, 0xF0u);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(ClusterStateTest, IllegalDeclaredMigLayoutIsRejected) {
+  model::NodeSpec n = node("mig", "A100-80GB", 1);
+  n.gpus[0].migEnabled = true;
+  n.gpus[0].migInstances = {{"4g.40gb", 0}, {"3g.40gb", 0}};
+  auto r = state_.apply(NodeAdded{n});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("3g.40gb"), std::string::npos);
+  model::NodeSpec l4 = node("l4", "L4", 1);
+  l4.gpus[0].migEnabled = true;
+  EXPECT_FALSE(state_.apply(NodeAdded{l4}));
+}
+
+TEST_F(ClusterStateTest, TimeSlicingLimitsReplicaCount) {
+  model::NodeSpec n = node("ts", "L4", 1);
+  n.gpus[0].timeSlicingReplicas = 2;
+  ASSERT_TRUE(state_.apply(NodeAdded{n}));
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "a", "ts", "0", kGib, kGib, 10)}));
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "b", "ts", "0", kGib, kGib, 10)}));
+  EXPECT_FALSE(state_.apply(ReplicaPlaced{shared(state_, "c", "ts", "0", kGib, kGib, 10)}));
+}
+
+TEST_F(ClusterStateTest, ActivityFeedsLeastRecentlyUsedOrder) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  ASSERT_TRUE(state_.apply(ReplicaActivity{"r1", 5'000}));
+  ASSERT_TRUE(state_.apply(ReplicaActivity{"r1", 4'000}));  // out of order: keeps the latest
+  EXPECT_EQ(state_.replica(*state_.findReplica("r1")).lastActiveMs, 5'000);
+  EXPECT_FALSE(state_.apply(ReplicaActivity{"nope", 1}));
+}
+
+TEST_F(ClusterStateTest, BadTelemetryChangesNothing) {
+  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "9", 0, 0, {}, true}));
+  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "0", -1, 0, {}, true}));
+  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "0", 0, 1001, {}, true}));
+  EXPECT_FALSE(state_.gpu(*state_.findGpu("n1", "0")).hasTelemetry);
+}
+
+}  // namespace
+}  // namespace tessera::sched
