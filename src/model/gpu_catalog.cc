@@ -40,8 +40,8 @@ namespace {
 //     Pascal has no tensor cores: P100 carries its packed-FP16 rate.
 //   nvlinkGBps: total NVLink bandwidth per GPU (both directions), empty without NVLink.
 //   MigProfile::memoryMib: the card's memoryMib x the profile's memory fraction from [MIG]
-//     (slotCount / migMemorySlots). The driver reports 3-6 % less per instance, and the exact
-//     figure moves with driver release and even placement ([MIG] shows two 3g.20gb instances
+//     (slotCount / migMemorySlots). The driver reports a few percent less per instance, and the
+//     exact figure moves with driver release and even placement ([MIG] shows two 3g.20gb instances
 //     of one A100 at 20224 and 20096 MiB), so the catalogue keeps the fraction, which is fixed.
 //   allowedStarts: [MIG]'s placement listing for A100: 1-slice profiles start at 0..6, 2-slice
 //     1g profiles at 0,2,4,6, 2g at 0,2,4, 3g at 0,4, 4g and 7g at 0. H100 and H200 have the

@@ -11,12 +11,12 @@
 namespace tessera::model {
 
 // One MIG GPU-instance profile, e.g. "3g.20gb" on an A100 40GB.
-// A card in MIG mode has `memorySlots` equal memory slices; an instance of this profile
+// A card in MIG mode has `migMemorySlots` equal memory slices; an instance of this profile
 // occupies `slotCount` consecutive slices starting at one of `allowedStarts`.
 struct MigProfile {
   std::string name;                // NVIDIA's profile name, e.g. "1g.10gb"
   int computeSlices = 0;           // g in "<g>g.<m>gb": 1/7ths of the SMs on 7-slice cards
-  std::int64_t memoryMib = 0;      // memory the instance exposes
+  std::int64_t memoryMib = 0;      // card memory x memory fraction (docs/gpu-catalogue.md)
   int slotCount = 0;               // memory slices occupied
   std::vector<int> allowedStarts;  // first memory slice an instance may start at
   int maxInstances = 0;            // most instances of this profile on one card
