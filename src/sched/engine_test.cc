@@ -191,7 +191,7 @@ TEST_F(EngineTest, BatchPlacesLargestFirstAndExplainsTheRest) {
   add(makeNode("n", "A100-80GB", 2));
   std::vector<model::PlacementRequest> reqs;
   // In arrival order, the small ones would split both GPUs and leave no room for the 60s.
-  for (int i = 0; i < 4; ++i) reqs.push_back(request("small" + std::to_string(i), 8));
+  for (int i = 0; i < 4; ++i) reqs.push_back(request("small" + std::to_string(i), 5));
   reqs.push_back(request("big0", 60));
   reqs.push_back(request("big1", 60));
   reqs.push_back(request("huge", 100));
