@@ -217,7 +217,9 @@ void PlacementEngine::collectOptions(const DecisionContext& ctx, const DecideOpt
     }
     return;
   }
-  if (pass != Pass::kFast || opts.onlyNode) {
+  // The capacity index prunes only by memory; a request that needs none (CPU/compute-only
+  // trace pods) is cheaper to scan node by node, skipping whole nodes that fail early.
+  if (pass != Pass::kFast || opts.onlyNode || ctx.needs.memoryMib == 0) {
     // Every node and GPU, so that each rejection is counted (and explained).
     const NodeId from = opts.onlyNode.value_or(0);
     const NodeId to = opts.onlyNode ? *opts.onlyNode + 1 : nodeCount;
