@@ -1,0 +1,212 @@
+#include "sim/fgd_run.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "sched/cluster_state.h"
+#include "sched/engine.h"
+#include "sched/plugin.h"
+
+namespace tessera::sim {
+namespace {
+
+std::vector<sched::PluginSpec> artifactFilters() {
+  return {{"NodeResources", 1, sched::PluginArgs::object()},
+          {"GpuType", 1, sched::PluginArgs::object()},
+          {"ComputeCap", 1, sched::PluginArgs{{"cap", 1.0}, {"mode", "hard"}}}};
+}
+
+// Every GPU of a node is of one type in the trace; -1 for a node without GPUs.
+int nodeGpuType(const sched::ClusterState& state, sched::NodeId node) {
+  const auto& ids = state.node(node).gpuIds;
+  return ids.empty() ? -1 : state.gpu(ids.front()).typeIndex;
+}
+
+}  // namespace
+
+bool isPolicyName(std::string_view name) {
+  return std::find(kPolicyNames.begin(), kPolicyNames.end(), name) != kPolicyNames.end();
+}
+
+Result<sched::Profile> policyProfile(std::string_view policy,
+                                     std::span<const sched::TaskShape> typical,
+                                     std::uint64_t seed) {
+  if (policy == "tessera") return tesseraProfile(typical);
+  sched::Profile p;
+  p.name = std::string(policy);
+  p.filters = artifactFilters();
+  p.options.gpuTieBreak = sched::GpuTieBreak::kBestFit;
+  sched::PluginArgs args = sched::PluginArgs::object();
+  std::string plugin;
+  if (policy == "random") {
+    plugin = "ArtifactRandom";
+    args = sched::PluginArgs{{"seed", seed}};
+  } else if (policy == "dotprod") {
+    plugin = "ArtifactDotProd";
+  } else if (policy == "clustering") {
+    plugin = "ArtifactGpuClustering";
+  } else if (policy == "packing") {
+    plugin = "ArtifactGpuPacking";
+  } else if (policy == "bestfit") {
+    plugin = "ArtifactBestFit";
+  } else if (policy == "fgd") {
+    plugin = "ArtifactFgd";
+    args = sched::taskShapesToArgs(typical);
+    p.options.gpuTieBreak = sched::GpuTieBreak::kIndex;
+  } else {
+    std::string known;
+    for (auto n : kPolicyNames) known += (known.empty() ? "" : ", ") + std::string(n);
+    return fail(
+        Error::invalid("unknown policy '" + std::string(policy) + "' (known: " + known + ")"));
+  }
+  p.scores = {{plugin, 1000, std::move(args)}};
+  return p;
+}
+
+sched::Profile tesseraProfile(std::span<const sched::TaskShape> typical) {
+  sched::Profile p;
+  p.name = "tessera";
+  p.filters = artifactFilters();
+  p.options.gpuTieBreak = sched::GpuTieBreak::kBestFit;
+  // The built-in fragmentation gradient with the trace's target workload as its mix (trace
+  // pods need compute only, no GPU memory), plus best fit.
+  sched::PluginArgs workload = sched::PluginArgs::array();
+  for (const sched::TaskShape& s : typical) {
+    if (s.gpus == 0) continue;
+    workload.push_back(
+        {{"memoryMib", 0}, {"computeMilli", s.gpuMilli}, {"gpus", s.gpus}, {"weight", s.weight}});
+  }
+  if (!workload.empty()) {
+    p.scores.push_back({"Fragmentation", 1, sched::PluginArgs{{"workload", workload}}});
+  }
+  p.scores.push_back({"BestFit", 1, sched::PluginArgs::object()});
+  return p;
+}
+
+Result<FgdTrace> makeFgdTrace(std::string name, std::vector<model::NodeSpec> nodes,
+                              std::vector<TracePod> pods, const model::GpuCatalog& catalog) {
+  FgdTrace t;
+  t.name = std::move(name);
+  t.nodes = std::move(nodes);
+  t.pods = std::move(pods);
+  if (t.nodes.empty()) return fail(Error::invalid("trace " + t.name + ": no nodes"));
+  if (t.pods.empty()) return fail(Error::invalid("trace " + t.name + ": no pods"));
+  t.capacityMilli = gpuCapacityMilli(t.nodes);
+  for (const auto& n : t.nodes) t.gpuCount += static_cast<std::int64_t>(n.gpus.size());
+  if (t.gpuCount == 0) return fail(Error::invalid("trace " + t.name + ": no GPUs"));
+  t.typical = typicalPods(t.pods);
+  if (auto ok = sched::resolveTaskShapes(catalog, t.typical.shapes); !ok) {
+    return fail(Error::invalid("trace " + t.name + ": " + ok.error().message));
+  }
+  return t;
+}
+
+std::optional<double> RunResult::unallocatedAt100() const {
+  const auto& v = curve.allocPct[100];
+  if (!v) return std::nullopt;
+  return 100.0 - *v;
+}
+
+Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog,
+                         const RunSpec& spec, const std::function<void(int)>& progress) {
+  const auto started = std::chrono::steady_clock::now();
+  auto profile =
+      policyProfile(spec.policy, trace.typical.shapes, static_cast<std::uint64_t>(spec.seed));
+  if (!profile) return fail(profile.error());
+  sched::PluginRegistry registry;
+  sched::registerBuiltinPlugins(registry);
+  sched::registerArtifactPlugins(registry);
+  auto plugins = sched::buildPlugins(*profile, registry);
+  if (!plugins) return fail(plugins.error());
+
+  if (spec.plan.ranks.size() != trace.nodes.size()) {
+    return fail(Error::internal("run " + spec.policy + "/" + std::to_string(spec.seed) +
+                                ": ranks for " + std::to_string(spec.plan.ranks.size()) +
+                                " nodes, the trace has " + std::to_string(trace.nodes.size())));
+  }
+  // The clock stands still: no reservation lapses during the run (there is no time).
+  ManualClock clock;
+  sched::ClusterState state(catalog, clock, profile->options);
+  for (std::size_t i = 0; i < trace.nodes.size(); ++i) {
+    model::NodeSpec node = trace.nodes[i];
+    node.rank = spec.plan.ranks[i];
+    if (auto ok = state.apply(sched::NodeAdded{std::move(node)}); !ok) {
+      return fail(Error::invalid("trace " + trace.name + ": " + ok.error().message));
+    }
+  }
+  sched::PlacementEngine engine(std::move(*plugins), profile->options);
+
+  // Per-node FGD fragment, recomputed only for the node a pod lands on.
+  const std::span<const sched::TaskShape> shapes = trace.typical.shapes;
+  std::vector<std::int32_t> freeMilli;
+  auto nodeFragment = [&](sched::NodeId id) {
+    const sched::NodeRecord& n = state.node(id);
+    if (n.gpuIds.empty()) return 0.0;
+    freeMilli.clear();
+    for (sched::GpuId g : n.gpuIds) freeMilli.push_back(state.gpu(g).freeComputeMilli());
+    return sched::fgdNodeFragmentMilli(n.freeCpuMilli(), freeMilli, nodeGpuType(state, id), shapes);
+  };
+  std::vector<double> fragment(state.nodes().size());
+  for (std::size_t i = 0; i < fragment.size(); ++i) {
+    fragment[i] = nodeFragment(static_cast<sched::NodeId>(i));
+  }
+
+  RunResult out;
+  out.policy = spec.policy;
+  out.seed = spec.seed;
+  out.samples.reserve(spec.plan.order.size());
+  std::vector<int> copies(trace.pods.size(), 0);
+  int copiesMade = 0;
+  std::int64_t arrived = 0;
+  std::int64_t allocated = 0;
+  model::PlacementRequest req;
+  req.model.name = "trace-pod";
+  req.model.sharing = static_cast<model::SharingModes>(model::SharingMode::kShared);
+  sched::DecideOptions opts;
+  opts.explain = false;
+  opts.explainFailures = false;
+  int sinceReport = 0;
+  for (int index : spec.plan.order) {
+    if (index < 0 || static_cast<std::size_t>(index) >= trace.pods.size()) {
+      return fail(Error::invalid("arrival order names pod row " + std::to_string(index) +
+                                 ", the trace has " + std::to_string(trace.pods.size())));
+    }
+    const TracePod& pod = trace.pods[static_cast<std::size_t>(index)];
+    // A pod seen before is a resampled copy; the artifact names it <name>-tuned-<i>.
+    req.replicaId = copies[static_cast<std::size_t>(index)]++ == 0
+                        ? pod.name
+                        : pod.name + "-tuned-" + std::to_string(copiesMade++);
+    req.model.cpuMilli = pod.cpuMilli;
+    req.model.hostMemoryMib = pod.memoryMib;
+    req.model.gpusPerReplica = pod.gpus;
+    req.model.computeMilli = pod.gpuMilli;
+    req.gpuTypes = pod.gpuTypes;
+    arrived += pod.totalGpuMilli();
+    const sched::Decision d = engine.place(state, req, opts);
+    if (d.placement) {
+      allocated += pod.totalGpuMilli();
+      fragment[static_cast<std::size_t>(d.placement->node)] = nodeFragment(d.placement->node);
+      ++out.placed;
+    } else {
+      if (d.summary.starts_with("the cluster state refused") ||
+          d.summary.starts_with("invalid request")) {
+        return fail(Error::internal("pod " + req.replicaId + ": " + d.summary));
+      }
+      ++out.failed;
+    }
+    double frag = 0;
+    for (double f : fragment) frag += f;
+    const auto idle = static_cast<double>(trace.capacityMilli - allocated);
+    out.samples.push_back({arrived, allocated, frag, idle > 0 ? 100 * frag / idle : 0.0});
+    if (progress && ++sinceReport == 256) {
+      progress(sinceReport);
+      sinceReport = 0;
+    }
+  }
+  if (progress && sinceReport > 0) progress(sinceReport);
+  out.curve = bucketize(out.samples, trace.gpuCount);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return out;
+}
+
+}  // namespace tessera::sim
