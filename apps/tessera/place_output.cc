@@ -1,0 +1,303 @@
+#include "place_output.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "table.h"
+
+namespace tessera::cli {
+namespace {
+
+using nlohmann::json;
+
+const char* modeName(PlaceMode mode) {
+  return mode == PlaceMode::kBatch ? "batch" : "sequential";
+}
+
+std::string nodeName(const sched::ClusterState& state, sched::NodeId node) {
+  return node >= 0 ? state.node(node).spec.name : std::string("-");
+}
+
+std::string gpuName(const sched::ClusterState& state, sched::GpuId gpu) {
+  return state.gpu(gpu).spec.id;
+}
+
+// "1g.10gb" for a MIG assignment, "" otherwise.
+std::string migProfileName(const sched::ClusterState& state, const sched::GpuAssignment& a) {
+  if (a.migProfile < 0) return {};
+  const sched::GpuRecord& g = state.gpu(a.gpu);
+  if (g.typeIndex < 0) return {};
+  const model::GpuType& type = state.catalog().at(g.typeIndex);
+  const auto index = static_cast<std::size_t>(a.migProfile);
+  return index < type.migProfiles.size() ? type.migProfiles[index].name : std::string{};
+}
+
+std::string gpuList(const sched::ClusterState& state, const sched::Placement& p) {
+  std::vector<std::string> names;
+  for (const sched::GpuAssignment& a : p.gpus) {
+    const std::string mig = migProfileName(state, a);
+    names.push_back(mig.empty() ? gpuName(state, a.gpu)
+                                : fmt::format("{}[{}@{}]", gpuName(state, a.gpu), mig,
+                                              static_cast<int>(a.migStart)));
+  }
+  return names.empty() ? "-" : fmt::format("{}", fmt::join(names, ","));
+}
+
+std::int64_t reservedTotalMib(const sched::Placement& p) {
+  std::int64_t total = 0;
+  for (const sched::GpuAssignment& a : p.gpus) total += a.reservedMib;
+  return total;
+}
+
+std::string replicaNames(const sched::ClusterState& state, const sched::GpuRecord& g) {
+  std::vector<std::string> names;
+  for (sched::ReplicaId rid : g.replicas) names.push_back(state.replica(rid).placement.replicaId);
+  return names.empty() ? "-" : fmt::format("{}", fmt::join(names, ","));
+}
+
+std::string typeName(const sched::ClusterState& state, const sched::GpuRecord& g) {
+  return g.typeIndex >= 0 ? state.catalog().at(g.typeIndex).name : g.spec.type;
+}
+
+std::string gpuUse(const sched::GpuRecord& g) {
+  if (g.replicas.empty()) return g.spec.migEnabled ? "mig, idle" : "idle";
+  if (g.spec.migEnabled) return "mig";
+  return g.exclusive ? "exclusive" : "shared";
+}
+
+std::string evictionText(const sched::ClusterState& state, const EvictionAdvice& advice) {
+  const sched::EvictionPlan& plan = advice.plan;
+  if (plan.feasible && plan.victims.empty()) {
+    return fmt::format("fits without eviction on {}{}", plan.node,
+                       plan.placement ? ", GPUs " + gpuList(state, *plan.placement) : "");
+  }
+  if (plan.feasible) {
+    return fmt::format("evict {} on {}, then place on GPUs {}", fmt::join(plan.victims, ", "),
+                       plan.node, plan.placement ? gpuList(state, *plan.placement) : "-");
+  }
+  if (plan.gpusToAdd > 0) {
+    const model::ModelProfile& m = advice.request.model;
+    return fmt::format(
+        "no eviction helps; add {} GPU{}{}{}{}", plan.gpusToAdd, plan.gpusToAdd == 1 ? "" : "s",
+        plan.gpuTypeToAdd.empty() ? "" : " of type " + plan.gpuTypeToAdd,
+        m.gpusPerReplica > 1 ? " on one node" : "", m.nvlinkRequired ? ", NVLink-connected" : "");
+  }
+  return plan.reason.empty() ? "no eviction plan and no capacity advice" : plan.reason;
+}
+
+void printExplanation(const Explanation& e, const sched::ClusterState& state, std::ostream& out) {
+  const sched::Decision& d = e.decision;
+  out << "\nExplanation for " << e.replicaId << " (decided on " << e.basis << ")\n";
+  if (d.placement) {
+    out << fmt::format("  Chosen: node {}, GPUs {}, total score {} among {} feasible option{}\n",
+                       nodeName(state, d.placement->node), gpuList(state, *d.placement),
+                       d.totalScore, d.feasibleOptions, d.feasibleOptions == 1 ? "" : "s");
+    Table scores({{"PLUGIN"},
+                  {"WEIGHT", Align::kRight},
+                  {"SCORE", Align::kRight},
+                  {"WEIGHTED", Align::kRight}});
+    for (const sched::ScoreTerm& t : d.breakdown) {
+      scores.addRow({t.plugin, std::to_string(t.weight), std::to_string(t.score),
+                     std::to_string(t.weight * t.score)});
+    }
+    if (!scores.empty()) {
+      out << "\n  Score breakdown of the chosen option:\n";
+      scores.print(out, "  ");
+    }
+  } else {
+    out << "  Unplaceable: " << (d.summary.empty() ? "no feasible option" : d.summary) << '\n';
+  }
+  out << fmt::format("\n  Rejections ({}):\n", d.rejections.size());
+  if (d.rejections.empty()) {
+    out << "  none: every node and GPU passed every filter\n";
+    return;
+  }
+  Table rejections({{"NODE"}, {"GPU"}, {"PLUGIN"}, {"REASON"}});
+  for (const sched::Rejection& r : d.rejections) {
+    rejections.addRow({r.node, r.gpu.empty() ? "(node)" : r.gpu, r.plugin, r.reason});
+  }
+  rejections.print(out, "  ");
+}
+
+json placementJson(const sched::ClusterState& state, const sched::Placement& p) {
+  json gpus = json::array();
+  for (const sched::GpuAssignment& a : p.gpus) {
+    const std::string mig = migProfileName(state, a);
+    gpus.push_back(
+        {{"id", gpuName(state, a.gpu)},
+         {"reservedMib", a.reservedMib},
+         {"estimateMib", a.estimateMib},
+         {"computeMilli", a.computeMilli},
+         {"bandwidthGBps", a.bandwidthGBps},
+         {"migProfile", mig.empty() ? json(nullptr) : json(mig)},
+         {"migStart", mig.empty() ? json(nullptr) : json(static_cast<int>(a.migStart))}});
+  }
+  return {{"replica", p.replicaId},          {"model", p.modelName},
+          {"deployment", p.deployment},      {"priority", p.priority},
+          {"node", nodeName(state, p.node)}, {"mode", model::sharingModeName(p.mode)},
+          {"gpus", std::move(gpus)},         {"memoryReservedMib", reservedTotalMib(p)},
+          {"cpuMilli", p.cpuMilli},          {"hostMemoryMib", p.hostMemoryMib}};
+}
+
+json breakdownJson(const std::vector<sched::ScoreTerm>& terms) {
+  json out = json::array();
+  for (const sched::ScoreTerm& t : terms) {
+    out.push_back({{"plugin", t.plugin}, {"weight", t.weight}, {"score", t.score}});
+  }
+  return out;
+}
+
+json explanationJson(const Explanation& e, const sched::ClusterState& state) {
+  const sched::Decision& d = e.decision;
+  json rejections = json::array();
+  for (const sched::Rejection& r : d.rejections) {
+    rejections.push_back(
+        {{"node", r.node}, {"gpu", r.gpu}, {"plugin", r.plugin}, {"reason", r.reason}});
+  }
+  return {{"replica", e.replicaId},
+          {"placed", d.placement.has_value()},
+          {"basis", e.basis},
+          {"placement", d.placement ? placementJson(state, *d.placement) : json(nullptr)},
+          {"totalScore", d.placement ? json(d.totalScore) : json(nullptr)},
+          {"scoreBreakdown", breakdownJson(d.breakdown)},
+          {"feasibleOptions", d.feasibleOptions},
+          {"summary", d.summary},
+          {"rejections", std::move(rejections)}};
+}
+
+}  // namespace
+
+void printPlanTable(const PlanReport& report, const sched::ClusterState& state, std::ostream& out) {
+  out << fmt::format("Placement plan ({}): {} of {} request{} placed, {} unplaceable.\n",
+                     modeName(report.mode), report.assignments.size(), report.requestCount,
+                     report.requestCount == 1 ? "" : "s", report.unplaceable.size());
+
+  if (!report.assignments.empty()) {
+    out << "\nAssignments\n";
+    Table table({{"REPLICA"},
+                 {"MODEL"},
+                 {"NODE"},
+                 {"GPUS"},
+                 {"MODE"},
+                 {"MEM/GPU", Align::kRight},
+                 {"MEM TOTAL", Align::kRight},
+                 {"SCORE", Align::kRight}});
+    for (const AssignedReplica& a : report.assignments) {
+      const sched::Placement& p = a.placement;
+      const std::int64_t perGpu = p.gpus.empty() ? 0 : p.gpus.front().reservedMib;
+      table.addRow({p.replicaId, p.modelName, nodeName(state, p.node), gpuList(state, p),
+                    model::sharingModeName(p.mode), formatMib(perGpu),
+                    formatMib(reservedTotalMib(p)), a.score ? std::to_string(*a.score) : "-"});
+    }
+    table.print(out);
+  }
+
+  if (!report.unplaceable.empty()) {
+    out << "\nUnplaceable\n";
+    Table table({{"REPLICA"}, {"MODEL"}, {"NEEDS", Align::kRight}, {"REASON"}});
+    for (const RefusedReplica& r : report.unplaceable) {
+      const sched::Needs needs = sched::deriveNeeds(r.request, state.options());
+      table.addRow({r.request.replicaId, r.request.model.name,
+                    fmt::format("{} x {}", needs.gpuCount, formatMib(needs.memoryMib)), r.reason});
+    }
+    table.print(out);
+    out << "\nWhat would make them fit (each judged alone, on the cluster after the plan)\n";
+    for (const EvictionAdvice& e : report.evictions) {
+      out << "  " << e.request.replicaId << ": " << evictionText(state, e) << '\n';
+    }
+  }
+
+  out << "\nGPUs after the plan\n";
+  Table gpus({{"NODE"},
+              {"GPU"},
+              {"TYPE"},
+              {"USE"},
+              {"MEMORY", Align::kRight},
+              {"RESERVED", Align::kRight},
+              {"FREE", Align::kRight},
+              {"MEM%", Align::kRight},
+              {"COMPUTE%", Align::kRight},
+              {"REPLICAS"}});
+  int used = 0;
+  int live = 0;
+  for (const sched::GpuRecord& g : state.gpus()) {
+    if (g.node < 0 || state.node(g.node).removed) continue;
+    ++live;
+    if (!g.replicas.empty()) ++used;
+    gpus.addRow({nodeName(state, g.node), g.spec.id, typeName(state, g), gpuUse(g),
+                 formatMib(g.spec.memoryMib), formatMib(g.chargedMib + g.foreignMib),
+                 formatMib(g.freeMemoryMib()),
+                 formatPercent(g.chargedMib + g.foreignMib, g.spec.memoryMib),
+                 formatPercent(g.bookedComputeMilli, g.spec.computeMilli), replicaNames(state, g)});
+  }
+  gpus.print(out);
+  out << fmt::format("{} of {} GPUs hold at least one replica.\n", used, live);
+
+  if (report.explanation) printExplanation(*report.explanation, state, out);
+}
+
+json planToJson(const PlanReport& report, const sched::ClusterState& state) {
+  json assignments = json::array();
+  for (const AssignedReplica& a : report.assignments) {
+    json row = placementJson(state, a.placement);
+    row["score"] = a.score ? json(*a.score) : json(nullptr);
+    row["scoreBreakdown"] = breakdownJson(a.breakdown);
+    assignments.push_back(std::move(row));
+  }
+
+  json unplaceable = json::array();
+  for (const RefusedReplica& r : report.unplaceable) {
+    const sched::Needs needs = sched::deriveNeeds(r.request, state.options());
+    unplaceable.push_back({{"replica", r.request.replicaId},
+                           {"model", r.request.model.name},
+                           {"gpuCount", needs.gpuCount},
+                           {"memoryPerGpuMib", needs.memoryMib},
+                           {"reason", r.reason}});
+  }
+
+  json evictions = json::array();
+  for (const EvictionAdvice& e : report.evictions) {
+    const sched::EvictionPlan& plan = e.plan;
+    evictions.push_back(
+        {{"replica", e.request.replicaId},
+         {"feasible", plan.feasible},
+         {"node", plan.node.empty() ? json(nullptr) : json(plan.node)},
+         {"victims", plan.victims},
+         {"placement", plan.placement ? placementJson(state, *plan.placement) : json(nullptr)},
+         {"addGpus", plan.gpusToAdd},
+         {"addGpuType", plan.gpuTypeToAdd.empty() ? json(nullptr) : json(plan.gpuTypeToAdd)},
+         {"reason", plan.reason}});
+  }
+
+  json gpus = json::array();
+  for (const sched::GpuRecord& g : state.gpus()) {
+    if (g.node < 0 || state.node(g.node).removed) continue;
+    json replicas = json::array();
+    for (sched::ReplicaId rid : g.replicas) {
+      replicas.push_back(state.replica(rid).placement.replicaId);
+    }
+    gpus.push_back({{"node", nodeName(state, g.node)},
+                    {"id", g.spec.id},
+                    {"type", typeName(state, g)},
+                    {"migEnabled", g.spec.migEnabled},
+                    {"exclusive", g.exclusive},
+                    {"memoryMib", g.spec.memoryMib},
+                    {"reservedMib", g.chargedMib},
+                    {"foreignMib", g.foreignMib},
+                    {"freeMib", g.freeMemoryMib()},
+                    {"computeMilli", g.spec.computeMilli},
+                    {"bookedComputeMilli", g.bookedComputeMilli},
+                    {"replicas", std::move(replicas)}});
+  }
+
+  json doc = {{"mode", modeName(report.mode)},         {"requests", report.requestCount},
+              {"assignments", std::move(assignments)}, {"unplaceable", std::move(unplaceable)},
+              {"evictions", std::move(evictions)},     {"gpus", std::move(gpus)}};
+  if (report.explanation) doc["explain"] = explanationJson(*report.explanation, state);
+  return doc;
+}
+
+}  // namespace tessera::cli

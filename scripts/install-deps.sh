@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs everything Tessera needs to build and test, from Debian 12's own packages.
+# Idempotent: when every package is already installed it changes nothing and needs no
+# network (set TESSERA_FORCE_APT=1 to run apt-get anyway). Uses sudo only when not root.
+set -euo pipefail
+
+# The one list of build and test dependencies. Keep it in step with the find_package calls
+# in CMakeLists.txt and with docs/architecture.md.
+PACKAGES=(
+  build-essential      # make, libc headers, dpkg-dev
+  g++                  # g++ 12: C++23 with std::expected
+  cmake                # >= 3.25 for presets v6
+  ninja-build          # the presets' generator
+  ccache               # picked up by CMakeLists.txt when present
+  pkg-config
+  libyaml-cpp-dev      # cluster, request and profile files
+  nlohmann-json3-dev   # JSON output, plugin arguments, API codecs
+  libcli11-dev         # the tessera command line
+  libgtest-dev         # unit and CLI tests (through CTest)
+  libgmock-dev
+  libbenchmark-dev     # Google Benchmark suites (bench/)
+  libfmt-dev           # formatting (g++ 12 has no <format>)
+  libspdlog-dev        # logging
+  libsqlite3-dev       # the embedded store
+  libcpp-httplib-dev   # HTTP API and the Kubernetes extender
+  clang-format         # formatting check
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status="$(dpkg-query -W -f='${db:Status-Status}' "${pkg}" 2>/dev/null || true)"
+  if [[ "${status}" != "installed" ]]; then
+    missing+=("${pkg}")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 && "${TESSERA_FORCE_APT:-0}" != "1" ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages are installed"
+  exit 0
+fi
+
+SUDO=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: not root and sudo is not installed; run as root or install sudo" >&2
+    exit 1
+  fi
+  SUDO=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]:-${PACKAGES[*]}}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${PACKAGES[@]}"
