@@ -1,0 +1,115 @@
+#include "sched/mig_choice.h"
+
+#include <gtest/gtest.h>
+
+#include "sched/plugin_test_support.h"
+
+namespace tessera::sched {
+namespace {
+
+using testing::kGib;
+using testing::makeRequest;
+using testing::nodeSpec;
+
+class MigChoiceTest : public testing::PluginTest {
+ protected:
+  GpuId addMigGpu(const std::string& type, std::vector<model::MigInstanceSpec> instances = {}) {
+    auto spec = nodeSpec("m" + std::to_string(state_.nodes().size()), type, 1);
+    spec.gpus[0].migEnabled = true;
+    spec.gpus[0].migInstances = std::move(instances);
+    const NodeId n = addNode(spec);
+    return state_.node(n).gpuIds[0];
+  }
+  std::string nameOf(GpuId g, const MigChoice& c) const {
+    const auto& type = catalog_.at(state_.gpu(g).typeIndex);
+    return type.migProfiles[static_cast<std::size_t>(c.profileIndex)].name + "@" +
+           std::to_string(c.start) + (c.creates ? "+create" : "");
+  }
+  std::optional<MigChoice> choose(GpuId g, const model::PlacementRequest& r) const {
+    return chooseMigSlice(state_, g, r, needsOf(r));
+  }
+};
+
+TEST_F(MigChoiceTest, SmallSliceGoesToTheTopOfAnEmptyCard) {
+  const GpuId g = addMigGpu("A100-40GB");
+  auto c = choose(g, makeRequest("r", 4 * kGib));  // 4916 MiB: 1g.5gb
+  ASSERT_TRUE(c);
+  // Slice 6 keeps slices 0-3 for a 4g.20gb (allowed only at 0) and 0-5 for 2g/1g.10gb pairs.
+  EXPECT_EQ(nameOf(g, *c), "1g.5gb@6+create");
+  EXPECT_EQ(migPlaceableAfterMib(state_, g, *c), 20480);
+}
+
+TEST_F(MigChoiceTest, RepeatedSmallSlicesKeepTheBigProfileCreatable) {
+  const GpuId g = addMigGpu("A100-40GB");
+  const auto r = makeRequest("r", 4 * kGib);
+  for (int i = 0; i < 3; ++i) placeMig("s" + std::to_string(i), g, r);
+  // Three 1g slices in slices 4-7 leave 0-3 whole: a 4g.20gb still fits.
+  EXPECT_EQ(state_.placeableMemoryMib(g), 20480);
+  EXPECT_EQ(state_.gpu(g).migSlotsUsed & 0x0Fu, 0u);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+TEST_F(MigChoiceTest, ReusesTheSmallestFreeInstanceBeforeCreatingOne) {
+  const GpuId g = addMigGpu("A100-40GB", {{"3g.20gb", 4}, {"2g.10gb", 0}});
+  auto c = choose(g, makeRequest("r", 4 * kGib));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(nameOf(g, *c), "2g.10gb@0");
+  // The free 3g.20gb is still there afterwards.
+  EXPECT_EQ(migPlaceableAfterMib(state_, g, *c), 20480);
+  placeMig("a", g, makeRequest("a", 4 * kGib));
+  auto next = choose(g, makeRequest("r", 4 * kGib));
+  ASSERT_TRUE(next);
+  EXPECT_EQ(nameOf(g, *next), "3g.20gb@4");
+}
+
+TEST_F(MigChoiceTest, HonoursTheModelsProfileFloor) {
+  const GpuId g = addMigGpu("A100-40GB");
+  auto r = makeRequest("r", 1 * kGib);
+  r.model.migProfile = "2g.10gb";  // a profile of this card: at least its memory and SMs
+  auto c = choose(g, r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(catalog_.at(state_.gpu(g).typeIndex)
+                .migProfiles[static_cast<std::size_t>(c->profileIndex)]
+                .name,
+            "2g.10gb");
+
+  r.model.migProfile = "1g.20gb";  // an 80 GB card's name: compared by its figures
+  c = choose(g, r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(nameOf(g, *c), "3g.20gb@4+create");
+
+  r.model.migProfile = "huge";  // unreadable: nothing qualifies
+  EXPECT_FALSE(choose(g, r));
+}
+
+TEST_F(MigChoiceTest, NothingOnAFullOrNonMigCard) {
+  const GpuId g = addMigGpu("A100-40GB");
+  placeMig("all", g, makeRequest("all", 30 * kGib));
+  EXPECT_FALSE(choose(g, makeRequest("r", 1 * kGib)));
+  EXPECT_EQ(migAvailability(state_, g).largestCreatableMib, 0);
+
+  const NodeId plain = addNode(nodeSpec("p", "A100-40GB", 1));
+  EXPECT_FALSE(choose(state_.node(plain).gpuIds[0], makeRequest("r", 1 * kGib)));
+}
+
+TEST_F(MigChoiceTest, AvailabilitySeparatesFreeFromCreatable) {
+  const GpuId g = addMigGpu("A100-80GB", {{"1g.10gb", 0}});
+  const MigAvailability a = migAvailability(state_, g);
+  EXPECT_EQ(a.largestFreeMib, 10240);
+  EXPECT_EQ(a.largestCreatableMib, 40960);  // 3g.40gb at 4
+}
+
+TEST_F(MigChoiceTest, ProfileFloorHelper) {
+  const auto& type = *catalog_.find("A100-80GB");
+  const auto idx = [&](const char* name) {
+    return static_cast<int>(type.findMigProfile(name) - type.migProfiles.data());
+  };
+  EXPECT_TRUE(migProfileAtLeast(type, idx("3g.40gb"), ""));
+  EXPECT_TRUE(migProfileAtLeast(type, idx("3g.40gb"), "2g.20gb"));
+  EXPECT_FALSE(migProfileAtLeast(type, idx("1g.20gb"), "2g.20gb"));
+  EXPECT_TRUE(migProfileAtLeast(type, idx("4g.40gb"), "3g.35gb"));  // not this card's name
+  EXPECT_FALSE(migProfileAtLeast(type, -1, ""));
+}
+
+}  // namespace
+}  // namespace tessera::sched
