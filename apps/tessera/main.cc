@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "cmd_catalog.h"
 #include "cmd_place.h"
+#include "cmd_simulate.h"
 
 namespace {
 
@@ -91,6 +92,8 @@ int main(int argc, char** argv) {
   OutputFlag catalogOutput;
   addOutputFlag(*catalogCmd, catalogOutput);
 
+  tessera::cli::SimulateCommand simulate(app);
+
   CLI::App* versionCmd = app.add_subcommand("version", "Print the version");
   OutputFlag versionOutput;
   addOutputFlag(*versionCmd, versionOutput);
@@ -114,6 +117,7 @@ int main(int argc, char** argv) {
       catalog.format = catalogOutput.format();
       return tessera::cli::runCatalog(catalog, std::cout, std::cerr);
     }
+    if (simulate.parsed()) return simulate.run(std::cout, std::cerr);
     if (versionCmd->parsed()) return runVersion(versionOutput.format());
   } catch (const std::exception& e) {
     // Errors are values across modules; an exception reaching here is a bug.
