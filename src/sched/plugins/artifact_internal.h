@@ -1,0 +1,61 @@
+#pragma once
+// Details shared by the artifact policies (artifact_policies.h): their factories and the
+// compact per-node view they all score from.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/result.h"
+#include "sched/cluster_state.h"
+#include "sched/plugin.h"
+#include "sched/plugins/artifact_policies.h"
+
+namespace tessera::sched::artifact {
+
+Result<std::unique_ptr<ScorePlugin>> createRandom(const PluginArgs& args);
+Result<std::unique_ptr<ScorePlugin>> createDotProd(const PluginArgs& args);
+Result<std::unique_ptr<ScorePlugin>> createGpuClustering(const PluginArgs& args);
+Result<std::unique_ptr<ScorePlugin>> createGpuPacking(const PluginArgs& args);
+Result<std::unique_ptr<ScorePlugin>> createBestFit(const PluginArgs& args);
+Result<std::unique_ptr<ScorePlugin>> createFgd(const PluginArgs& args);
+
+// The artifact's normalisers (pkg/type/open-gpu-share/utils MaxSpecCpu, MaxSpecGpu).
+inline constexpr std::int64_t kMaxSpecCpuMilli = 128'000;
+inline constexpr std::int64_t kMaxSpecGpuMilli = 8'000;
+
+// A sharing pod in the artifact's sense (GpuNumber == 1 && MilliGpu < 1000): it may go to any
+// GPU with enough free milli and the choice of GPU matters; other GPU pods take whole GPUs.
+inline bool isSharingPod(const Needs& needs) {
+  return needs.gpuCount == 1 && needs.computeMilli < kArtifactMilliPerGpu;
+}
+
+// What the artifact sees of a node, in its own terms (simontype.NodeResource).
+struct NodeView {
+  std::uint64_t generation = 0;  // NodeRecord::generation this view was built from; 0: none
+  std::int64_t freeCpuMilli = 0;
+  std::int64_t freeGpuMilliTotal = 0;  // R
+  int gpuType = -1;                    // catalogue index of the node's GPUs; -1: none
+  GpuId firstGpu = -1;                 // with `contiguous`: GPU index = id - firstGpu
+  bool contiguous = true;
+  std::uint32_t gpuPodTags = 0;            // GpuClustering: bit 0 share-gpu, bit k k-gpu
+  std::vector<std::int32_t> freeGpuMilli;  // r_i in GPU index order
+};
+
+// One NodeView per node, rebuilt when the node's generation moves. Cost: O(1) per lookup;
+// O(GPUs + replicas) once per node change.
+class NodeViews {
+ public:
+  const NodeView& get(const ClusterState& state, NodeId node);
+  // The GPU's index on its node (the artifact's device index).
+  static int gpuIndex(const ClusterState& state, const NodeView& view, GpuId gpu) {
+    if (view.contiguous) return gpu - view.firstGpu;
+    return state.gpu(gpu).indexInNode;
+  }
+
+ private:
+  void rebuild(const ClusterState& state, NodeId node, NodeView& view) const;
+  std::vector<NodeView> views_;
+};
+
+}  // namespace tessera::sched::artifact
