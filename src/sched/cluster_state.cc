@@ -280,6 +280,17 @@ Result<void> ClusterState::updateNode(const model::NodeSpec& spec) {
                                  ": capacity, type or MIG mode changed; remove and re-add the "
                                  "node"));
     }
+    // Like CPU and host memory: a limit may not drop below what placed replicas already hold.
+    if (resolved->timeSlicingReplicas > 0 &&
+        static_cast<int>(cur.replicas.size()) > resolved->timeSlicingReplicas) {
+      return fail(Error::precondition("node " + spec.name + " gpu " + g.id +
+                                      ": timeSlicingReplicas below the replicas placed on it"));
+    }
+    if (resolved->memoryBandwidthGBps > 0 &&
+        cur.bookedBandwidthGBps > resolved->memoryBandwidthGBps + 1e-9) {
+      return fail(Error::precondition("node " + spec.name + " gpu " + g.id +
+                                      ": memory bandwidth below what replicas have booked"));
+    }
     updates.emplace_back(*gid, std::move(*resolved));
   }
   node.spec.labels = spec.labels;
@@ -317,6 +328,7 @@ Result<void> ClusterState::removeNode(const NodeRemoved& ev) {
   const std::vector<ReplicaId> victims = node.replicas;
   for (ReplicaId r : victims) releaseReplica(r);
   node.removed = true;
+  touch(*id);
   for (GpuId g : node.gpuIds) {
     if (indexedKey_[static_cast<std::size_t>(g)] >= 0) {
       capacityIndex_.erase({indexedKey_[static_cast<std::size_t>(g)], g});
@@ -508,6 +520,7 @@ Result<void> ClusterState::activity(const ReplicaActivity& ev) {
   if (!rid) return fail(Error::notFound("replica " + ev.replicaId + " is not placed"));
   ReplicaRecord& rec = replicas_[static_cast<std::size_t>(*rid)];
   rec.lastActiveMs = std::max(rec.lastActiveMs, ev.atMs);
+  touch(rec.placement.node);
   return {};
 }
 
@@ -604,7 +617,8 @@ void ClusterState::releaseReplica(ReplicaId rid) {
 
 void ClusterState::touch(NodeId node) {
   static std::atomic<std::uint64_t> counter{0};
-  nodes_[static_cast<std::size_t>(node)].generation = counter.fetch_add(1, std::memory_order_relaxed) + 1;
+  generation_ = counter.fetch_add(1, std::memory_order_relaxed) + 1;
+  nodes_[static_cast<std::size_t>(node)].generation = generation_;
 }
 
 void ClusterState::reindex(GpuId g) {

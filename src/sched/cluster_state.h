@@ -177,6 +177,9 @@ class ClusterState {
   std::optional<GpuId> findGpu(std::string_view node, std::string_view gpuId) const;
   std::optional<ReplicaId> findReplica(std::string_view replicaId) const;
 
+  // Changes whenever anything in the state changes; unique across copies (see generation).
+  std::uint64_t generation() const { return generation_; }
+
   int liveNodeCount() const { return liveNodes_; }
   int liveGpuCount() const { return liveGpus_; }
   int liveReplicaCount() const { return static_cast<int>(replicaIndex_.size()); }
@@ -242,6 +245,7 @@ class ClusterState {
   int liveNodes_ = 0;
   int liveGpus_ = 0;
   int activeReservations_ = 0;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace tessera::sched

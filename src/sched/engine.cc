@@ -204,6 +204,7 @@ void PlacementEngine::considerNode(const DecisionContext& ctx, NodeId node,
 void PlacementEngine::collectOptions(const DecisionContext& ctx, const DecideOptions& opts,
                                      Pass pass, Decision& out) {
   const ClusterState& st = ctx.state;
+  for (const auto& f : plugins_.filters) f->prepare(ctx);
   nodeVerdict_.assign(st.nodes().size(), 0);
   candidates_.clear();
   passing_.clear();
@@ -268,6 +269,7 @@ void PlacementEngine::collectOptions(const DecisionContext& ctx, const DecideOpt
 }
 
 void PlacementEngine::scoreCandidates(const DecisionContext& ctx) {
+  for (const auto& p : plugins_.scores) p->prepare(ctx);
   const std::size_t n = candidates_.size();
   total_.assign(n, 0);
   for (std::size_t p = 0; p < plugins_.scores.size(); ++p) {

@@ -45,6 +45,10 @@ class FilterPlugin {
   virtual ~FilterPlugin() = default;
   virtual std::string_view name() const = 0;
 
+  // Called once per decision before any pass*(): the place to resolve per-request lookups
+  // (type names, label sets) into a form the per-GPU checks read cheaply. Default: nothing.
+  virtual void prepare(const DecisionContext&) const {}
+
   virtual bool passNode(const DecisionContext&, NodeId) const { return true; }
   virtual std::string whyNode(const DecisionContext&, NodeId) const { return {}; }
   virtual bool passGpu(const DecisionContext&, GpuId) const { return true; }
@@ -57,6 +61,8 @@ class ScorePlugin {
  public:
   virtual ~ScorePlugin() = default;
   virtual std::string_view name() const = 0;
+  // Called once per decision before score(). Default: nothing.
+  virtual void prepare(const DecisionContext&) const {}
   // Writes one raw score per option into `out` (same length).
   virtual void score(const DecisionContext& ctx, std::span<const Option> options,
                      std::span<std::int64_t> out) const = 0;
