@@ -597,6 +597,7 @@ TEST_F(ArtifactPolicyTest, MemoisedScoresEqualFreshAndDirectOnesOverRandomPlacem
     addNode("n" + std::to_string(i), uniform(8, 96) * 1000, gpuCounts[uniform(0, 3)],
             types[static_cast<std::size_t>(uniform(0, 2))], uniform(0, 1000));
   }
+  addNode("big", 128'000, 20, "T4", 1001);  // more GPUs than FGD memoises per node
   // A workload like the trace's: CPU-only, sharing, whole and multi-GPU shapes, some typed.
   std::vector<TaskShape> workload = {shape(3152, 1, 810, 0.2),
                                      shape(11300, 1, 1000, 0.15),

@@ -17,6 +17,8 @@
 //     shapes' distinct CPU figures instead of the CPU itself, plus the sorted free GPU milli
 //     and the GPU type. Identical states across nodes, and hypothetical states that differ
 //     only in CPU within one rank, share an entry.
+// Slots are kept per pod shape in node order, so a decision walks them sequentially; on a hit
+// it touches, per node, the node's generation, a small NodeCache and one 24-byte slot.
 
 #include <algorithm>
 #include <array>
@@ -39,7 +41,7 @@ namespace {
 constexpr std::size_t kMemoGpus = 16;
 // Bounds on the memos for long-lived use: past these they start over.
 constexpr std::size_t kMaxMemoStates = std::size_t{1} << 20;
-constexpr std::size_t kMaxPodShapes = 4096;
+constexpr std::size_t kMaxPodShapes = 512;
 
 struct StateKey {
   std::int16_t cpuRank = 0;
@@ -106,32 +108,38 @@ class FgdScore final : public ScorePlugin {
     prepare(ctx.state);
     const ClusterState& state = ctx.state;
     const bool sharing = isSharingPod(ctx.needs);
-    const int shape = podShapeId(ctx.needs);
+    std::vector<Slot>& slots = slotsFor(ctx.needs, state.nodes().size());
     NodeId last = -1;
-    const NodeView* view = nullptr;
+    const NodeCache* node = nullptr;
     const std::int8_t* scores = nullptr;
     for (std::size_t i = 0; i < options.size(); ++i) {
       const Option& o = options[i];
       if (o.node != last) {
         last = o.node;
-        view = &views_.get(state, last);
-        scores = scoresFor(last, *view, shape, ctx.needs);
+        node = &nodeCache(state, last);
+        scores = scoresFor(state, last, *node, slots, ctx.needs);
       }
-      const int gpu = sharing && o.gpuCount > 0 ? NodeViews::gpuIndex(state, *view, o.gpus[0]) : 0;
+      int gpu = 0;
+      if (sharing && o.gpuCount > 0) {
+        gpu = node->contiguous ? o.gpus[0] - node->firstGpu : state.gpu(o.gpus[0]).indexInNode;
+      }
       out[i] = scores[gpu];
     }
   }
 
  private:
-  // Per pod shape: scores for the node generation `generation` (index = GPU index).
+  // Per node: what every pod shape shares, for the node generation `generation`.
+  struct NodeCache {
+    std::uint64_t generation = 0;
+    double fragmentMilli = 0;  // F_n(M) now
+    GpuId firstGpu = -1;       // with `contiguous`: GPU index = id - firstGpu
+    bool contiguous = true;
+    bool memoised = true;  // at most kMemoGpus GPUs: its scores live in slots
+  };
+  // Per pod shape and node: the scores by GPU index, for the node generation `generation`.
   struct Slot {
     std::uint64_t generation = 0;
     std::array<std::int8_t, kMemoGpus> scores{};
-  };
-  struct NodeCache {
-    std::uint64_t generation = 0;  // of `fragmentMilli`
-    double fragmentMilli = 0;
-    std::vector<Slot> slots;  // by pod shape id
   };
 
   // Resolves the workload's GPU types against the state's catalogue (once per catalogue; an
@@ -152,39 +160,53 @@ class FgdScore final : public ScorePlugin {
       }
       memo_.clear();
       nodes_.clear();
+      podShapes_.clear();
+      slots_.clear();
     }
     if (memo_.size() > kMaxMemoStates) memo_.clear();
     if (nodes_.size() < state.nodes().size()) nodes_.resize(state.nodes().size());
   }
 
-  int podShapeId(const Needs& needs) const {
+  // The pod shape's slots, one per node: a decision walks them in node order.
+  std::vector<Slot>& slotsFor(const Needs& needs, std::size_t nodes) const {
     if (podShapes_.size() >= kMaxPodShapes) {
       podShapes_.clear();
-      for (NodeCache& n : nodes_) n.slots.clear();
+      slots_.clear();
     }
     const PodShape key{needs.cpuMilli, needs.computeMilli, needs.gpuCount};
-    return podShapes_.try_emplace(key, static_cast<int>(podShapes_.size())).first->second;
+    const auto id = static_cast<std::size_t>(
+        podShapes_.try_emplace(key, static_cast<int>(podShapes_.size())).first->second);
+    if (slots_.size() <= id) slots_.resize(id + 1);
+    if (slots_[id].size() < nodes) slots_[id].resize(nodes);
+    return slots_[id];
   }
 
-  const std::int8_t* scoresFor(NodeId node, const NodeView& view, int shape,
-                               const Needs& needs) const {
+  const NodeCache& nodeCache(const ClusterState& state, NodeId node) const {
     NodeCache& cache = nodes_[static_cast<std::size_t>(node)];
-    if (cache.generation != view.generation) {
-      cache.generation = view.generation;
+    const std::uint64_t generation = state.node(node).generation;
+    if (cache.generation != generation || generation == 0) {
+      const NodeView& view = views_.get(state, node);
+      cache.generation = generation;
       cache.fragmentMilli = fragment(view.freeCpuMilli, view.freeGpuMilli, view.gpuType);
+      cache.firstGpu = view.firstGpu;
+      cache.contiguous = view.contiguous;
+      cache.memoised = view.freeGpuMilli.size() <= kMemoGpus;
     }
-    if (view.freeGpuMilli.size() > kMemoGpus) {
+    return cache;
+  }
+
+  const std::int8_t* scoresFor(const ClusterState& state, NodeId node, const NodeCache& cache,
+                               std::vector<Slot>& slots, const Needs& needs) const {
+    if (!cache.memoised) {
+      const NodeView& view = views_.get(state, node);
       uncached_.assign(view.freeGpuMilli.size(), 0);
       computeScores(view, cache.fragmentMilli, needs, uncached_);
       return uncached_.data();
     }
-    if (cache.slots.size() <= static_cast<std::size_t>(shape)) {
-      cache.slots.resize(podShapes_.size());
-    }
-    Slot& slot = cache.slots[static_cast<std::size_t>(shape)];
-    if (slot.generation != view.generation) {
-      computeScores(view, cache.fragmentMilli, needs, slot.scores);
-      slot.generation = view.generation;
+    Slot& slot = slots[static_cast<std::size_t>(node)];
+    if (slot.generation != cache.generation) {
+      computeScores(views_.get(state, node), cache.fragmentMilli, needs, slot.scores);
+      slot.generation = cache.generation;
     }
     return slot.scores.data();
   }
@@ -261,9 +283,10 @@ class FgdScore final : public ScorePlugin {
   mutable const model::GpuCatalog* catalog_ = nullptr;
   mutable int catalogSize_ = -1;
   mutable std::vector<TaskShape> resolved_;
-  mutable NodeViews views_;
+  mutable NodeViews views_;  // read only when a node or slot is recomputed
   mutable std::vector<NodeCache> nodes_;
   mutable std::unordered_map<PodShape, int, PodShapeHash> podShapes_;
+  mutable std::vector<std::vector<Slot>> slots_;  // [pod shape id][node]
   mutable std::unordered_map<StateKey, double, StateKeyHash> memo_;
   mutable std::vector<std::int32_t> after_;
   mutable std::vector<std::int8_t> uncached_;
