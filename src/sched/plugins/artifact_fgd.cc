@@ -105,7 +105,7 @@ class FgdScore final : public ScorePlugin {
 
   void score(const DecisionContext& ctx, std::span<const Option> options,
              std::span<std::int64_t> out) const override {
-    prepare(ctx.state);
+    prepareFor(ctx.state);
     const ClusterState& state = ctx.state;
     const bool sharing = isSharingPod(ctx.needs);
     std::vector<Slot>& slots = slotsFor(ctx.needs, state.nodes().size());
@@ -145,7 +145,7 @@ class FgdScore final : public ScorePlugin {
   // Resolves the workload's GPU types against the state's catalogue (once per catalogue; an
   // unknown name matches no node, as an unknown type string does in the artifact) and sizes
   // the per-node tables.
-  void prepare(const ClusterState& state) const {
+  void prepareFor(const ClusterState& state) const {
     const model::GpuCatalog& catalog = state.catalog();
     if (&catalog != catalog_ || catalog.size() != catalogSize_) {
       catalog_ = &catalog;
