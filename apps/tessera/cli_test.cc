@@ -132,7 +132,8 @@ TEST_F(CliTest, VersionSubcommandSpeaksJson) {
 }
 
 TEST_F(CliTest, HelpWorksOnEveryCommand) {
-  for (const char* args : {"--help", "place --help", "catalog --help", "version --help"}) {
+  for (const char* args :
+       {"--help", "place --help", "catalog --help", "simulate fgd --help", "version --help"}) {
     const Outcome run = tessera(args);
     EXPECT_TRUE(exitedWith(run, 0)) << args;
     EXPECT_NE(run.out.find("--help"), std::string::npos) << args << ":\n" << run.out;
