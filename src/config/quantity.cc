@@ -32,7 +32,10 @@ constexpr int kMaxDigits = 18;
 }  // namespace
 
 Result<std::int64_t> parseMemoryQuantity(std::string_view text, Rounding rounding) {
-  const std::string quoted = "\"" + std::string(text) + "\"";
+  // Built with append: g++ 12 at -O3 reports a false -Wrestrict on "\"" + std::string(...).
+  std::string quoted(1, '"');
+  quoted.append(text);
+  quoted.push_back('"');
   std::size_t pos = 0;
   while (pos < text.size() && text[pos] == ' ') ++pos;
   if (pos < text.size() && (text[pos] == '-' || text[pos] == '+')) {
