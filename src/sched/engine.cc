@@ -51,6 +51,12 @@ Needs deriveNeeds(const model::PlacementRequest& request, const EngineOptions& o
 PlacementEngine::PlacementEngine(PluginSet plugins, EngineOptions options)
     : plugins_(std::move(plugins)), options_(options) {
   perPlugin_.resize(plugins_.scores.size());
+  for (const auto& f : plugins_.filters) {
+    const std::uint8_t c = f->checks();
+    if (c & FilterPlugin::kNodeCheck) nodeFilters_.push_back(f.get());
+    if (c & FilterPlugin::kGpuCheck) gpuFilters_.push_back(f.get());
+    if (c & FilterPlugin::kOptionCheck) optionFilters_.push_back(f.get());
+  }
 }
 
 void PlacementEngine::reject(Pass pass, Decision& out, std::string_view plugin, bool node,
@@ -73,7 +79,7 @@ bool PlacementEngine::nodePasses(const DecisionContext& ctx, NodeId node, Pass p
                                  Decision& out) {
   std::int8_t& verdict = nodeVerdict_[static_cast<std::size_t>(node)];
   if (verdict != 0) return verdict > 0;
-  for (const auto& f : plugins_.filters) {
+  for (const FilterPlugin* f : nodeFilters_) {
     if (!f->passNode(ctx, node)) {
       verdict = -1;
       if (pass != Pass::kFast) {
@@ -89,7 +95,7 @@ bool PlacementEngine::nodePasses(const DecisionContext& ctx, NodeId node, Pass p
 
 bool PlacementEngine::gpuPasses(const DecisionContext& ctx, GpuId gpu, Pass pass,
                                 Decision& out) {
-  for (const auto& f : plugins_.filters) {
+  for (const FilterPlugin* f : gpuFilters_) {
     if (!f->passGpu(ctx, gpu)) {
       if (pass != Pass::kFast) {
         const GpuRecord& g = ctx.state.gpu(gpu);
@@ -191,7 +197,7 @@ void PlacementEngine::considerNode(const DecisionContext& ctx, NodeId node,
       if (domainOf(g) == *best) opt.gpus[static_cast<std::size_t>(taken++)] = g;
     }
   }
-  for (const auto& f : plugins_.filters) {
+  for (const FilterPlugin* f : optionFilters_) {
     if (!f->passOption(ctx, opt)) {
       reject(pass, out, f->name(), true, st.node(node).spec.name, "",
              [&] { return f->whyOption(ctx, opt); });
@@ -396,16 +402,24 @@ Decision PlacementEngine::decide(const ClusterState& state, const model::Placeme
   Decision d;
   if (auto ok = validateRequest(request); !ok) {
     d.summary = "invalid request: " + ok.error().message;
+    d.requestRefused = true;
+    return d;
+  }
+  if (state.findReplica(request.replicaId)) {
+    d.summary = "replica " + request.replicaId + " is already placed";
+    d.requestRefused = true;
     return d;
   }
   const Needs needs = deriveNeeds(request, options_);
   const DecisionContext ctx{state, request, needs};
   collectOptions(ctx, opts, opts.explain ? Pass::kExplain : Pass::kFast, d);
   if (candidates_.empty()) {
-    if (!opts.explain) {
+    if (!opts.explain && (opts.explainFailures || opts.diagnoseFailures)) {
       collectOptions(ctx, opts, opts.explainFailures ? Pass::kExplain : Pass::kCount, d);
     }
-    d.summary = summarize(state, d);
+    d.summary = opts.explain || opts.explainFailures || opts.diagnoseFailures
+                    ? summarize(state, d)
+                    : "nothing fits";
     return d;
   }
   d.feasibleOptions = static_cast<int>(candidates_.size());

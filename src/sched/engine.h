@@ -47,11 +47,17 @@ struct Decision {
   // How many nodes / GPUs each filter turned away (always filled when nothing fits).
   std::vector<RejectionCount> rejectionCounts;
   std::string summary;  // one line: why nothing fits (empty on success)
+  // The request itself was refused (invalid, or its replica id is already placed): says
+  // nothing about whether a request of the same shape would fit.
+  bool requestRefused = false;
 };
 
 struct DecideOptions {
   bool explain = false;          // collect a reason for every rejected node and GPU
   bool explainFailures = true;   // when nothing fits, explain anyway (one more full pass)
+  // When nothing fits, count rejections per filter (one more full pass, no strings). A
+  // simulator that only needs "it failed" turns both off.
+  bool diagnoseFailures = true;
   std::optional<NodeId> onlyNode;  // consider this node only (eviction what-ifs, extenders)
 };
 
@@ -99,6 +105,8 @@ class PlacementEngine {
 
   PluginSet plugins_;
   EngineOptions options_;
+  // The filters that implement each check, in profile order.
+  std::vector<const FilterPlugin*> nodeFilters_, gpuFilters_, optionFilters_;
   // Scratch buffers reused across decisions (no allocation on the hot path once warm).
   std::vector<Option> candidates_;
   std::vector<std::int64_t> total_;

@@ -70,7 +70,7 @@ EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
     plan.reason = "fits without eviction";
     return plan;
   }
-  if (direct.summary.rfind("invalid request", 0) == 0) {
+  if (direct.requestRefused) {
     plan.reason = direct.summary;
     return plan;
   }

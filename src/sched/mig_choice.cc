@@ -164,9 +164,7 @@ std::optional<MigChoice> chooseMigSlice(const ClusterState& state, GpuId gpuId,
       bestFree = &m;
     }
   }
-  if (bestFree != nullptr) return MigChoice{bestFree->profile, bestFree->start, false};
-
-  // 2. Create one: the smallest acceptable profile that has a legal start now...
+  // 2. Or create one: the smallest acceptable profile that has a legal start now...
   const Layout layout = layoutOf(type, gpu);
   const bool mediaTaken = mediaEngineTaken(type, gpu);
   std::optional<std::size_t> profile;
@@ -177,6 +175,13 @@ std::optional<MigChoice> chooseMigSlice(const ClusterState& state, GpuId gpuId,
       continue;
     }
     if (creatableStarts(type, layout, p) != 0) profile = p;
+  }
+  // A free instance wins unless a smaller one could be made: reuse saves a reconfiguration,
+  // but parking a small model on a big slice wastes the slice.
+  if (bestFree != nullptr &&
+      (!profile || !(profileKey(type.migProfiles[*profile]) <
+                     profileKey(type.migProfiles[static_cast<std::size_t>(bestFree->profile)])))) {
+    return MigChoice{bestFree->profile, bestFree->start, false};
   }
   if (!profile) return std::nullopt;
 

@@ -7,8 +7,10 @@
 //   1. An existing free instance whose profile is acceptable (memory >= the per-GPU need,
 //      and at least the model's migProfile when it names one): the one with the least
 //      memory, then fewest memory slices, fewest compute slices, lowest start. Reusing an
-//      instance costs no reconfiguration and keeps bigger instances for bigger models.
-//   2. Otherwise a new instance of the smallest acceptable profile that can be created now
+//      instance costs no reconfiguration and keeps bigger instances for bigger models --
+//      but only when no smaller acceptable profile could be created instead (rule 2): a
+//      small model never parks on a big free slice while a small one can be carved.
+//   2. Otherwise (or when it is smaller than the best free instance) a new instance of the smallest acceptable profile that can be created now
 //      (legal start under the card's placement rules, its memory slices unused, fewer than
 //      maxInstances of it on the card, and no second media-extended "+me" instance). Among its
 //      legal starts, the one that leaves the most room for large profiles: the largest profile

@@ -49,17 +49,28 @@ TEST_F(MigChoiceTest, RepeatedSmallSlicesKeepTheBigProfileCreatable) {
   EXPECT_TRUE(state_.checkInvariants());
 }
 
-TEST_F(MigChoiceTest, ReusesTheSmallestFreeInstanceBeforeCreatingOne) {
+TEST_F(MigChoiceTest, ReusesAFreeInstanceUnlessASmallerOneCanBeMade) {
   const GpuId g = addMigGpu("A100-40GB", {{"3g.20gb", 4}, {"2g.10gb", 0}});
-  auto c = choose(g, makeRequest("r", 4 * kGib));
-  ASSERT_TRUE(c);
-  EXPECT_EQ(nameOf(g, *c), "2g.10gb@0");
-  // The free 3g.20gb is still there afterwards.
-  EXPECT_EQ(migPlaceableAfterMib(state_, g, *c), 20480);
-  placeMig("a", g, makeRequest("a", 4 * kGib));
-  auto next = choose(g, makeRequest("r", 4 * kGib));
-  ASSERT_TRUE(next);
-  EXPECT_EQ(nameOf(g, *next), "3g.20gb@4");
+  // 4 GiB fits a 1g.5gb, which slices 2-3 can still hold: carve it, keep the 2g.10gb free.
+  auto small = choose(g, makeRequest("r", 4 * kGib));
+  ASSERT_TRUE(small);
+  EXPECT_TRUE(small->creates);
+  EXPECT_EQ(nameOf(g, *small).rfind("1g.5gb@", 0), 0u) << nameOf(g, *small);
+  // 7 GiB (8.4 GiB with the safety factor) needs a 10 GiB slice: a 1g.10gb has the memory of
+  // the free 2g.10gb with half its SMs, so it is carved and the 2g stays for a bigger model.
+  auto mid = choose(g, makeRequest("m", 7 * kGib));
+  ASSERT_TRUE(mid);
+  EXPECT_EQ(nameOf(g, *mid), "1g.10gb@2+create");
+  placeMig("a", g, makeRequest("a", 7 * kGib));
+  // Now nothing can be carved: the next 10 GiB model reuses the free 2g.10gb.
+  auto reuse = choose(g, makeRequest("c", 7 * kGib));
+  ASSERT_TRUE(reuse);
+  EXPECT_EQ(nameOf(g, *reuse), "2g.10gb@0");
+  EXPECT_EQ(migPlaceableAfterMib(state_, g, *reuse), 20480);  // the 3g.20gb stays free
+  // 12 GiB needs 20 GiB: only the declared 3g.20gb at slice 4 holds it.
+  auto big = choose(g, makeRequest("b", 12 * kGib));
+  ASSERT_TRUE(big);
+  EXPECT_EQ(nameOf(g, *big), "3g.20gb@4");
 }
 
 TEST_F(MigChoiceTest, HonoursTheModelsProfileFloor) {

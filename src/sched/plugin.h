@@ -45,6 +45,12 @@ class FilterPlugin {
   virtual ~FilterPlugin() = default;
   virtual std::string_view name() const = 0;
 
+  // Which of passNode / passGpu / passOption this plugin implements (the others keep the
+  // default "pass"); the engine calls only those, which saves a virtual call per GPU and
+  // check the plugin does not make.
+  enum Check : std::uint8_t { kNodeCheck = 1, kGpuCheck = 2, kOptionCheck = 4 };
+  virtual std::uint8_t checks() const { return kNodeCheck | kGpuCheck | kOptionCheck; }
+
   // Called once per decision before any pass*(): the place to resolve per-request lookups
   // (type names, label sets) into a form the per-GPU checks read cheaply. Default: nothing.
   virtual void prepare(const DecisionContext&) const {}

@@ -21,6 +21,7 @@ class GpuTypeFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kGpuCheck; }
   bool passGpu(const DecisionContext& ctx, GpuId gpu) const override;
   std::string whyGpu(const DecisionContext& ctx, GpuId gpu) const override;
 
@@ -43,6 +44,7 @@ class MemoryFitFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kGpuCheck; }
   bool passGpu(const DecisionContext& ctx, GpuId gpu) const override;
   std::string whyGpu(const DecisionContext& ctx, GpuId gpu) const override;
 };
@@ -56,6 +58,7 @@ class ComputeCapFilter final : public FilterPlugin {
   ComputeCapFilter(double cap, bool hard);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kGpuCheck; }
   bool passGpu(const DecisionContext& ctx, GpuId gpu) const override;
   std::string whyGpu(const DecisionContext& ctx, GpuId gpu) const override;
 
@@ -73,6 +76,7 @@ class BandwidthFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kGpuCheck; }
   bool passGpu(const DecisionContext& ctx, GpuId gpu) const override;
   std::string whyGpu(const DecisionContext& ctx, GpuId gpu) const override;
 };
@@ -86,6 +90,7 @@ class MigSliceFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kGpuCheck; }
   bool passGpu(const DecisionContext& ctx, GpuId gpu) const override;
   std::string whyGpu(const DecisionContext& ctx, GpuId gpu) const override;
 };
@@ -97,6 +102,7 @@ class TimeSlicingFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kGpuCheck; }
   bool passGpu(const DecisionContext& ctx, GpuId gpu) const override;
   std::string whyGpu(const DecisionContext& ctx, GpuId gpu) const override;
 };

@@ -18,6 +18,7 @@ class NodeHealthFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kNodeCheck | kGpuCheck; }
   bool passNode(const DecisionContext& ctx, NodeId node) const override;
   std::string whyNode(const DecisionContext& ctx, NodeId node) const override;
   bool passGpu(const DecisionContext& ctx, GpuId gpu) const override;
@@ -32,6 +33,7 @@ class TaintTolerationFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kNodeCheck; }
   bool passNode(const DecisionContext& ctx, NodeId node) const override;
   std::string whyNode(const DecisionContext& ctx, NodeId node) const override;
 };
@@ -43,6 +45,7 @@ class NodeSelectorFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kNodeCheck; }
   bool passNode(const DecisionContext& ctx, NodeId node) const override;
   std::string whyNode(const DecisionContext& ctx, NodeId node) const override;
 };
@@ -54,6 +57,7 @@ class NodeResourcesFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kNodeCheck; }
   bool passNode(const DecisionContext& ctx, NodeId node) const override;
   std::string whyNode(const DecisionContext& ctx, NodeId node) const override;
 };

@@ -19,6 +19,7 @@ class GpuTopologyFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kOptionCheck; }
   bool passOption(const DecisionContext& ctx, const Option& option) const override;
   std::string whyOption(const DecisionContext& ctx, const Option& option) const override;
 };
@@ -31,6 +32,7 @@ class NumaAlignmentFilter final : public FilterPlugin {
   static Result<std::unique_ptr<FilterPlugin>> create(const PluginArgs& args);
 
   std::string_view name() const override { return kName; }
+  std::uint8_t checks() const override { return kOptionCheck; }
   bool passOption(const DecisionContext& ctx, const Option& option) const override;
   std::string whyOption(const DecisionContext& ctx, const Option& option) const override;
 };
