@@ -7,81 +7,54 @@
 
 #include <fmt/format.h>
 
+#include "sched/engine.h"
 #include "sched/mig_choice.h"
 
 namespace tessera::cli {
 namespace {
 
 using sched::ClusterState;
-using sched::GpuAssignment;
 using sched::GpuId;
-using sched::Placement;
 
 Error withContext(const Error& error, const std::string& context) {
   return Error{error.code, context + ": " + error.message};
 }
 
-Result<void> placeOnMig(ClusterState& state, Placement base, GpuId gpu,
-                        const model::PlacementRequest& request, const sched::Needs& needs) {
-  // The same slice the engine would pick, so that a replayed cluster matches a planned one.
-  const auto choice = sched::chooseMigSlice(state, gpu, request, needs);
-  const sched::GpuRecord& g = state.gpu(gpu);
-  if (!choice) {
-    return fail(Error::exhausted(fmt::format("GPU {} has no free or creatable MIG slice of {} MiB",
-                                             g.spec.id, needs.memoryMib)));
-  }
-  const model::GpuType& type = state.catalog().at(g.typeIndex);
-  const model::MigProfile& profile =
-      type.migProfiles[static_cast<std::size_t>(choice->profileIndex)];
-  int slices = 1;
-  for (const model::MigProfile& p : type.migProfiles) slices = std::max(slices, p.computeSlices);
-  GpuAssignment a;
-  a.gpu = gpu;
-  a.estimateMib = needs.estimateMib;
-  a.reservedMib = profile.memoryMib;  // a MIG slice is reserved whole
-  a.computeMilli = profile.computeSlices * g.spec.computeMilli / slices;
-  a.bandwidthGBps = 0;  // partitioned in hardware
-  a.migProfile = choice->profileIndex;
-  a.migStart = choice->start;
-  base.mode = model::SharingMode::kMig;
-  base.gpus = {a};
-  return state.apply(sched::ReplicaPlaced{std::move(base)});
-}
-
-Result<void> placeWhole(ClusterState& state, const Placement& base, const std::vector<GpuId>& gpus,
-                        const sched::Needs& needs, const model::ModelProfile& profile) {
+// Books the replica on exactly its GPUs as the engine would book a decision there
+// (sched::placementFor), trying the model's sharing modes in the engine's order.
+Result<void> placeOn(ClusterState& state, const model::PlacementRequest& request,
+                     const sched::Needs& needs, sched::NodeId node, const std::vector<GpuId>& gpus,
+                     bool mig) {
+  sched::Option option;
+  option.node = node;
+  option.gpuCount = static_cast<std::int8_t>(gpus.size());
+  std::copy(gpus.begin(), gpus.end(), option.gpus.begin());
   std::vector<model::SharingMode> modes;
-  if (model::allows(profile.sharing, model::SharingMode::kShared)) {
-    modes.push_back(model::SharingMode::kShared);
-  }
-  if (model::allows(profile.sharing, model::SharingMode::kExclusive)) {
-    modes.push_back(model::SharingMode::kExclusive);
-  }
-  if (modes.empty()) {
-    return fail(Error::invalid("model " + profile.name +
-                               " runs only on MIG slices but its GPUs are not MIG-enabled"));
+  if (mig) {
+    // The same slice the engine would pick, so that a replayed cluster matches a planned one.
+    const auto choice = sched::chooseMigSlice(state, gpus.front(), request, needs);
+    if (!choice) {
+      return fail(Error::exhausted(fmt::format("GPU {} has no free or creatable MIG slice of {} MiB",
+                                               state.gpu(gpus.front()).spec.id, needs.memoryMib)));
+    }
+    option.migProfile = choice->profileIndex;
+    option.migStart = choice->start;
+    option.migCreates = choice->creates;
+    modes.push_back(model::SharingMode::kMig);
+  } else {
+    for (auto mode : {model::SharingMode::kShared, model::SharingMode::kExclusive}) {
+      if (model::allows(request.model.sharing, mode)) modes.push_back(mode);
+    }
+    if (modes.empty()) {
+      return fail(Error::invalid("model " + request.model.name +
+                                 " runs only on MIG slices but its GPUs are not MIG-enabled"));
+    }
   }
   Error last = Error::internal("no sharing mode tried");
   for (model::SharingMode mode : modes) {
-    Placement p = base;
-    p.mode = mode;
-    for (GpuId gpu : gpus) {
-      const sched::GpuRecord& g = state.gpu(gpu);
-      GpuAssignment a;
-      a.gpu = gpu;
-      a.estimateMib = needs.estimateMib;
-      a.bandwidthGBps = needs.bandwidthGBps;
-      if (mode == model::SharingMode::kExclusive) {
-        // An exclusive replica holds the whole card: all its free memory and SMs.
-        a.reservedMib = std::max(needs.memoryMib, g.freeMemoryMib());
-        a.computeMilli = g.freeComputeMilli();
-      } else {
-        a.reservedMib = needs.memoryMib;
-        a.computeMilli = needs.computeMilli;
-      }
-      p.gpus.push_back(a);
-    }
-    auto applied = state.apply(sched::ReplicaPlaced{std::move(p)});
+    option.mode = mode;
+    auto applied =
+        state.apply(sched::ReplicaPlaced{sched::placementFor(state, request, needs, option)});
     if (applied) return {};
     last = applied.error();
   }
@@ -114,25 +87,15 @@ Result<void> placeExistingReplica(ClusterState& state, const config::ExistingRep
   request.deployment = replica.deployment;
   const sched::Needs needs = sched::deriveNeeds(request, state.options());
 
-  Placement base;
-  base.replicaId = replica.replicaId;
-  // As the engine does: a replica without a deployment belongs to its model's.
-  base.deployment = replica.deployment.empty() ? profile.name : replica.deployment;
-  base.modelName = profile.name.empty() ? replica.model : profile.name;
-  base.priority = profile.priority;
-  base.node = *node;
-  base.cpuMilli = needs.cpuMilli;
-  base.hostMemoryMib = needs.hostMemoryMib;
-
-  if (migCount == 0) return placeWhole(state, base, gpus, needs, profile);
-  if (gpus.size() != 1 || migCount != 1) {
+  if (migCount != 0 && (gpus.size() != 1 || migCount != 1)) {
     return fail(Error::invalid("a replica on MIG-enabled GPUs must use exactly one GPU"));
   }
-  if (!model::allows(profile.sharing, model::SharingMode::kMig)) {
+  if (migCount != 0 && !model::allows(profile.sharing, model::SharingMode::kMig)) {
     return fail(Error::invalid("GPU " + replica.gpus.front() + " is MIG-enabled but model " +
                                profile.name + " does not allow MIG slices"));
   }
-  return placeOnMig(state, std::move(base), gpus.front(), request, needs);
+  if (request.model.name.empty()) request.model.name = replica.model;
+  return placeOn(state, request, needs, *node, gpus, migCount != 0);
 }
 
 Result<void> seedClusterState(ClusterState& state, const config::ClusterFile& cluster,

@@ -333,9 +333,8 @@ std::size_t PlacementEngine::choose(const ClusterState& st) const {
   return best;
 }
 
-Placement PlacementEngine::toPlacement(const DecisionContext& ctx, const Option& o) const {
-  const ClusterState& st = ctx.state;
-  const auto& req = ctx.request;
+Placement placementFor(const ClusterState& st, const model::PlacementRequest& req,
+                       const Needs& needs, const Option& o) {
   Placement p;
   p.replicaId = req.replicaId;
   p.deployment = req.deployment.empty() ? req.model.name : req.deployment;
@@ -343,25 +342,25 @@ Placement PlacementEngine::toPlacement(const DecisionContext& ctx, const Option&
   p.priority = req.model.priority;
   p.mode = o.mode;
   p.node = o.node;
-  p.cpuMilli = ctx.needs.cpuMilli;
-  p.hostMemoryMib = ctx.needs.hostMemoryMib;
+  p.cpuMilli = needs.cpuMilli;
+  p.hostMemoryMib = needs.hostMemoryMib;
   for (int i = 0; i < o.gpuCount; ++i) {
     const GpuId gid = o.gpus[static_cast<std::size_t>(i)];
     const GpuRecord& g = st.gpu(gid);
     GpuAssignment a;
     a.gpu = gid;
-    a.estimateMib = ctx.needs.estimateMib;
+    a.estimateMib = needs.estimateMib;
     switch (o.mode) {
       case model::SharingMode::kShared:
-        a.reservedMib = ctx.needs.memoryMib;
-        a.computeMilli = ctx.needs.computeMilli;
-        a.bandwidthGBps = ctx.needs.bandwidthGBps;
+        a.reservedMib = needs.memoryMib;
+        a.computeMilli = needs.computeMilli;
+        a.bandwidthGBps = needs.bandwidthGBps;
         break;
       case model::SharingMode::kExclusive:
         // The whole card: everything free now, every SM share.
-        a.reservedMib = std::max(ctx.needs.memoryMib, g.freeMemoryMib());
+        a.reservedMib = std::max(needs.memoryMib, g.freeMemoryMib());
         a.computeMilli = g.freeComputeMilli();
-        a.bandwidthGBps = ctx.needs.bandwidthGBps;
+        a.bandwidthGBps = needs.bandwidthGBps;
         break;
       case model::SharingMode::kMig: {
         const model::GpuType& type = st.catalog().at(g.typeIndex);
@@ -425,7 +424,7 @@ Decision PlacementEngine::decide(const ClusterState& state, const model::Placeme
   d.feasibleOptions = static_cast<int>(candidates_.size());
   scoreCandidates(ctx);
   const std::size_t best = choose(state);
-  d.placement = toPlacement(ctx, candidates_[best]);
+  d.placement = placementFor(state, request, needs, candidates_[best]);
   d.totalScore = total_[best];
   for (std::size_t p = 0; p < plugins_.scores.size(); ++p) {
     d.breakdown.push_back(

@@ -100,7 +100,6 @@ class PlacementEngine {
   // Scores candidates_ into total_ (and perPlugin_).
   void scoreCandidates(const DecisionContext& ctx);
   std::size_t choose(const ClusterState& state) const;
-  Placement toPlacement(const DecisionContext& ctx, const Option& option) const;
   static std::string summarize(const ClusterState& state, const Decision& d);
 
   PluginSet plugins_;
@@ -115,6 +114,13 @@ class PlacementEngine {
   std::vector<std::pair<NodeId, GpuId>> passing_;
   std::vector<GpuId> group_;
 };
+
+// What placing `request` as `option` books: per-GPU memory (estimate x safety factor, the
+// whole card when exclusive, the slice when MIG), compute and bandwidth. The engine uses it
+// for its decisions; callers that adopt replicas already running (a cluster file, a node
+// agent's report) use it so that both book alike.
+Placement placementFor(const ClusterState& state, const model::PlacementRequest& request,
+                       const Needs& needs, const Option& option);
 
 // ---- Batch planning -------------------------------------------------------------------
 
