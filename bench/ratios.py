@@ -2,11 +2,12 @@
 """Turns placement_bench JSON output into the Markdown table of docs/benchmarks.md.
 
 Usage: placement_bench --benchmark_out=run.json --benchmark_out_format=json
-       python3 bench/ratios.py run.json [more.json ...]
+       python3 bench/ratios.py run.json [run2.json ...]
 
 Every benchmark's label names its baseline ("vs <name>"); the table gives each median next to
-its baseline's median from the same run and the ratio baseline / benchmark (above 1: faster
-than the baseline). Times are CPU time (the machine is shared; wall time is listed too).
+the ratio baseline / benchmark from the same run (above 1: faster than the baseline). Times
+are CPU time, which a shared machine disturbs less than wall time. With several files, each
+is one run of the whole suite and gets its own columns, so the spread is visible.
 """
 
 import json
@@ -34,37 +35,53 @@ def fmt_counter(name, value):
     return f"{name}={value:g}"
 
 
-def main(paths):
+def load(path):
+    """{name: row} of one run's medians, in the order the suite ran them."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
     rows = {}
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        # Strip Google Benchmark's "/iterations:N/repeats:N" so labels match names.
+        name = re.sub(r"/(iterations|repeats):\d+", "", b["run_name"])
+        scale = TO_US[b.get("time_unit", "ns")]
+        rows[name] = {
+            "cpu": b["cpu_time"] * scale,
+            "wall": b["real_time"] * scale,
+            "label": b.get("label", ""),
+            "counters": [fmt_counter(c, b[c]) for c in COUNTERS if c in b],
+        }
+    return rows
+
+
+def main(paths):
+    runs = [load(p) for p in paths]
     order = []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        for b in data["benchmarks"]:
-            if b.get("aggregate_name") != "median":
-                continue
-            # Strip Google Benchmark's "/iterations:N/repeats:N" so labels match names.
-            name = re.sub(r"/(iterations|repeats):\d+", "", b["run_name"])
-            scale = TO_US[b.get("time_unit", "ns")]
-            rows[name] = {
-                "cpu": b["cpu_time"] * scale,
-                "wall": b["real_time"] * scale,
-                "label": b.get("label", ""),
-                "counters": [fmt_counter(c, b[c]) for c in COUNTERS if c in b],
-                "error": b.get("error_message"),
-            }
-            if name not in order:
-                order.append(name)
-    print("| benchmark | median CPU | median wall | baseline | baseline CPU | speed-up | counters |")
-    print("|---|---:|---:|---|---:|---:|---|")
+    for run in runs:
+        order += [n for n in run if n not in order]
+    head = "| benchmark | baseline |"
+    rule = "|---|---|"
+    for i in range(len(runs)):
+        tag = f" (run {i + 1})" if len(runs) > 1 else ""
+        head += f" median CPU{tag} | wall{tag} | speed-up{tag} |"
+        rule += "---:|---:|---:|"
+    print(head + " counters |")
+    print(rule + "---|")
     for name in order:
-        r = rows[name]
-        base = r["label"][3:] if r["label"].startswith("vs ") else ""
-        b = rows.get(base)
-        ratio = f"{b['cpu'] / r['cpu']:.3g}×" if b and r["cpu"] > 0 else "—"
-        print(f"| `{name}` | {fmt_time(r['cpu'])} | {fmt_time(r['wall'])} | "
-              f"{'`' + base + '`' if base else '(baseline)'} | "
-              f"{fmt_time(b['cpu']) if b else '—'} | {ratio} | {' '.join(r['counters'])} |")
+        label = next((run[name]["label"] for run in runs if name in run), "")
+        base = label[3:] if label.startswith("vs ") else ""
+        line = f"| `{name}` | {'`' + base + '`' if base else '(baseline)'} |"
+        for run in runs:
+            r = run.get(name)
+            if r is None:
+                line += " — | — | — |"
+                continue
+            b = run.get(base)
+            ratio = f"{b['cpu'] / r['cpu']:.3g}×" if b and r["cpu"] > 0 else "—"
+            line += f" {fmt_time(r['cpu'])} | {fmt_time(r['wall'])} | {ratio} |"
+        last = next(run[name] for run in reversed(runs) if name in run)
+        print(line + f" {' '.join(last['counters'])} |")
 
 
 if __name__ == "__main__":
