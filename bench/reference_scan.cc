@@ -4,7 +4,6 @@
 #include <map>
 #include <utility>
 
-#include "model/mig.h"
 #include "sched/mig_choice.h"
 
 namespace tessera::bench {
@@ -157,48 +156,8 @@ std::optional<ReferenceScan::Choice> ReferenceScan::decide(const ClusterState& s
   for (std::size_t i = 1; i < options.size(); ++i) {
     if (key(i) < key(best)) best = i;
   }
-  return Choice{toPlacement(ctx, options[best]), total[best], static_cast<int>(options.size())};
-}
-
-sched::Placement ReferenceScan::toPlacement(const sched::DecisionContext& ctx,
-                                            const Option& o) const {
-  const ClusterState& st = ctx.state;
-  const auto& req = ctx.request;
-  sched::Placement p;
-  p.replicaId = req.replicaId;
-  p.deployment = req.deployment.empty() ? req.model.name : req.deployment;
-  p.modelName = req.model.name;
-  p.priority = req.model.priority;
-  p.mode = o.mode;
-  p.node = o.node;
-  p.cpuMilli = ctx.needs.cpuMilli;
-  p.hostMemoryMib = ctx.needs.hostMemoryMib;
-  for (int i = 0; i < o.gpuCount; ++i) {
-    const GpuId gid = o.gpus[static_cast<std::size_t>(i)];
-    const GpuRecord& g = st.gpu(gid);
-    sched::GpuAssignment a;
-    a.gpu = gid;
-    a.estimateMib = ctx.needs.estimateMib;
-    a.bandwidthGBps = ctx.needs.bandwidthGBps;
-    if (o.mode == model::SharingMode::kShared) {
-      a.reservedMib = ctx.needs.memoryMib;
-      a.computeMilli = ctx.needs.computeMilli;
-    } else if (o.mode == model::SharingMode::kExclusive) {
-      a.reservedMib = std::max(ctx.needs.memoryMib, g.freeMemoryMib());
-      a.computeMilli = g.freeComputeMilli();
-    } else {
-      const model::GpuType& type = st.catalog().at(g.typeIndex);
-      const auto& prof = type.migProfiles[static_cast<std::size_t>(o.migProfile)];
-      a.reservedMib = prof.memoryMib;
-      a.computeMilli =
-          prof.computeSlices * g.spec.computeMilli / std::max(1, model::migComputeSlices(type));
-      a.bandwidthGBps = 0;
-      a.migProfile = o.migProfile;
-      a.migStart = o.migStart;
-    }
-    p.gpus.push_back(a);
-  }
-  return p;
+  return Choice{sched::placementFor(st, request, needs, options[best]), total[best],
+                static_cast<int>(options.size())};
 }
 
 sched::BatchPlan ReferenceScan::planBatch(const ClusterState& state,

@@ -2,7 +2,8 @@
 // The baseline the placement benchmarks are measured against: a straightforward decision that
 // puts every live node and every GPU through every filter of the plugin set, builds and scores
 // every feasible option, and picks the winner with the engine's tie-break rules. Plugins get
-// their per-decision prepare() calls as in the engine. No capacity index, no scratch-buffer
+// their per-decision prepare() calls as in the engine, and the winner is booked with
+// sched::placementFor like the engine's. No capacity index, no scratch-buffer
 // reuse, no memoised node verdicts, no failed-shape cache in batches.
 //
 // It is written to choose exactly what PlacementEngine::decide chooses (the benchmarks check
@@ -43,7 +44,6 @@ class ReferenceScan {
  private:
   std::optional<sched::Option> nodeOption(const sched::DecisionContext& ctx, sched::NodeId node,
                                           const std::vector<sched::GpuId>& passing) const;
-  sched::Placement toPlacement(const sched::DecisionContext& ctx, const sched::Option& o) const;
 
   sched::PluginSet plugins_;
   sched::EngineOptions options_;
