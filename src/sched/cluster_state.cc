@@ -231,13 +231,16 @@ Result<void> ClusterState::addNode(const model::NodeSpec& spec) {
     node.gpuIds.push_back(static_cast<GpuId>(gpus_.size() + i));
   }
   nodes_.push_back(std::move(node));
+  nodeMaxKey_.push_back(-1);
+  nodeMaxCompute_.push_back(-1);
   touch(nid);
+  // All of the node's GPUs exist before the first reindex: it summarises over them.
+  const auto firstGpu = static_cast<GpuId>(gpus_.size());
   for (auto& g : newGpus) {
-    const GpuId gid = static_cast<GpuId>(gpus_.size());
     gpus_.push_back(std::move(g));
     indexedKey_.push_back(-1);
-    reindex(gid);
   }
+  for (GpuId gid = firstGpu; gid < static_cast<GpuId>(gpus_.size()); ++gid) reindex(gid);
   liveGpus_ += static_cast<int>(newGpus.size());
   ++liveNodes_;
   nodeIndex_.emplace(spec.name, nid);
@@ -329,12 +332,9 @@ Result<void> ClusterState::removeNode(const NodeRemoved& ev) {
   for (ReplicaId r : victims) releaseReplica(r);
   node.removed = true;
   touch(*id);
-  for (GpuId g : node.gpuIds) {
-    if (indexedKey_[static_cast<std::size_t>(g)] >= 0) {
-      capacityIndex_.erase({indexedKey_[static_cast<std::size_t>(g)], g});
-      indexedKey_[static_cast<std::size_t>(g)] = -1;
-    }
-  }
+  for (GpuId g : node.gpuIds) indexedKey_[static_cast<std::size_t>(g)] = -1;
+  nodeMaxKey_[static_cast<std::size_t>(*id)] = -1;
+  nodeMaxCompute_[static_cast<std::size_t>(*id)] = -1;
   liveGpus_ -= static_cast<int>(node.gpuIds.size());
   --liveNodes_;
   nodeIndex_.erase(ev.name);
@@ -497,6 +497,9 @@ Result<void> ClusterState::place(const Placement& p) {
   expiries_.insert({replicas_.back().placedAtMs + options_.reservationTtlMs, rid});
   ++activeReservations_;
   recharge(rid);
+  // recharge reindexes only GPUs whose charge moved; an exclusive hold or a MIG instance
+  // changes what is placeable even when nothing is charged (a 0 MiB reservation).
+  for (const GpuAssignment& a : p.gpus) reindex(a.gpu);
   return {};
 }
 
@@ -627,10 +630,20 @@ void ClusterState::reindex(GpuId g) {
   touch(rec.node);
   const bool live = !nodes_[static_cast<std::size_t>(rec.node)].removed;
   const std::int64_t key = (live && rec.healthy()) ? placeableMemoryMib(g) : -1;
-  if (key == indexedKey_[gi]) return;
-  if (indexedKey_[gi] >= 0) capacityIndex_.erase({indexedKey_[gi], g});
   indexedKey_[gi] = key;
-  if (key >= 0) capacityIndex_.insert({key, g});
+  if (!live) return;
+  // Node summaries over its (few) GPUs.
+  std::int64_t maxKey = -1;
+  std::int32_t maxCompute = -1;
+  for (GpuId other : nodes_[static_cast<std::size_t>(rec.node)].gpuIds) {
+    const auto oi = static_cast<std::size_t>(other);
+    if (indexedKey_[oi] < 0) continue;
+    maxKey = std::max(maxKey, indexedKey_[oi]);
+    const GpuRecord& o = gpus_[oi];
+    maxCompute = std::max(maxCompute, o.spec.migEnabled ? o.spec.computeMilli : o.freeComputeMilli());
+  }
+  nodeMaxKey_[static_cast<std::size_t>(rec.node)] = maxKey;
+  nodeMaxCompute_[static_cast<std::size_t>(rec.node)] = maxCompute;
 }
 
 // ---- invariants ---------------------------------------------------------------------------
@@ -705,12 +718,22 @@ Result<void> ClusterState::checkInvariants() const {
     }
     const bool live = !nodes_[static_cast<std::size_t>(rec.node)].removed;
     const std::int64_t want = (live && rec.healthy()) ? placeableMemoryMib(static_cast<GpuId>(g)) : -1;
-    if (want != indexedKey_[g] || (want >= 0 && !capacityIndex_.contains({want, static_cast<GpuId>(g)}))) {
-      return fail(Error::internal(name + ": capacity index is stale"));
-    }
+    if (want != indexedKey_[g]) return fail(Error::internal(name + ": capacity index is stale"));
   }
   for (std::size_t n = 0; n < nodes_.size(); ++n) {
     if (nodes_[n].removed) continue;
+    std::int64_t maxKey = -1;
+    std::int32_t maxCompute = -1;
+    for (GpuId g : nodes_[n].gpuIds) {
+      const auto gi = static_cast<std::size_t>(g);
+      if (indexedKey_[gi] < 0) continue;
+      maxKey = std::max(maxKey, indexedKey_[gi]);
+      maxCompute = std::max(maxCompute, gpus_[gi].spec.migEnabled ? gpus_[gi].spec.computeMilli
+                                                                   : gpus_[gi].freeComputeMilli());
+    }
+    if (maxKey != nodeMaxKey_[n] || maxCompute != nodeMaxCompute_[n]) {
+      return fail(Error::internal("node " + nodes_[n].spec.name + ": capacity summary is stale"));
+    }
     if (cpu[n] != nodes_[n].bookedCpuMilli || cpu[n] > nodes_[n].spec.cpuMilli) {
       return fail(Error::internal("node " + nodes_[n].spec.name + ": CPU books wrong or over-committed"));
     }

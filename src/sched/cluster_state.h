@@ -16,6 +16,7 @@
 // Threading: single owner. One thread (the server's event loop, the simulator loop) calls
 // apply() and reads; other threads send it events. No internal locking.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -197,12 +198,32 @@ class ClusterState {
   // Largest memory a new placement could get on a GPU: free memory, or on a MIG card the
   // biggest free or creatable instance. This is the key of the capacity index.
   std::int64_t placeableMemoryMib(GpuId gpu) const;
-  // Healthy, live GPUs with placeableMemoryMib >= minMib, in ascending placeable memory.
-  // fn returns false to stop early.
+  // The capacity keys, kept on every change: a GPU's placeableMemoryMib (-1 when it is
+  // removed or unhealthy), and per node the largest key of its GPUs and the largest free
+  // compute of its non-MIG GPUs. The engine skips whole nodes and GPUs with them: the books
+  // would refuse a placement beyond them whatever the filters say. O(1).
+  std::int64_t indexedPlaceableMib(GpuId gpu) const {
+    return indexedKey_[static_cast<std::size_t>(gpu)];
+  }
+  std::int64_t nodePlaceableMib(NodeId node) const {
+    return nodeMaxKey_[static_cast<std::size_t>(node)];
+  }
+  std::int32_t nodeMaxFreeComputeMilli(NodeId node) const {
+    return nodeMaxCompute_[static_cast<std::size_t>(node)];
+  }
+  // Healthy, live GPUs with placeableMemoryMib >= minMib, in ascending placeable memory
+  // (then id). fn returns false to stop early. O(GPUs log GPUs): for tools and tests.
   template <typename Fn>
   void forEachGpuWithPlaceableMemory(std::int64_t minMib, Fn&& fn) const {
-    for (auto it = capacityIndex_.lower_bound({minMib, -1}); it != capacityIndex_.end(); ++it) {
-      if (!fn(it->second)) return;
+    std::vector<std::pair<std::int64_t, GpuId>> keyed;
+    for (std::size_t g = 0; g < indexedKey_.size(); ++g) {
+      if (indexedKey_[g] >= 0 && indexedKey_[g] >= minMib) {
+        keyed.emplace_back(indexedKey_[g], static_cast<GpuId>(g));
+      }
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (const auto& [key, g] : keyed) {
+      if (!fn(g)) return;
     }
   }
 
@@ -239,8 +260,9 @@ class ClusterState {
   std::vector<ReplicaRecord> replicas_;
   std::unordered_map<std::string, NodeId> nodeIndex_;
   std::unordered_map<std::string, ReplicaId> replicaIndex_;
-  std::set<std::pair<std::int64_t, GpuId>> capacityIndex_;
-  std::vector<std::int64_t> indexedKey_;  // per GPU: its key in capacityIndex_, or -1
+  std::vector<std::int64_t> indexedKey_;    // per GPU: placeableMemoryMib, or -1
+  std::vector<std::int64_t> nodeMaxKey_;    // per node: the largest indexedKey_ of its GPUs
+  std::vector<std::int32_t> nodeMaxCompute_;  // per node: the largest free compute (non-MIG)
   std::set<std::pair<Millis, ReplicaId>> expiries_;
   int liveNodes_ = 0;
   int liveGpus_ = 0;

@@ -224,28 +224,30 @@ void PlacementEngine::collectOptions(const DecisionContext& ctx, const DecideOpt
     }
     return;
   }
-  // The capacity index prunes only by memory; a request that needs none (CPU/compute-only
-  // trace pods) is cheaper to scan node by node, skipping whole nodes that fail early.
-  if (pass != Pass::kFast || opts.onlyNode || ctx.needs.memoryMib == 0) {
-    // Every node and GPU, so that each rejection is counted (and explained).
-    const NodeId from = opts.onlyNode.value_or(0);
-    const NodeId to = opts.onlyNode ? *opts.onlyNode + 1 : nodeCount;
-    for (NodeId n = from; n < to && n < nodeCount; ++n) {
-      if (!liveNode(n) || !nodePasses(ctx, n, pass, out)) continue;
-      for (GpuId g : st.node(n).gpuIds) {
-        if (gpuPasses(ctx, g, pass, out)) passing_.emplace_back(n, g);
-      }
+  // Node-major over the state, front to back, so that a node's options arrive together
+  // (score plugins memoise per node). In the fast pass the capacity keys skip whole nodes and
+  // GPUs that cannot hold the request's memory or compute: the books would refuse those
+  // placements whatever the filters say. The counting and explaining passes visit everything
+  // so that each rejection gets its filter.
+  const NodeId from = opts.onlyNode.value_or(0);
+  const NodeId to = opts.onlyNode ? std::min<NodeId>(*opts.onlyNode + 1, nodeCount) : nodeCount;
+  const bool prune = pass == Pass::kFast;
+  const std::int64_t needMib = ctx.needs.memoryMib;
+  const std::int32_t needCompute = ctx.needs.computeMilli;
+  for (NodeId n = from; n < to; ++n) {
+    if (!liveNode(n)) continue;
+    if (prune && (st.nodePlaceableMib(n) < needMib || st.nodeMaxFreeComputeMilli(n) < needCompute)) {
+      continue;
     }
-  } else {
-    // The capacity index skips every GPU that cannot hold the request's memory (the books
-    // would refuse such a placement whatever the filters say).
-    st.forEachGpuWithPlaceableMemory(ctx.needs.memoryMib, [&](GpuId g) {
-      const NodeId n = st.gpu(g).node;
-      if (nodePasses(ctx, n, pass, out) && gpuPasses(ctx, g, pass, out)) {
-        passing_.emplace_back(n, g);
+    if (!nodePasses(ctx, n, pass, out)) continue;
+    for (GpuId g : st.node(n).gpuIds) {
+      if (prune) {
+        if (st.indexedPlaceableMib(g) < needMib) continue;
+        const GpuRecord& rec = st.gpu(g);
+        if (!rec.spec.migEnabled && rec.freeComputeMilli() < needCompute) continue;
       }
-      return true;
-    });
+      if (gpuPasses(ctx, g, pass, out)) passing_.emplace_back(n, g);
+    }
   }
   if (ctx.needs.gpuCount == 1) {
     for (const auto& [n, g] : passing_) {
