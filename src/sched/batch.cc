@@ -73,8 +73,10 @@ BatchPlan planBatch(PlacementEngine& engine, ClusterState& state,
       plan.assignments.push_back(std::move(*d.placement));
     } else {
       plan.unplaceable.push_back({request.replicaId, d.summary});
-      // An invalid request says so about itself only; don't reuse its verdict.
-      if (d.summary.rfind("invalid request", 0) != 0) failedShapes.emplace(key, d.summary);
+      // Only "nothing fits" carries over to the same shape. A refused request (invalid, or
+      // its replica id is already placed), or one the books refused although options
+      // existed, says so about itself only.
+      if (!d.requestRefused && d.feasibleOptions == 0) failedShapes.emplace(key, d.summary);
     }
   }
   return plan;

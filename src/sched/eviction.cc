@@ -9,13 +9,19 @@
 namespace tessera::sched {
 namespace {
 
-// Puts replicas back on a scratch state after a what-if (their reservations start anew,
-// which only touches the node being examined).
+// Puts replicas back on a scratch state after a what-if. A replica placed anew starts a
+// fresh reservation, so it is booked at exactly what it was charged in the original: its
+// reservation would under-count usage telemetry showed above it, and over-count a lapsed
+// one. Only the node being examined is touched.
 bool restore(ClusterState& scratch, const ClusterState& original, std::span<const ReplicaId> ids) {
   bool all = true;
   for (ReplicaId id : ids) {
     const ReplicaRecord& rec = original.replica(id);
-    if (!scratch.apply(ReplicaPlaced{rec.placement})) {
+    Placement again = rec.placement;
+    for (std::size_t slot = 0; slot < again.gpus.size(); ++slot) {
+      again.gpus[slot].reservedMib = rec.chargeMib[slot];
+    }
+    if (!scratch.apply(ReplicaPlaced{std::move(again)})) {
       all = false;
       continue;
     }
