@@ -106,9 +106,19 @@ std::optional<Millis> ClusterState::nextReservationExpiryMs() const {
   return expiries_.begin()->first;
 }
 
+std::int32_t ClusterState::nameId(std::string_view name) const {
+  auto it = nameIds_.find(std::string(name));
+  return it == nameIds_.end() ? -1 : it->second;
+}
+
 bool ClusterState::modelResidentOnGpu(GpuId g, std::string_view modelName) const {
+  return modelResidentOnGpu(g, nameId(modelName));
+}
+
+bool ClusterState::modelResidentOnGpu(GpuId g, std::int32_t modelId) const {
+  if (modelId < 0) return false;
   for (ReplicaId r : gpu(g).replicas) {
-    if (replica(r).placement.modelName == modelName) return true;
+    if (replica(r).modelId == modelId) return true;
   }
   return false;
 }
@@ -119,9 +129,14 @@ bool ClusterState::modelCachedOnNode(NodeId n, std::string_view modelName) const
 }
 
 int ClusterState::deploymentReplicasOnNode(NodeId n, std::string_view deployment) const {
+  return deploymentReplicasOnNode(n, nameId(deployment));
+}
+
+int ClusterState::deploymentReplicasOnNode(NodeId n, std::int32_t deploymentId) const {
+  if (deploymentId < 0) return 0;
   int count = 0;
   for (ReplicaId r : node(n).replicas) {
-    if (replica(r).placement.deployment == deployment) ++count;
+    if (replica(r).deploymentId == deploymentId) ++count;
   }
   return count;
 }
@@ -468,6 +483,11 @@ Result<void> ClusterState::place(const Placement& p) {
   rec.lastActiveMs = rec.placedAtMs;
   rec.chargeMib.assign(p.gpus.size(), 0);
   rec.attributedMib.assign(p.gpus.size(), -1);
+  auto intern = [this](const std::string& name) {
+    return nameIds_.emplace(name, static_cast<std::int32_t>(nameIds_.size())).first->second;
+  };
+  rec.modelId = intern(p.modelName);
+  rec.deploymentId = intern(p.deployment);
   replicas_.push_back(std::move(rec));
   replicaIndex_.emplace(p.replicaId, rid);
   NodeRecord& n = nodes_[static_cast<std::size_t>(p.node)];

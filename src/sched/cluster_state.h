@@ -140,6 +140,8 @@ struct ReplicaRecord {
   ReplicaPhase phase = ReplicaPhase::kReserved;
   Millis placedAtMs = 0;
   Millis lastActiveMs = 0;
+  std::int32_t modelId = -1;       // ClusterState::nameId of placement.modelName
+  std::int32_t deploymentId = -1;  // ... and of placement.deployment
   bool reservationActive = true;
   bool removed = false;
   // Per GPU (parallel to placement.gpus): current charge and attributed telemetry usage.
@@ -188,12 +190,19 @@ class ClusterState {
   // The earliest instant a reservation lapses; nullopt if none is active.
   std::optional<Millis> nextReservationExpiryMs() const;
 
+  // Model and deployment names of placed replicas, interned: -1 for a name no replica has
+  // ever carried. Score plugins resolve the request's names once per decision and then use
+  // the id overloads below, which compare integers.
+  std::int32_t nameId(std::string_view name) const;
+
   // True when the model's weights are in GPU memory on this GPU (a replica of it is placed).
   bool modelResidentOnGpu(GpuId gpu, std::string_view modelName) const;
+  bool modelResidentOnGpu(GpuId gpu, std::int32_t modelId) const;
   // True when the node's local cache holds the model's weights.
   bool modelCachedOnNode(NodeId node, std::string_view modelName) const;
   // Replicas of a deployment placed on a node.
   int deploymentReplicasOnNode(NodeId node, std::string_view deployment) const;
+  int deploymentReplicasOnNode(NodeId node, std::int32_t deploymentId) const;
 
   // Largest memory a new placement could get on a GPU: free memory, or on a MIG card the
   // biggest free or creatable instance. This is the key of the capacity index.
@@ -260,6 +269,7 @@ class ClusterState {
   std::vector<ReplicaRecord> replicas_;
   std::unordered_map<std::string, NodeId> nodeIndex_;
   std::unordered_map<std::string, ReplicaId> replicaIndex_;
+  std::unordered_map<std::string, std::int32_t> nameIds_;  // grows only
   std::vector<std::int64_t> indexedKey_;    // per GPU: placeableMemoryMib, or -1
   std::vector<std::int64_t> nodeMaxKey_;    // per node: the largest indexedKey_ of its GPUs
   std::vector<std::int32_t> nodeMaxCompute_;  // per node: the largest free compute (non-MIG)

@@ -32,6 +32,7 @@ ModelAffinityScore::ModelAffinityScore(std::int64_t resident, std::int64_t cache
 void ModelAffinityScore::score(const DecisionContext& ctx, std::span<const Option> options,
                                std::span<std::int64_t> out) const {
   const std::string_view model = ctx.request.model.name;
+  const std::int32_t modelId = ctx.state.nameId(model);  // -1: resident nowhere
   // The engine lists a node's options together; remember the last node's cache answer.
   NodeId lastNode = -1;
   bool lastCached = false;
@@ -43,7 +44,7 @@ void ModelAffinityScore::score(const DecisionContext& ctx, std::span<const Optio
     }
     const auto gpus = optionGpus(option);
     if (std::any_of(gpus.begin(), gpus.end(),
-                    [&](GpuId g) { return ctx.state.modelResidentOnGpu(g, model); })) {
+                    [&](GpuId g) { return ctx.state.modelResidentOnGpu(g, modelId); })) {
       out[i] = resident_;
       continue;
     }
@@ -67,6 +68,7 @@ void ReplicaAntiAffinityScore::score(const DecisionContext& ctx, std::span<const
   // (PlacementEngine::toPlacement); count the same way.
   const std::string_view deployment =
       ctx.request.deployment.empty() ? ctx.request.model.name : ctx.request.deployment;
+  const std::int32_t deploymentId = ctx.state.nameId(deployment);
   NodeId lastNode = -1;
   std::int64_t lastScore = 100;
   for (std::size_t i = 0; i < options.size(); ++i) {
@@ -77,7 +79,7 @@ void ReplicaAntiAffinityScore::score(const DecisionContext& ctx, std::span<const
     }
     if (node != lastNode) {
       lastNode = node;
-      lastScore = 100 / (1 + std::int64_t{ctx.state.deploymentReplicasOnNode(node, deployment)});
+      lastScore = 100 / (1 + std::int64_t{ctx.state.deploymentReplicasOnNode(node, deploymentId)});
     }
     out[i] = lastScore;
   }
