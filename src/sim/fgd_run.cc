@@ -151,6 +151,9 @@ Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog
     fragment[i] = nodeFragment(static_cast<sched::NodeId>(i));
   }
 
+  double clusterFragment = 0;
+  for (double f : fragment) clusterFragment += f;
+
   RunResult out;
   out.policy = spec.policy;
   out.seed = spec.seed;
@@ -185,7 +188,10 @@ Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog
     const sched::Decision d = engine.place(state, req, opts);
     if (d.placement) {
       allocated += pod.totalGpuMilli();
-      fragment[static_cast<std::size_t>(d.placement->node)] = nodeFragment(d.placement->node);
+      double& slot = fragment[static_cast<std::size_t>(d.placement->node)];
+      const double updated = nodeFragment(d.placement->node);
+      clusterFragment += updated - slot;
+      slot = updated;
       ++out.placed;
     } else {
       if (d.summary.starts_with("the cluster state refused") ||
@@ -194,8 +200,12 @@ Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog
       }
       ++out.failed;
     }
-    double frag = 0;
-    for (double f : fragment) frag += f;
+    // Resum now and then so that rounding in the running total cannot build up.
+    if (out.samples.size() % 1024 == 1023) {
+      clusterFragment = 0;
+      for (double f : fragment) clusterFragment += f;
+    }
+    const double frag = clusterFragment;
     const auto idle = static_cast<double>(trace.capacityMilli - allocated);
     out.samples.push_back({arrived, allocated, frag, idle > 0 ? 100 * frag / idle : 0.0});
     if (progress && ++sinceReport == 256) {
