@@ -154,6 +154,7 @@ Result<std::vector<TraceResult>> runExperiments(
         }
         return;
       }
+      if (!options.keepSamples) std::vector<PodSample>().swap(run->samples);
       tr.policies[job.policy].runs[job.seed] = std::move(*run);
       runsDone.fetch_add(1);
     }

@@ -31,6 +31,9 @@ struct ExperimentOptions {
   std::optional<std::string> referenceDir;
   double tuneRatio = 1.3;
   int jobs = 1;
+  // Keep every run's per-pod samples (tests); by default only the bucketed curves stay, so
+  // that 1,400 runs fit in little memory.
+  bool keepSamples = false;
 };
 
 struct PolicySummary {

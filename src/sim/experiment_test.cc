@@ -65,6 +65,7 @@ TEST(Experiment, SameResultsWithOneOrTwoJobs) {
   o.policies = {"random", "bestfit", "fgd", "tessera"};
   o.seeds = {1, 2};
   o.jobs = 1;
+  o.keepSamples = true;
   auto one = runExperiments(traces, catalog(), o);
   ASSERT_TRUE(one) << one.error().message;
   o.jobs = 2;

@@ -214,6 +214,7 @@ Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog
     }
   }
   if (progress && sinceReport > 0) progress(sinceReport);
+  out.pods = static_cast<int>(out.samples.size());
   out.curve = bucketize(out.samples, trace.gpuCount);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;

@@ -66,7 +66,8 @@ struct RunSpec {
 struct RunResult {
   std::string policy;
   int seed = 0;
-  std::vector<PodSample> samples;  // one per submitted pod
+  std::vector<PodSample> samples;  // one per submitted pod (dropped by runExperiments)
+  int pods = 0;                    // pods submitted
   Curve curve;
   int placed = 0;
   int failed = 0;

@@ -122,7 +122,7 @@ nlohmann::json traceJson(const TraceResult& result, const std::vector<Reproducti
     for (const RunResult& r : p.runs) {
       runs.push_back({{"seed", r.seed},
                       {"unallocated_gpu_pct_at_100", optionalNumber(r.unallocatedAt100())},
-                      {"pods", r.samples.size()},
+                      {"pods", r.pods},
                       {"placed", r.placed},
                       {"failed", r.failed},
                       {"seconds", std::round(r.seconds * 1000) / 1000}});
