@@ -88,13 +88,13 @@ TEST(InvariantRegressions, EvictionWeighsVictimsAtTheirRealCharge) {
       << "victims: " << plan.victims.size() << ", free after: " << after.gpu(0).freeMemoryMib();
 }
 
-// Reported, not fixed: the ComputeCap filter checks the request's computeMilli, but a MIG
-// placement books the slice's share of the SMs (placementFor). When a MIG card's booked
-// compute is not made of slice shares (here a replica adopted with its own figure), the
-// engine proposes a slice the books refuse. Found by ReservationsAndTelemetry
+// The ComputeCap filter checks the request's computeMilli, but a MIG placement books the
+// slice's share of the SMs (placementFor). A MIG card's booked compute used to be allowed to
+// differ from its slices' shares (here a replica adopted with its own figure), and then the
+// engine proposed a slice the books refused; the books now refuse such bookings. Found by ReservationsAndTelemetry
 // (TESSERA_SEED=1925056508840111941 TESSERA_FUZZ_ITERATIONS=1) before hand placements on MIG
 // cards were made to book slice shares.
-TEST(InvariantRegressions, DISABLED_MigSliceComputeIsCheckedAsBooked) {
+TEST(InvariantRegressions, MigSliceComputeIsCheckedAsBooked) {
   const model::GpuCatalog catalog = model::GpuCatalog::builtin();
   ManualClock clock(0);
   ClusterState state(catalog, clock);
@@ -117,12 +117,15 @@ TEST(InvariantRegressions, DISABLED_MigSliceComputeIsCheckedAsBooked) {
   adopted.gpus[0].computeMilli = 800;  // its own figure, not 1/4 of the card
   adopted.gpus[0].migProfile = 0;      // 1g.6gb
   adopted.gpus[0].migStart = 0;
+  // A slice owns 1/4 of an A30's SMs: the books refuse a MIG booking beyond that share...
+  ASSERT_FALSE(state.apply(ReplicaPlaced{adopted}));
+  adopted.gpus[0].computeMilli = 250;
   ASSERT_TRUE(state.apply(ReplicaPlaced{adopted}));
   model::PlacementRequest r;
   r.replicaId = "r";
   r.model.name = "small";
   r.model.weightsMib = 4'000;
-  r.model.computeMilli = 100;  // fits next to 800; the slice's share, 250, does not
+  r.model.computeMilli = 100;  // ...so whatever slice the engine proposes, the books accept it
   testkit::Engines engines;
   const Decision d = engines.fresh(state.options())->decide(state, r);
   if (d.placement) {
@@ -131,13 +134,12 @@ TEST(InvariantRegressions, DISABLED_MigSliceComputeIsCheckedAsBooked) {
   }
 }
 
-// Reported, not fixed: every event here is legitimate and physically possible (the card
-// reports 12000 of 24576 MiB used), yet checkInvariants calls the result "memory
-// over-committed". The reservation of `a` lapsed to its estimate, `b` was placed in the space
-// that freed, then `a` turned out to use its full reservation. The books are right (free
-// memory is negative, so nothing more goes there); the invariant is one the accounting rules
-// cannot keep. Enable once checkInvariants' memory check is settled.
-TEST(InvariantRegressions, DISABLED_UsageGrowthAfterALapseIsNotABookkeepingError) {
+// Every event here is legitimate and physically possible (the card reports 12000 of 24576
+// MiB used); checkInvariants used to call the result "memory over-committed". The reservation
+// of `a` lapsed to its estimate, `b` was placed in the space that freed, then `a` turned out
+// to use its full reservation. The books are right: free memory is negative, so nothing more
+// goes there. Capacity is enforced at admission, not as a standing invariant.
+TEST(InvariantRegressions, UsageGrowthAfterALapseIsNotABookkeepingError) {
   const model::GpuCatalog catalog = model::GpuCatalog::builtin();
   ManualClock clock(0);
   EngineOptions options;
