@@ -259,9 +259,11 @@ TEST(ArtifactShapesTest, RegistersTheSixPoliciesApartFromTheBuiltins) {
   }
   PluginRegistry r;
   registerArtifactPlugins(r);
-  EXPECT_EQ(r.scoreNames(), (std::vector<std::string>{"ArtifactBestFit", "ArtifactDotProd",
-                                                      "ArtifactFgd", "ArtifactGpuClustering",
-                                                      "ArtifactGpuPacking", "ArtifactRandom"}));
+  // Plus Tessera's own policy for the same workloads (packing_gradient.h).
+  EXPECT_EQ(r.scoreNames(),
+            (std::vector<std::string>{"ArtifactBestFit", "ArtifactDotProd", "ArtifactFgd",
+                                      "ArtifactGpuClustering", "ArtifactGpuPacking",
+                                      "ArtifactRandom", "PackingGradient"}));
   auto fgd = r.makeScore("ArtifactFgd", PluginArgs::object());
   ASSERT_FALSE(fgd);
   EXPECT_NE(fgd.error().message.find("ArtifactFgd: 'workload'"), std::string::npos)

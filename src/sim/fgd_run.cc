@@ -67,19 +67,16 @@ sched::Profile tesseraProfile(std::span<const sched::TaskShape> typical) {
   sched::Profile p;
   p.name = "tessera";
   p.filters = artifactFilters();
-  p.options.gpuTieBreak = sched::GpuTieBreak::kBestFit;
-  // The built-in fragmentation gradient with the trace's target workload as its mix (trace
-  // pods need compute only, no GPU memory), plus best fit.
-  sched::PluginArgs workload = sched::PluginArgs::array();
-  for (const sched::TaskShape& s : typical) {
-    if (s.gpus == 0) continue;
-    workload.push_back(
-        {{"memoryMib", 0}, {"computeMilli", s.gpuMilli}, {"gpus", s.gpus}, {"weight", s.weight}});
-  }
-  if (!workload.empty()) {
-    p.scores.push_back({"Fragmentation", 1, sched::PluginArgs{{"workload", workload}}});
-  }
-  p.scores.push_back({"BestFit", 1, sched::PluginArgs::object()});
+  // PackingGradient (sched/plugins/packing_gradient.h, docs/tessera-policy.md): the loss of
+  // the target workload's usable capacity, stranded GPU and GPU-type pressure, one weight set
+  // for every trace. It scores a sharing pod's GPUs one by one; equal costs mean identical
+  // node states, so the lowest GPU index is as good as any.
+  p.options.gpuTieBreak = sched::GpuTieBreak::kIndex;
+  sched::PluginArgs args = sched::taskShapesToArgs(typical);
+  args["stranding"] = 2.0;
+  args["cpuPerGpuScale"] = 1.0;
+  args["typePressure"] = 4.0;
+  p.scores = {{"PackingGradient", 1, std::move(args)}};
   return p;
 }
 

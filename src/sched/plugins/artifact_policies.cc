@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sched/plugins/artifact_internal.h"
+#include "sched/plugins/packing_gradient.h"
 #include "sched/plugins/support.h"
 
 namespace tessera::sched {
@@ -231,6 +232,7 @@ void registerArtifactPlugins(PluginRegistry& registry) {
   mustRegister(registry.addScore("ArtifactGpuPacking", &artifact::createGpuPacking));
   mustRegister(registry.addScore("ArtifactBestFit", &artifact::createBestFit));
   mustRegister(registry.addScore("ArtifactFgd", &artifact::createFgd));
+  mustRegister(registry.addScore(std::string(kPackingGradientName), &createPackingGradient));
 }
 
 }  // namespace tessera::sched

@@ -1,0 +1,83 @@
+#pragma once
+// PackingGradient: Tessera's own placement score for GPU-sharing workloads (the FGD paper's
+// setting: pods that ask for CPU, host memory and k GPUs × g milli-GPU each, against an
+// expected mix of task shapes). docs/tessera-policy.md explains the design and the numbers.
+//
+// For each option the plugin computes a cost in milli-GPU (lower is better) from three terms:
+//
+//   1. Usable-capacity loss. For a node state (free CPU c, free milli per GPU r_i, GPU type)
+//      and a task shape m = (c_m, g_m, k_m, types) of the expected workload, usable_m is the
+//      GPU milli the node could still give to copies of m alone:
+//        instances_m = min(GPU instances, floor(c / c_m)),   GPU instances =
+//          k_m == 1: Σ_i floor(r_i / g_m)     k_m > 1: floor(#{i: r_i >= g_m} / k_m),
+//        usable_m    = instances_m × k_m × g_m   (0 when the node's type is not in m's types;
+//                      CPU-only shapes have none).
+//      U(node) = Σ_m p_m usable_m. The term is U(before) − U(after): how much of the
+//      expected workload's room the placement destroys. It is the gradient of FGD's idea
+//      (free GPU capacity the workload cannot use), but counted in instances, so it sees
+//      what FGD's "does one copy still fit" test cannot: GPUs left without the CPU to use
+//      them, and the leftover of repeated sharing placements (two 470s in a GPU waste 60).
+//      It is exact (no logistic squashing into 0..100 and no rank lottery among ties).
+//   2. Stranded GPU (weight `stranding`): S(node) = max(0, R − c / κ), R the node's free GPU
+//      milli and κ = cpuPerGpuScale × Σ p_m c_m / Σ p_m k_m g_m the CPU the workload
+//      brings per milli-GPU. The term is S(after) − S(before): GPU capacity that would be
+//      left with less CPU than even lean GPU pods need. It keeps CPU-only and CPU-heavy
+//      pods on nodes with CPU to spare.
+//   3. Type pressure (weight `typePressure`): GPU types that type-constrained shapes need
+//      are kept for them. ρ_T = Σ over shapes m whose type list holds T of d_m × F / F(m),
+//      d_m = p_m k_m g_m / Σ p k g the shape's share of GPU demand, F the cluster's free GPU
+//      milli and F(m) the free milli of the types m accepts: the part of T's remaining
+//      capacity that typed demand is expected to claim. The term is ρ_T × k × g for an
+//      option on a node of type T. (Zero when no shape names a type.)
+//
+// raw score = −1000 × cost (0.001 milli-GPU resolution). normalize() keeps the ranking at
+// the top exactly: the best option gets 100 and an option δ raw units below it 100 − δ
+// (clamped at 0), so the engine's argmax is the plugin's; ties (identical states) fall to the
+// engine's node rank and GPU tie-break. Use it as a profile's only score plugin, with
+// gpuTieBreak=index (a sharing pod's GPUs are scored one by one).
+//
+// Resource model: as the artifact policies (artifact_policies.h): a trace pod is a request
+// with cpuMilli, gpusPerReplica = k, computeMilli = g, no GPU memory; a GPU's free milli is
+// GpuRecord::freeComputeMilli(). Host memory is not looked at (memory-aware variants were
+// measured and did not help).
+//
+// Cost: per decision, one pass over the nodes' generations when the workload names GPU types
+// (for ρ). Per option, one cached value: per node and pod shape the costs by GPU index are
+// kept while the node's generation stands, so a placement recomputes one node; a recompute
+// is O(|workload| × GPUs per GPU choice). Threading: one thread at a time (mutable caches
+// keyed by NodeRecord::generation, like the artifact plugins); scores depend only on the
+// state and the request, never on what the instance saw before.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "common/result.h"
+#include "sched/plugin.h"
+#include "sched/plugins/artifact_policies.h"
+
+namespace tessera::sched {
+
+struct PackingGradientWeights {
+  double stranding = 2.0;       // weight of the stranded-GPU term
+  double cpuPerGpuScale = 1.0;  // κ as a multiple of the workload's CPU per milli-GPU
+  double typePressure = 4.0;    // weight of the type-pressure term
+};
+
+// U(node) of term 1: Σ_m p_m × usable_m in milli-GPU. `gpuType` is the node's catalogue type
+// index (-1: no GPUs); shapes must be resolved (resolveTaskShapes).
+double usableCapacityMilli(std::int64_t freeCpuMilli, std::span<const std::int32_t> freeGpuMilli,
+                           int gpuType, std::span<const TaskShape> workload);
+
+// S(node) of term 2, for κ in CPU milli per milli-GPU (κ <= 0: no term).
+double strandedGpuMilli(std::int64_t freeCpuMilli, std::span<const std::int32_t> freeGpuMilli,
+                        double cpuPerGpuMilli);
+
+// args: {workload: [task shapes as parseTaskShapes reads them], stranding = 2,
+//        cpuPerGpuScale = 1, typePressure = 4}. The workload is required.
+Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& args);
+
+inline constexpr std::string_view kPackingGradientName = "PackingGradient";
+
+}  // namespace tessera::sched
