@@ -370,10 +370,17 @@ class PackingGradientScore final : public ScorePlugin {
     return cost;
   }
 
+  // The hit path is inline; refreshNode and fillSlot are kept out of line.
   const NodeCache& nodeCache(const ClusterState& state, NodeId node) const {
     NodeCache& cache = nodes_[static_cast<std::size_t>(node)];
     const std::uint64_t generation = state.node(node).generation;
-    if (cache.generation == generation && generation != 0) return cache;
+    if (cache.generation != generation || generation == 0) refreshNode(state, node, cache);
+    return cache;
+  }
+
+  [[gnu::noinline]] void refreshNode(const ClusterState& state, NodeId node,
+                                     NodeCache& cache) const {
+    const std::uint64_t generation = state.node(node).generation;
     const artifact::NodeView& view = views_.get(state, node);
     cache.generation = generation;
     cache.gpuType = view.gpuType;
@@ -396,14 +403,20 @@ class PackingGradientScore final : public ScorePlugin {
     cpuInstances(active, view.freeCpuMilli);
     cache.usable = usableAfter(active, cache, {});
     cache.stranded = strandedOf(view.freeCpuMilli, cache.freeMilli);
-    return cache;
   }
 
   // The raw scores of every GPU choice on a node (index 0 for a CPU-only pod).
   const std::int32_t* slotFor(const ClusterState& state, NodeId node, const NodeCache& cache,
                               std::vector<Slot>& slots, const Needs& needs) const {
     Slot& slot = slots[static_cast<std::size_t>(node)];
-    if (slot.generation == cache.generation && cache.generation != 0) return slot.raw.data();
+    if (slot.generation != cache.generation || cache.generation == 0) {
+      fillSlot(state, node, cache, slot, needs);
+    }
+    return slot.raw.data();
+  }
+
+  [[gnu::noinline]] void fillSlot(const ClusterState& state, NodeId node, const NodeCache& cache,
+                                  Slot& slot, const Needs& needs) const {
     const artifact::NodeView& view = views_.get(state, node);
     const std::vector<ActiveShape>& active = activeFor(view.gpuType);
     const std::int64_t cpuAfter = view.freeCpuMilli - needs.cpuMilli;
@@ -425,7 +438,6 @@ class PackingGradientScore final : public ScorePlugin {
       }
     }
     slot.generation = cache.generation;
-    return slot.raw.data();
   }
 
   // Any option, from the GPUs it names and what it books on them; `taken` gets the compute
