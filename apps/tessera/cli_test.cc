@@ -316,4 +316,144 @@ TEST_F(CliTest, CatalogListsTypesWithMigProfiles) {
   EXPECT_NE(one.out.find("MIG profiles"), std::string::npos) << one.out;
 }
 
+// The README's main job: the built-in synthetic default, every policy, one JSON object.
+TEST_F(CliTest, SimulateDefaultComparesEveryPolicyInJson) {
+  const Outcome run = tessera("simulate fgd --no-progress -o json --seeds 42-43");
+  ASSERT_TRUE(exitedWith(run, 0));
+  const json report = json::parse(run.out);
+  EXPECT_EQ(report.at("trace"), "synthetic");
+  const json& policies = report.at("policies");
+  for (const char* name :
+       {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera"}) {
+    ASSERT_TRUE(policies.contains(name)) << name;
+    const json& p = policies.at(name);
+    const double mean = p.at("unallocated_gpu_pct_at_100").at("mean");
+    EXPECT_GT(mean, 0.0) << name;
+    EXPECT_LT(mean, 100.0) << name;
+    EXPECT_GE(p.at("unallocated_gpu_pct_at_100").at("sd").get<double>(), 0.0) << name;
+    // One point per percent from 0 % arrived to the tuned 130 %; unallocated never negative.
+    const json& curve = p.at("curve");
+    ASSERT_EQ(curve.size(), 131u) << name;
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+      EXPECT_EQ(curve[i].at("arrived_pct"), i) << name;
+      EXPECT_GE(curve[i].at("unallocated_gpu_pct").get<double>(), 0) << name;
+    }
+  }
+  // The baselines' ordering the paper reports holds on the synthetic default too.
+  const auto at100 = [&](const char* name) {
+    return policies.at(name).at("unallocated_gpu_pct_at_100").at("mean").get<double>();
+  };
+  EXPECT_LT(at100("fgd"), at100("random"));
+  EXPECT_LT(at100("tessera"), at100("fgd"));
+}
+
+TEST_F(CliTest, SimulateIsDeterministicForAGivenSeed) {
+  const std::string args = "simulate fgd --no-progress -o json --seeds 44 --policy random,fgd";
+  const Outcome a = tessera(args + " --jobs 1");
+  const Outcome b = tessera(args + " --jobs 2");
+  ASSERT_TRUE(exitedWith(a, 0));
+  ASSERT_TRUE(exitedWith(b, 0));
+  // Everything but the measured run times is the same, whatever the parallelism.
+  const auto results = [](const Outcome& run) {
+    json policies = json::parse(run.out).at("policies");
+    for (auto& [name, p] : policies.items()) {
+      for (json& r : p.at("runs")) r.erase("seconds");
+    }
+    return policies;
+  };
+  EXPECT_TRUE(results(a) == results(b)) << "runs differ between --jobs 1 and --jobs 2";
+  const Outcome other = tessera("simulate fgd --no-progress -o json --seeds 45 --policy random");
+  ASSERT_TRUE(exitedWith(other, 0));
+  EXPECT_FALSE(json::parse(a.out).at("policies").at("random").at("curve") ==
+               json::parse(other.out).at("policies").at("random").at("curve"))
+      << "seeds 44 and 45 gave the same random curve";
+}
+
+TEST_F(CliTest, SimulateWritesCsvSummaryCurvesAndPlots) {
+  const fs::path out = dir_ / "out";
+  const Outcome run = tessera(
+      "simulate fgd --no-progress -o csv --seeds 42 --policy fgd,bestfit "
+      "--out-dir " +
+      quoted(out.string()));
+  ASSERT_TRUE(exitedWith(run, 0));
+  EXPECT_EQ(run.out.substr(0, run.out.find('\n')),
+            "trace,policy,seeds,unallocated_gpu_pct_at_100_mean,unallocated_gpu_pct_at_100_sd");
+  EXPECT_NE(run.out.find("\nsynthetic,fgd,1,"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\nsynthetic,bestfit,1,"), std::string::npos) << run.out;
+  int csvs = 0;
+  int svgs = 0;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string text = readAll(entry.path());
+    if (entry.path().extension() == ".csv") {
+      ++csvs;
+      EXPECT_NE(text.find("fgd"), std::string::npos) << entry.path();
+    } else if (entry.path().extension() == ".svg") {
+      ++svgs;
+      EXPECT_TRUE(text.starts_with("<svg") || text.starts_with("<?xml")) << entry.path();
+      EXPECT_NE(text.find("</svg>"), std::string::npos) << entry.path();
+    }
+  }
+  EXPECT_GE(csvs, 1);
+  EXPECT_GE(svgs, 1);
+}
+
+constexpr const char* kNodeCsv =
+    "sn,cpu_milli,memory_mib,gpu,model\n"
+    "node-0,64000,262144,2,V100M16\n"
+    "node-1,96000,393216,8,G2\n";
+constexpr const char* kPodCsv =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+    "deletion_time,scheduled_time\n"
+    "pod-0,8000,16384,1,1000,,LS,Running,0,10,0\n"
+    "pod-1,4000,8192,1,500,,LS,Running,1,10,1\n"
+    "pod-2,16000,32768,2,1000,,LS,Running,2,10,2\n";
+
+TEST_F(CliTest, SimulateRunsOnATraceGivenAsFiles) {
+  const Outcome run = tessera(
+      "simulate fgd --no-progress -o json --seeds 42 --policy bestfit"
+      " --nodes " +
+      quoted(write("nodes.csv", kNodeCsv)) + " --pods " + quoted(write("pods.csv", kPodCsv)));
+  ASSERT_TRUE(exitedWith(run, 0));
+  const json report = json::parse(run.out);
+  EXPECT_EQ(report.at("trace"), "pods");
+  EXPECT_EQ(report.at("gpus"), 10);
+}
+
+TEST_F(CliTest, SimulateBadTracesExitTwoNamingFileLineAndColumn) {
+  const std::string nodes = quoted(write("nodes.csv", kNodeCsv));
+  std::string badPods = kPodCsv;
+  badPods += "pod-3,4000,8192,x,500,,LS,Running,3,10,3\n";
+  const Outcome pods = tessera("simulate fgd --no-progress --nodes " + nodes + " --pods " +
+                               quoted(write("pods.csv", badPods)));
+  EXPECT_TRUE(exitedWith(pods, 2));
+  EXPECT_NE(pods.err.find("pods.csv:5"), std::string::npos) << pods.err;
+  EXPECT_NE(pods.err.find("num_gpu"), std::string::npos) << pods.err;
+
+  const Outcome type =
+      tessera("simulate fgd --no-progress --pods " + quoted(write("p.csv", kPodCsv)) + " --nodes " +
+              quoted(write("n.csv", std::string(kNodeCsv) + "node-2,64000,262144,4,K80\n")));
+  EXPECT_TRUE(exitedWith(type, 2));
+  EXPECT_NE(type.err.find("n.csv:4"), std::string::npos) << type.err;
+  EXPECT_NE(type.err.find("K80"), std::string::npos) << type.err;
+  EXPECT_NE(type.err.find("known:"), std::string::npos) << type.err;
+  EXPECT_NE(type.err.find("V100M16"), std::string::npos) << type.err;
+}
+
+TEST_F(CliTest, SimulateBadFlagsExitTwo) {
+  const std::string nodes = quoted(write("nodes.csv", kNodeCsv));
+  for (const std::string& args :
+       {std::string("simulate fgd --policy fgd,nosuch"), std::string("simulate fgd --seeds 51-42"),
+        "simulate fgd --nodes " + nodes, std::string("simulate fgd --jobs -3"),
+        std::string("simulate fgd --tune-ratio 0"), std::string("simulate nosuch"),
+        "simulate fgd --nodes " + nodes + " --pods " + quoted(dir_ / "missing.csv")}) {
+    const Outcome run = tessera(args + " --no-progress");
+    EXPECT_TRUE(exitedWith(run, 2)) << "tessera " << args;
+    EXPECT_FALSE(run.err.empty()) << "tessera " << args;
+    EXPECT_TRUE(run.out.empty()) << "tessera " << args;
+  }
+  const Outcome policy = tessera("simulate fgd --no-progress --policy fgd,nosuch");
+  EXPECT_NE(policy.err.find("nosuch"), std::string::npos) << policy.err;
+  EXPECT_NE(policy.err.find("tessera"), std::string::npos) << policy.err;
+}
+
 }  // namespace
