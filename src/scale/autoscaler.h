@@ -1,0 +1,103 @@
+#pragma once
+// The autoscaler of one deployment: a recommender turns signals into a raw replica count; the
+// governor applies Kubernetes `behavior` semantics, min/max, the warm pool and cold-start
+// awareness; scale-down picks victims and drives them through drain → flush → free → gone.
+//
+// This header is the contract the serving simulator (sim/serving*) and the server use:
+//
+//   auto a = scale::Autoscaler::create(config);           // Result<Autoscaler>
+//   scale::Decision d = a->evaluate(signals);             // every sync period
+//   // d.desiredReplicas: how many serving replicas (loading + ready) the deployment should
+//   //   have; d.victims: replica ids to start draining, in order; d.placementHint: whole GPU
+//   //   or a GPU share for replicas to add.
+//
+// Time comes only from DeploymentSignals::nowMs (virtual in the simulator).
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "scale/signals.h"
+
+namespace tessera::scale {
+
+// ---- recommenders --------------------------------------------------------------------------
+
+struct Recommendation {
+  int replicas = 0;    // raw desired count, before the governor
+  std::string reason;  // one line for events and `explain`, e.g. "queue 7.2/5 per replica"
+  // Set when the signals say requests pile up while GPU compute is idle (memory- or
+  // concurrency-bound): add replicas as GPU shares rather than whole GPUs.
+  bool preferGpuShare = false;
+};
+
+class Recommender {
+ public:
+  virtual ~Recommender() = default;
+  virtual std::string_view name() const = 0;
+  // `current` is the deployment's current replica count as the governor sees it (loading +
+  // ready, draining excluded).
+  virtual Recommendation recommend(const DeploymentSignals& signals, int current) = 0;
+};
+
+// ---- governor: Kubernetes autoscaling/v2 HPA `behavior` ------------------------------------
+
+enum class PolicyType { kPods, kPercent };
+enum class SelectPolicy { kMax, kMin, kDisabled };
+
+struct ScalingPolicy {
+  PolicyType type = PolicyType::kPods;
+  int value = 0;
+  int periodSeconds = 15;
+};
+
+struct ScalingRules {
+  std::optional<int> stabilizationWindowSeconds;  // unset: 0 up, 300 down
+  SelectPolicy selectPolicy = SelectPolicy::kMax;
+  std::vector<ScalingPolicy> policies;  // empty: the Kubernetes defaults for the direction
+};
+
+struct Behavior {
+  ScalingRules scaleUp;
+  ScalingRules scaleDown;
+};
+
+enum class PlacementHint { kWholeGpu, kGpuShare };
+
+struct AutoscalerConfig {
+  std::string recommender = "tessera";  // hpa, weighted, littles-law, kpa, tessera
+  // Recommender arguments by name, e.g. {"queuePerReplica": 5, "kvCacheUsage": 0.8}; each
+  // recommender documents and validates its own (unknown keys are an error).
+  std::vector<std::pair<std::string, double>> args;
+  int minReplicas = 1;
+  int maxReplicas = 10;
+  int warmReplicas = 0;  // kept loaded (node cache or standby) beyond the desired count
+  Behavior behavior;
+  // Count loading replicas as capacity arriving at their expected ready time.
+  bool coldStartAware = true;
+  int syncPeriodSeconds = 15;
+};
+
+struct Decision {
+  int desiredReplicas = 0;            // after recommender and governor
+  int recommendedReplicas = 0;        // the recommender's raw count
+  std::vector<std::string> victims;   // replicas to drain now (scale-down), in order
+  PlacementHint placementHint = PlacementHint::kWholeGpu;
+  std::string reason;
+};
+
+class Autoscaler {
+ public:
+  static Result<std::unique_ptr<Autoscaler>> create(const AutoscalerConfig& config);
+  virtual ~Autoscaler() = default;
+  virtual Decision evaluate(const DeploymentSignals& signals) = 0;
+};
+
+// Builds one recommender by name with its arguments (clear error for an unknown name or key).
+Result<std::unique_ptr<Recommender>> makeRecommender(
+    std::string_view name, const std::vector<std::pair<std::string, double>>& args);
+
+}  // namespace tessera::scale

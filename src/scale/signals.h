@@ -1,0 +1,58 @@
+#pragma once
+// What the autoscaler sees of one deployment: per-replica signals as serving engines export
+// them, and deployment-wide rates. The same structs are filled by the serving simulator now
+// and by the server's scraper later, so every field names the engine metric it comes from.
+//
+//   field            vLLM                         Triton                               TGI
+//   waiting          vllm:num_requests_waiting    nv_inference_pending_request_count   tgi_queue_size
+//   running          vllm:num_requests_running    (in-flight executions)               tgi_batch_current_size
+//   kvCacheUsage     vllm:kv_cache_usage_perc     —                                    —
+//   gpuUtilization   DCGM_FI_DEV_GPU_UTIL / 100 or nv_gpu_utilization (0..1)
+//   ttft / tpot      vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds
+//
+// A metric a replica did not report is std::nullopt ("missing" in HPA terms), never 0.
+// Units: times in milliseconds on the Clock's time line, ratios in 0..1, rates per second.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace tessera::scale {
+
+enum class ReplicaPhase {
+  kLoading,   // placed, weights loading; not serving yet
+  kReady,     // serving
+  kDraining,  // no new requests; finishing in-flight ones (never counted as capacity)
+};
+
+struct ReplicaSignals {
+  std::string id;
+  ReplicaPhase phase = ReplicaPhase::kReady;
+  Millis createdMs = 0;  // when the replica was asked for (newest = largest)
+  // kLoading only: when it is expected to serve, from the loader's measured bandwidth and the
+  // model's size (the node agent reports it; the simulator computes it).
+  std::optional<Millis> expectedReadyMs;
+  int priority = 0;            // higher = more important (scale-down removes lowest first)
+  int maxConcurrency = 0;      // sequences it can run at once (KV-cache bound); 0 = unknown
+  double gpuFraction = 1.0;    // GPU share it holds (1 = a whole GPU), for GPU-hour accounting
+
+  std::optional<double> waiting;         // queued requests
+  std::optional<double> running;         // requests being served
+  std::optional<double> kvCacheUsage;    // 0..1
+  std::optional<double> gpuUtilization;  // 0..1
+};
+
+struct DeploymentSignals {
+  Millis nowMs = 0;
+  std::vector<ReplicaSignals> replicas;
+  // Over the recommender's observation window; nullopt when not measured.
+  std::optional<double> arrivalRatePerSec;   // requests arriving per second
+  std::optional<double> meanServiceMs;       // mean time a request spends being served
+  std::optional<double> ttftP99Ms;           // time to first token, p99
+  std::optional<double> tpotMs;              // time per output token, mean
+};
+
+}  // namespace tessera::scale
