@@ -1,0 +1,188 @@
+#pragma once
+// Durable state of the control plane: named JSON documents and an append-only event log in one
+// embedded SQLite database. The store is generic on purpose: the server maps its domain objects
+// (nodes, models, deployments, replicas and placements, reservations) onto documents of a kind
+// and name, and what happened onto events; no SQL leaves this module.
+//
+// Durability: the database runs in WAL mode with synchronous=FULL. commit() returns only after
+// SQLite has fsynced the transaction to the write-ahead log, so an acknowledged commit survives
+// kill -9 of the process and (as far as the disk honours fsync) power loss. A batch is one
+// transaction: after a crash it is there entirely or not at all.
+//
+// Revisions: the store keeps one revision counter. Every commit takes the next value, and every
+// document it writes carries that value as its revision. Revisions therefore only grow and are
+// never reused, not even after a delete and re-create, so an expected revision (optimistic
+// concurrency) cannot be fooled by an object that was replaced in between.
+//
+// Threading: a Store is safe to share between threads; one internal mutex serialises every
+// call on its single SQLite connection (calls are short: one transaction each). Several Stores
+// (in one process or several) may open the same file: SQLite's file locks serialise their
+// writes, a writer waits up to StoreOptions::busyTimeoutMs, and expected revisions are checked
+// inside the write transaction, so they stay exact across processes.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace tessera::store {
+
+// A stored document. `revision` is the revision of the commit that last wrote it (>= 1);
+// `updatedMs` is the store clock's time at that commit.
+struct Document {
+  std::string kind;
+  std::string name;
+  std::string json;
+  std::int64_t revision = 0;
+  Millis updatedMs = 0;
+
+  bool operator==(const Document&) const = default;
+};
+
+// An entry of the event log. `seq` numbers events from 1 in commit order; a seq is never
+// reused, not even after compaction removed the events before it.
+struct Event {
+  std::int64_t seq = 0;
+  Millis timeMs = 0;
+  std::string kind;
+  std::string json;
+
+  bool operator==(const Event&) const = default;
+};
+
+// Expected revision meaning "the document must not exist yet" (a create).
+inline constexpr std::int64_t kMustNotExist = 0;
+
+// Writes committed together, all or nothing. Kinds and names must be non-empty (kinds: at most
+// 64 of [A-Za-z0-9._-]; names: at most 512 bytes, no control characters), every JSON text must
+// parse, and a (kind, name) may appear at most once per batch; otherwise commit() fails with
+// kInvalidArgument and writes nothing.
+class Batch {
+ public:
+  struct Upsert {
+    std::string kind;
+    std::string name;
+    std::string json;
+    // nullopt: write unconditionally; kMustNotExist: create only; n > 0: the document must
+    // exist with revision n.
+    std::optional<std::int64_t> expectedRevision;
+  };
+  struct Delete {
+    std::string kind;
+    std::string name;
+    // nullopt: delete if present (deleting a missing document is not an error); n > 0: the
+    // document must exist with revision n.
+    std::optional<std::int64_t> expectedRevision;
+  };
+  struct Append {
+    std::string kind;
+    std::string json;
+    std::optional<Millis> timeMs;  // nullopt: the store clock's time at commit
+  };
+
+  Batch& upsert(std::string kind, std::string name, std::string json,
+                std::optional<std::int64_t> expectedRevision = std::nullopt);
+  Batch& remove(std::string kind, std::string name,
+                std::optional<std::int64_t> expectedRevision = std::nullopt);
+  Batch& appendEvent(std::string kind, std::string json,
+                     std::optional<Millis> timeMs = std::nullopt);
+
+  bool empty() const { return upserts_.empty() && deletes_.empty() && events_.empty(); }
+  const std::vector<Upsert>& upserts() const { return upserts_; }
+  const std::vector<Delete>& deletes() const { return deletes_; }
+  const std::vector<Append>& events() const { return events_; }
+
+ private:
+  std::vector<Upsert> upserts_;
+  std::vector<Delete> deletes_;
+  std::vector<Append> events_;
+};
+
+// What a durable commit produced.
+struct CommitResult {
+  std::int64_t revision = 0;       // the commit's revision: every upserted document now has it
+  std::int64_t firstEventSeq = 0;  // seqs of the batch's events, in batch order; 0 when none
+  std::int64_t lastEventSeq = 0;
+};
+
+struct EventPage {
+  std::vector<Event> events;  // ascending seq
+  bool more = false;          // more events follow the last one returned
+};
+
+// Everything the store holds, read in one transaction (for a restart).
+struct Snapshot {
+  std::vector<Document> documents;  // ordered by kind, then name
+  std::vector<Event> events;        // every retained event, ascending seq
+  std::int64_t revision = 0;        // the last commit's revision; 0 for a new store
+  std::int64_t lastEventSeq = 0;    // the highest seq ever assigned; 0 when none
+  // Events with a lower seq were removed by compactEventsBefore(); 1 when none were.
+  std::int64_t firstRetainedSeq = 1;
+};
+
+struct StoreOptions {
+  // How long a write waits for another connection's write lock before failing.
+  int busyTimeoutMs = 5000;
+  // Run SQLite's quick_check at open and refuse a corrupt database (reads every page once).
+  bool verifyOnOpen = true;
+  // Source of Document::updatedMs and default event times. Borrowed: must outlive the Store.
+  // nullptr: Unix wall-clock time in milliseconds.
+  const Clock* clock = nullptr;
+};
+
+class Store {
+ public:
+  // The schema version this binary writes; open() migrates older databases up to it.
+  static int latestSchemaVersion();
+
+  // Opens (creating when missing) the database at `path`; ":memory:" gives a private in-memory
+  // database. Applies pending migrations in one transaction. Fails, naming the path and
+  // changing nothing, when the file is not a Tessera database, is corrupt, or has a newer
+  // schema version than this binary knows.
+  static Result<std::unique_ptr<Store>> open(const std::string& path,
+                                             const StoreOptions& options = {});
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Applies a batch atomically and durably. Errors, each leaving the store unchanged:
+  // kInvalidArgument for a malformed batch (empty, bad kind/name/JSON, a key twice);
+  // kFailedPrecondition for a revision conflict (and only for that); kInternal when SQLite
+  // fails (I/O error, disk full, lock wait timed out).
+  Result<CommitResult> commit(const Batch& batch);
+
+  // One document; kNotFound when absent.
+  Result<Document> get(std::string_view kind, std::string_view name) const;
+  // Every document of a kind, ordered by name.
+  Result<std::vector<Document>> list(std::string_view kind) const;
+  // Up to `limit` (1..10000) events with seq > afterSeq, optionally only those of `kind`.
+  // kFailedPrecondition when events after `afterSeq` were compacted away (the reader has
+  // missed some and must start over from loadAll()).
+  Result<EventPage> eventsAfter(std::int64_t afterSeq, int limit, std::string_view kind = {}) const;
+  // Documents, retained events and counters, consistent with each other.
+  Result<Snapshot> loadAll() const;
+
+  // Removes the events with seq < `seq` (the documents are the snapshot they lead to);
+  // returns how many were removed. `seq` may be at most lastEventSeq + 1. Compacting below
+  // an earlier compaction point removes nothing.
+  Result<std::int64_t> compactEventsBefore(std::int64_t seq);
+
+  // Writes a consistent copy of the database to `path` (which must not exist), for backups.
+  Result<void> backupTo(const std::string& path) const;
+
+  const std::string& path() const;
+  int schemaVersion() const;
+
+ private:
+  struct Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::store
