@@ -1,0 +1,434 @@
+#include "k8s/extender.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+
+bool equalsIgnoringCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Filters whose refusal eviction can change: they compare a request with free capacity.
+bool capacityPlugin(std::string_view plugin) {
+  return plugin == "MemoryFit" || plugin == "ComputeCap" || plugin == "Bandwidth" ||
+         plugin == "MigSlice" || plugin == "TimeSlicing" || plugin == "NodeResources";
+}
+
+struct NodeVerdict {
+  std::string reason;
+  bool resolvable = true;
+};
+
+// Why each infeasible node was turned away, from an explained decision.
+std::map<std::string, NodeVerdict> verdicts(const sched::ClusterState& state,
+                                            const sched::Decision& d, const sched::Needs& needs) {
+  struct Gathered {
+    std::string nodeReason;
+    std::vector<std::string> gpuReasons;
+    bool resolvable = true;
+  };
+  std::map<std::string, Gathered> by;
+  for (const sched::Rejection& r : d.rejections) {
+    Gathered& g = by[r.node];
+    bool resolvable = capacityPlugin(r.plugin);
+    if (r.plugin == "MemoryFit" && !r.gpu.empty()) {
+      // A GPU smaller than the request stays too small whatever is evicted.
+      if (auto gid = state.findGpu(r.node, r.gpu)) {
+        resolvable = state.gpu(*gid).spec.memoryMib >= needs.memoryMib;
+      }
+    }
+    g.resolvable = g.resolvable && resolvable;
+    if (r.gpu.empty()) {
+      if (g.nodeReason.empty()) g.nodeReason = r.plugin + ": " + r.reason;
+    } else {
+      g.gpuReasons.push_back("GPU " + r.gpu + ": " + r.plugin + ": " + r.reason);
+    }
+  }
+  std::map<std::string, NodeVerdict> out;
+  for (auto& [node, g] : by) {
+    NodeVerdict v;
+    v.resolvable = g.resolvable;
+    if (!g.nodeReason.empty()) {
+      v.reason = g.nodeReason;
+    } else {
+      constexpr std::size_t kShown = 3;
+      v.reason = "no GPU fits: ";
+      for (std::size_t i = 0; i < g.gpuReasons.size() && i < kShown; ++i) {
+        v.reason += (i ? "; " : "") + g.gpuReasons[i];
+      }
+      if (g.gpuReasons.size() > kShown) {
+        v.reason += "; and " + std::to_string(g.gpuReasons.size() - kShown) + " more GPUs";
+      }
+    }
+    out.emplace(node, std::move(v));
+  }
+  return out;
+}
+
+Result<std::string> stringField(const json& obj, std::string_view key, std::string_view path) {
+  const json* f = fieldIgnoringCase(obj, key);
+  if (f == nullptr || f->is_null()) return std::string();
+  if (!f->is_string()) {
+    return fail(Error::invalid(std::string(path) + "." + std::string(key) + ": expected a string"));
+  }
+  return f->get<std::string>();
+}
+
+}  // namespace
+
+const json* fieldIgnoringCase(const json& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  if (const auto it = obj.find(key); it != obj.end()) return &*it;
+  for (const auto& [k, v] : obj.items()) {
+    if (equalsIgnoringCase(k, key)) return &v;
+  }
+  return nullptr;
+}
+
+Extender::Extender(sched::ClusterState& state, sched::PlacementEngine& engine, ModelLookup models,
+                   Binder binder)
+    : state_(state), engine_(engine), models_(std::move(models)), binder_(std::move(binder)) {}
+
+Result<Extender::Candidates> Extender::candidates(const json& args) const {
+  Candidates c;
+  const json* names = fieldIgnoringCase(args, "NodeNames");
+  const json* nodes = fieldIgnoringCase(args, "Nodes");
+  if (names != nullptr && !names->is_null()) {
+    if (!names->is_array()) return fail(Error::invalid("NodeNames: expected an array of strings"));
+    for (std::size_t i = 0; i < names->size(); ++i) {
+      if (!(*names)[i].is_string()) {
+        return fail(Error::invalid("NodeNames[" + std::to_string(i) + "]: expected a string"));
+      }
+      c.names.push_back((*names)[i].get<std::string>());
+    }
+    c.nodeCacheCapable = true;
+    return c;
+  }
+  if (nodes == nullptr || nodes->is_null()) {
+    return fail(Error::invalid("Nodes or NodeNames: one of them is required"));
+  }
+  if (!nodes->is_object()) return fail(Error::invalid("Nodes: expected a v1.NodeList object"));
+  const auto items = nodes->find("items");
+  if (items == nodes->end() || items->is_null()) {
+    static const json kEmpty = json::array();
+    c.items = &kEmpty;
+    return c;
+  }
+  if (!items->is_array()) return fail(Error::invalid("Nodes.items: expected an array"));
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    const json& n = (*items)[i];
+    const std::string path = "Nodes.items[" + std::to_string(i) + "]";
+    const auto meta = n.is_object() ? n.find("metadata") : n.end();
+    if (meta == n.end() || !meta->is_object() || !meta->contains("name") ||
+        !(*meta)["name"].is_string()) {
+      return fail(Error::invalid(path + ".metadata.name: missing"));
+    }
+    c.names.push_back((*meta)["name"].get<std::string>());
+  }
+  c.items = &*items;
+  return c;
+}
+
+Result<PodRequest> Extender::pod(const json& args) {
+  if (!args.is_object()) return fail(Error::invalid("body: expected a JSON object"));
+  const json* p = fieldIgnoringCase(args, "Pod");
+  if (p == nullptr || p->is_null()) return fail(Error::invalid("Pod: missing"));
+  auto pod = readPod(*p, models_);
+  if (!pod) return fail(pod.error());
+  if (pod->managed) remember(*pod);
+  return pod;
+}
+
+void Extender::remember(const PodRequest& pod) {
+  if (pod.uid.empty()) return;
+  if (pods_.insert_or_assign(pod.uid, pod).second) order_.push_back(pod.uid);
+  while (pods_.size() > kRememberedPods && !order_.empty()) {
+    pods_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+Result<json> Extender::filter(const json& args) {
+  auto p = pod(args);
+  if (!p) return fail(p.error());
+  auto c = candidates(args);
+  if (!c) return fail(c.error());
+
+  std::vector<bool> pass(c->names.size(), true);
+  json failed = json::object();
+  json unresolvable = json::object();
+  std::string error;
+  if (p->managed) {
+    sched::DecideOptions quick;
+    quick.explainFailures = false;
+    quick.diagnoseFailures = false;
+    std::set<std::string> feasible;
+    for (const auto& ns : engine_.scoreNodes(state_, p->request, quick)) {
+      feasible.insert(state_.node(ns.node).spec.name);
+    }
+    bool needReasons = false;
+    for (std::size_t i = 0; i < c->names.size(); ++i) {
+      pass[i] = feasible.contains(c->names[i]);
+      needReasons = needReasons || (!pass[i] && state_.findNode(c->names[i]).has_value());
+    }
+    std::map<std::string, NodeVerdict> why;
+    if (needReasons) {
+      sched::DecideOptions explain;
+      explain.explain = true;
+      const sched::Decision d = engine_.decide(state_, p->request, explain);
+      if (d.requestRefused) error = "tessera refused the pod's request: " + d.summary;
+      why = verdicts(state_, d, sched::deriveNeeds(p->request, state_.options()));
+    }
+    for (std::size_t i = 0; i < c->names.size(); ++i) {
+      if (pass[i]) continue;
+      const std::string& name = c->names[i];
+      const auto node = state_.findNode(name);
+      if (!node || state_.node(*node).removed) {
+        unresolvable[name] = "node is not registered with Tessera (no node agent reports it)";
+        continue;
+      }
+      const auto it = why.find(name);
+      if (it == why.end()) {
+        failed[name] = "no set of its GPUs satisfies the request together";
+      } else if (it->second.resolvable) {
+        failed[name] = it->second.reason;
+      } else {
+        unresolvable[name] = it->second.reason;
+      }
+    }
+  }
+
+  json out;
+  if (c->nodeCacheCapable) {
+    json names = json::array();
+    for (std::size_t i = 0; i < c->names.size(); ++i) {
+      if (pass[i]) names.push_back(c->names[i]);
+    }
+    out["Nodes"] = nullptr;
+    out["NodeNames"] = std::move(names);
+  } else {
+    json items = json::array();
+    for (std::size_t i = 0; i < c->names.size(); ++i) {
+      if (pass[i]) items.push_back((*c->items)[i]);
+    }
+    out["Nodes"] = {{"metadata", json::object()}, {"items", std::move(items)}};
+    out["NodeNames"] = nullptr;
+  }
+  out["FailedNodes"] = std::move(failed);
+  out["FailedAndUnresolvableNodes"] = std::move(unresolvable);
+  out["Error"] = error;
+  return out;
+}
+
+Result<json> Extender::prioritize(const json& args) {
+  auto p = pod(args);
+  if (!p) return fail(p.error());
+  auto c = candidates(args);
+  if (!c) return fail(c.error());
+  std::map<std::string, std::int64_t> raw;
+  if (p->managed) {
+    sched::DecideOptions quick;
+    quick.explainFailures = false;
+    quick.diagnoseFailures = false;
+    for (const auto& ns : engine_.scoreNodes(state_, p->request, quick)) {
+      raw[state_.node(ns.node).spec.name] = ns.score;
+    }
+  }
+  // Scale the candidates' feasible scores onto 1..10 (0 is kept for infeasible nodes).
+  std::int64_t lo = 0, hi = 0;
+  bool any = false;
+  for (const std::string& n : c->names) {
+    const auto it = raw.find(n);
+    if (it == raw.end()) continue;
+    lo = any ? std::min(lo, it->second) : it->second;
+    hi = any ? std::max(hi, it->second) : it->second;
+    any = true;
+  }
+  json out = json::array();
+  for (const std::string& n : c->names) {
+    const auto it = raw.find(n);
+    std::int64_t score = 0;
+    if (it != raw.end()) {
+      score = hi == lo
+                  ? 10
+                  : 1 + static_cast<std::int64_t>((9.0 * static_cast<double>(it->second - lo)) /
+                                                      static_cast<double>(hi - lo) +
+                                                  0.5);
+    }
+    out.push_back({{"Host", n}, {"Score", score}});
+  }
+  return out;
+}
+
+Result<json> Extender::preempt(const json& args) {
+  auto p = pod(args);
+  if (!p) return fail(p.error());
+  // node → victims as the scheduler gave them, as (uid, replica id or "").
+  struct Victim {
+    std::string uid;
+    std::string replica;
+  };
+  struct NodeVictims {
+    std::vector<Victim> pods;
+    std::int64_t pdbViolations = 0;
+  };
+  std::map<std::string, NodeVictims> proposed;
+  const json* full = fieldIgnoringCase(args, "NodeNameToVictims");
+  const json* meta = fieldIgnoringCase(args, "NodeNameToMetaVictims");
+  const bool haveFull = full != nullptr && !full->is_null();
+  const json* table = haveFull ? full : meta;
+  if (table == nullptr || table->is_null()) {
+    return fail(Error::invalid("NodeNameToVictims or NodeNameToMetaVictims: one is required"));
+  }
+  const std::string tableName = haveFull ? "NodeNameToVictims" : "NodeNameToMetaVictims";
+  if (!table->is_object()) return fail(Error::invalid(tableName + ": expected an object"));
+  for (const auto& [node, v] : table->items()) {
+    const std::string path = tableName + "[\"" + node + "\"]";
+    NodeVictims nv;
+    if (v.is_null()) {
+      proposed.emplace(node, std::move(nv));
+      continue;
+    }
+    if (!v.is_object()) return fail(Error::invalid(path + ": expected an object"));
+    if (const json* n = fieldIgnoringCase(v, "NumPDBViolations"); n && !n->is_null()) {
+      if (!n->is_number_integer()) {
+        return fail(Error::invalid(path + ".NumPDBViolations: expected an integer"));
+      }
+      nv.pdbViolations = n->get<std::int64_t>();
+    }
+    const json* pods = fieldIgnoringCase(v, "Pods");
+    if (pods != nullptr && !pods->is_null()) {
+      if (!pods->is_array()) return fail(Error::invalid(path + ".Pods: expected an array"));
+      for (std::size_t i = 0; i < pods->size(); ++i) {
+        const json& vp = (*pods)[i];
+        const std::string vpath = path + ".Pods[" + std::to_string(i) + "]";
+        if (!vp.is_object()) return fail(Error::invalid(vpath + ": expected an object"));
+        Victim victim;
+        if (haveFull) {
+          const auto m = vp.find("metadata");
+          if (m == vp.end() || !m->is_object()) {
+            return fail(Error::invalid(vpath + ".metadata: missing"));
+          }
+          auto uid = stringField(*m, "uid", vpath + ".metadata");
+          auto name = stringField(*m, "name", vpath + ".metadata");
+          auto ns = stringField(*m, "namespace", vpath + ".metadata");
+          for (auto* r : {&uid, &name, &ns}) {
+            if (!*r) return fail(r->error());
+          }
+          victim.uid = *uid;
+          victim.replica = (ns->empty() ? std::string("default") : *ns) + "/" + *name;
+        } else {
+          auto uid = stringField(vp, "UID", vpath);
+          if (!uid) return fail(uid.error());
+          victim.uid = *uid;
+          if (const auto it = boundUids_.find(*uid); it != boundUids_.end()) {
+            victim.replica = it->second;
+          }
+        }
+        nv.pods.push_back(std::move(victim));
+      }
+    }
+    proposed.emplace(node, std::move(nv));
+  }
+
+  std::set<std::string> keep;
+  if (!p->managed) {
+    for (const auto& [node, nv] : proposed) keep.insert(node);
+  } else {
+    // Victims on one node free nothing on another, so one scratch state with every proposed
+    // victim gone answers each node.
+    sched::ClusterState scratch(state_);
+    for (const auto& [node, nv] : proposed) {
+      for (const Victim& v : nv.pods) {
+        if (v.replica.empty() || !scratch.findReplica(v.replica)) continue;
+        (void)scratch.apply(sched::ReplicaUnloaded{v.replica});
+      }
+    }
+    for (const auto& [node, nv] : proposed) {
+      const auto id = scratch.findNode(node);
+      if (!id || scratch.node(*id).removed) continue;
+      sched::DecideOptions only;
+      only.onlyNode = *id;
+      only.explainFailures = false;
+      only.diagnoseFailures = false;
+      if (engine_.decide(scratch, p->request, only).placement) keep.insert(node);
+    }
+  }
+  json result = json::object();
+  for (const auto& [node, nv] : proposed) {
+    if (!keep.contains(node)) continue;
+    json pods = json::array();
+    for (const Victim& v : nv.pods) pods.push_back({{"UID", v.uid}});
+    result[node] = {{"Pods", std::move(pods)}, {"NumPDBViolations", nv.pdbViolations}};
+  }
+  return json{{"NodeNameToMetaVictims", std::move(result)}};
+}
+
+Result<json> Extender::bind(const json& args) {
+  if (!args.is_object()) return fail(Error::invalid("body: expected a JSON object"));
+  auto name = stringField(args, "PodName", "ExtenderBindingArgs");
+  auto ns = stringField(args, "PodNamespace", "ExtenderBindingArgs");
+  auto uid = stringField(args, "PodUID", "ExtenderBindingArgs");
+  auto node = stringField(args, "Node", "ExtenderBindingArgs");
+  for (auto* r : {&name, &ns, &uid, &node}) {
+    if (!*r) return fail(r->error());
+  }
+  if (name->empty()) return fail(Error::invalid("PodName: missing"));
+  if (node->empty()) return fail(Error::invalid("Node: missing"));
+  const std::string podNs = ns->empty() ? "default" : *ns;
+  auto answer = [](std::string error) { return json{{"Error", std::move(error)}}; };
+
+  const auto known = pods_.find(*uid);
+  if (uid->empty() || known == pods_.end()) {
+    // Not a pod Tessera filtered: nothing to book, only the binding to post.
+    if (!binder_) return answer("tessera has no binder configured for pods it did not filter");
+    auto bound = binder_(podNs, *name, *uid, *node);
+    return answer(bound ? "" : bound.error().message);
+  }
+  const PodRequest request = known->second;
+  const auto nodeId = state_.findNode(*node);
+  if (!nodeId || state_.node(*nodeId).removed) {
+    return answer("node " + *node + " is not registered with Tessera");
+  }
+  // A retry of a bind already booked here books nothing new.
+  const auto existing = state_.findReplica(request.request.replicaId);
+  bool bookedNow = false;
+  if (existing) {
+    if (state_.replica(*existing).placement.node != *nodeId) {
+      return answer("pod " + request.request.replicaId + " is already booked on node " +
+                    state_.node(state_.replica(*existing).placement.node).spec.name);
+    }
+  } else {
+    sched::DecideOptions only;
+    only.onlyNode = *nodeId;
+    const sched::Decision d = engine_.place(state_, request.request, only);
+    if (!d.placement) return answer("pod does not fit on node " + *node + ": " + d.summary);
+    bookedNow = true;
+  }
+  if (binder_) {
+    auto bound = binder_(podNs, *name, *uid, *node);
+    if (!bound) {
+      if (bookedNow) (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});
+      return answer("binding failed: " + bound.error().message);
+    }
+  }
+  boundUids_[*uid] = request.request.replicaId;
+  pods_.erase(known);
+  order_.remove(*uid);
+  return answer("");
+}
+
+}  // namespace tessera::k8s

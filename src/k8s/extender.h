@@ -1,0 +1,95 @@
+#pragma once
+// The kube-scheduler extender: filter, prioritize, preempt and bind over the placement
+// engine, speaking the wire format of k8s.io/kube-scheduler/extender/v1 exactly.
+//
+// Wire format. The extender types have no JSON tags, so their keys are the Go field names
+// (`Pod`, `Nodes`, `NodeNames`, `FailedNodes`, `FailedAndUnresolvableNodes`, `Error`, `Host`,
+// `Score`, `NodeNameToVictims`, `NodeNameToMetaVictims`, `Pods`, `UID`, `NumPDBViolations`,
+// `PodName`, `PodNamespace`, `PodUID`, `Node`) and kube-scheduler decodes them
+// case-insensitively; this decoder does too. The embedded v1.Pod and v1.NodeList are
+// ordinary Kubernetes JSON. With `nodeCacheCapable: true` the scheduler sends `NodeNames`
+// only and the answer must name a subset of them; otherwise it sends `Nodes` (a NodeList)
+// and gets back the passing Node objects unchanged.
+//
+// Semantics:
+//  - filter: every candidate node on which the pod has a placement passes. A node that
+//    fails gets a reason built from the engine's rejections; it goes to
+//    FailedAndUnresolvableNodes when evicting pods cannot help (wrong GPU type, taint,
+//    selector, topology, a GPU smaller than the request, a node Tessera does not know) and
+//    to FailedNodes when it is a matter of free capacity.
+//  - prioritize: every candidate node, feasible ones scored 1..10 by the engine's best
+//    option there (linear between the worst and best feasible node; 10 when all tie),
+//    infeasible ones 0. kube-scheduler's own plugins still weigh in.
+//  - preempt: keeps the nodes where the pod's GPU request fits once the victims the
+//    scheduler proposes are gone (victims are mapped to Tessera replicas by namespace/name,
+//    or by UID for meta victims); answers with NodeNameToMetaVictims.
+//  - bind: books the pod on the chosen node (the engine picks the GPUs there), hands the
+//    binding to the Binder (which POSTs the v1.Binding), and rolls the booking back if that
+//    fails. The booked GPUs are what the node's device plugin gives the container.
+//  - Pods that ask for no GPU through Tessera (see pod.h) pass filter unchanged and score 0.
+//
+// Errors: a malformed argument (not an object, wrong types, a bad quantity) returns an
+// Error naming the JSON path; the HTTP layer answers 400 and nothing changes. A pod the
+// engine refuses as a request (e.g. more GPUs than any node has) is answered with the
+// `Error` field, which fails the pod in kube-scheduler.
+//
+// Threading: not thread-safe; the server calls it from its event loop.
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "k8s/pod.h"
+#include "sched/engine.h"
+
+namespace tessera::k8s {
+
+// Posts a v1.Binding for the pod (namespace, name, uid) to the node.
+using Binder = std::function<Result<void>(const std::string& ns, const std::string& name,
+                                          const std::string& uid, const std::string& node)>;
+
+// The member of `obj` whose key equals `key` ignoring ASCII case; nullptr if none.
+const nlohmann::json* fieldIgnoringCase(const nlohmann::json& obj, std::string_view key);
+
+class Extender {
+ public:
+  Extender(sched::ClusterState& state, sched::PlacementEngine& engine, ModelLookup models,
+           Binder binder = nullptr);
+
+  Result<nlohmann::json> filter(const nlohmann::json& args);
+  Result<nlohmann::json> prioritize(const nlohmann::json& args);
+  Result<nlohmann::json> preempt(const nlohmann::json& args);
+  Result<nlohmann::json> bind(const nlohmann::json& args);
+
+  // Pods seen by filter or prioritize and not bound yet are remembered (by UID) for bind, up
+  // to this many; the oldest are forgotten first.
+  static constexpr std::size_t kRememberedPods = 4096;
+
+ private:
+  struct Candidates {
+    std::vector<std::string> names;
+    const nlohmann::json* items = nullptr;  // Nodes.items when sent (not node-cache-capable)
+    bool nodeCacheCapable = false;
+  };
+  Result<Candidates> candidates(const nlohmann::json& args) const;
+  Result<PodRequest> pod(const nlohmann::json& args);
+  void remember(const PodRequest& pod);
+
+  sched::ClusterState& state_;
+  sched::PlacementEngine& engine_;
+  ModelLookup models_;
+  Binder binder_;
+  // UID → pod request (for bind), oldest first in order_.
+  std::unordered_map<std::string, PodRequest> pods_;
+  std::list<std::string> order_;
+  // Pod UID → replica id of pods Tessera bound (for preemption's meta victims).
+  std::unordered_map<std::string, std::string> boundUids_;
+};
+
+}  // namespace tessera::k8s
