@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -41,6 +42,9 @@ class Recommender {
   // `current` is the deployment's current replica count as the governor sees it (loading +
   // ready, draining excluded).
   virtual Recommendation recommend(const DeploymentSignals& signals, int current) = 0;
+  // True when the recommender already counts loading replicas as capacity arriving at their
+  // expectedReadyMs; the autoscaler's cold-start guard then leaves its scale-ups alone.
+  virtual bool accountsForLoading() const { return false; }
 };
 
 // ---- governor: Kubernetes autoscaling/v2 HPA `behavior` ------------------------------------
@@ -82,9 +86,12 @@ struct AutoscalerConfig {
 };
 
 struct Decision {
-  int desiredReplicas = 0;            // after recommender and governor
-  int recommendedReplicas = 0;        // the recommender's raw count
-  std::vector<std::string> victims;   // replicas to drain now (scale-down), in order
+  int desiredReplicas = 0;           // after recommender and governor
+  int recommendedReplicas = 0;       // the recommender's raw count
+  std::vector<std::string> victims;  // replicas to drain now (scale-down), in order
+  // Standby replicas to keep loaded beyond desiredReplicas (not routed to): the warm pool,
+  // min(config.warmReplicas, maxReplicas - desiredReplicas).
+  int warmReplicas = 0;
   PlacementHint placementHint = PlacementHint::kWholeGpu;
   std::string reason;
 };
@@ -99,5 +106,12 @@ class Autoscaler {
 // Builds one recommender by name with its arguments (clear error for an unknown name or key).
 Result<std::unique_ptr<Recommender>> makeRecommender(
     std::string_view name, const std::vector<std::pair<std::string, double>>& args);
+
+// The recommender names makeRecommender knows, sorted.
+std::vector<std::string> recommenderNames();
+
+// Checks a config without building anything: min/max, warm pool, windows, policies, sync
+// period, the recommender's name and arguments. Autoscaler::create calls it.
+Result<void> validateConfig(const AutoscalerConfig& config);
 
 }  // namespace tessera::scale

@@ -4,8 +4,8 @@
 // and by the server's scraper later, so every field names the engine metric it comes from.
 //
 //   field            vLLM                         Triton                               TGI
-//   waiting          vllm:num_requests_waiting    nv_inference_pending_request_count   tgi_queue_size
-//   running          vllm:num_requests_running    (in-flight executions)               tgi_batch_current_size
+//   waiting          vllm:num_requests_waiting    nv_inference_pending_request_count tgi_queue_size
+//   running          vllm:num_requests_running    (in-flight executions) tgi_batch_current_size
 //   kvCacheUsage     vllm:kv_cache_usage_perc     —                                    —
 //   gpuUtilization   DCGM_FI_DEV_GPU_UTIL / 100 or nv_gpu_utilization (0..1)
 //   ttft / tpot      vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds
@@ -35,9 +35,9 @@ struct ReplicaSignals {
   // kLoading only: when it is expected to serve, from the loader's measured bandwidth and the
   // model's size (the node agent reports it; the simulator computes it).
   std::optional<Millis> expectedReadyMs;
-  int priority = 0;            // higher = more important (scale-down removes lowest first)
-  int maxConcurrency = 0;      // sequences it can run at once (KV-cache bound); 0 = unknown
-  double gpuFraction = 1.0;    // GPU share it holds (1 = a whole GPU), for GPU-hour accounting
+  int priority = 0;          // higher = more important (scale-down removes lowest first)
+  int maxConcurrency = 0;    // sequences it can run at once (KV-cache bound); 0 = unknown
+  double gpuFraction = 1.0;  // GPU share it holds (1 = a whole GPU), for GPU-hour accounting
 
   std::optional<double> waiting;         // queued requests
   std::optional<double> running;         // requests being served
@@ -49,10 +49,10 @@ struct DeploymentSignals {
   Millis nowMs = 0;
   std::vector<ReplicaSignals> replicas;
   // Over the recommender's observation window; nullopt when not measured.
-  std::optional<double> arrivalRatePerSec;   // requests arriving per second
-  std::optional<double> meanServiceMs;       // mean time a request spends being served
-  std::optional<double> ttftP99Ms;           // time to first token, p99
-  std::optional<double> tpotMs;              // time per output token, mean
+  std::optional<double> arrivalRatePerSec;  // requests arriving per second
+  std::optional<double> meanServiceMs;      // mean time a request spends being served
+  std::optional<double> ttftP99Ms;          // time to first token, p99
+  std::optional<double> tpotMs;             // time per output token, mean
 };
 
 }  // namespace tessera::scale
