@@ -6,7 +6,7 @@
 
 #include "common/clock.h"
 #include "config/loaders.h"
-#include "existing_replicas.h"
+#include "config/seed.h"
 #include "model/gpu_catalog.h"
 #include "place_output.h"
 #include "place_plan.h"
@@ -77,7 +77,7 @@ int runPlace(const PlaceOptions& options, std::ostream& out, std::ostream& err) 
   // What-if planning on a snapshot: time stands still at 0, so no reservation lapses.
   const ManualClock clock(0);
   sched::ClusterState state(catalog, clock, profile.options);
-  if (auto seeded = seedClusterState(state, *cluster, options.clusterPath); !seeded) {
+  if (auto seeded = config::seedClusterState(state, *cluster, options.clusterPath); !seeded) {
     return reportError(err, kCommand, seeded.error());
   }
 

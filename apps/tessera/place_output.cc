@@ -6,12 +6,16 @@
 
 #include <fmt/format.h>
 
+#include "sched/state_json.h"
 #include "table.h"
 
 namespace tessera::cli {
 namespace {
 
 using nlohmann::json;
+using sched::breakdownJson;
+using sched::migProfileName;
+using sched::placementJson;
 
 const char* modeName(PlaceMode mode) {
   return mode == PlaceMode::kBatch ? "batch" : "sequential";
@@ -23,16 +27,6 @@ std::string nodeName(const sched::ClusterState& state, sched::NodeId node) {
 
 std::string gpuName(const sched::ClusterState& state, sched::GpuId gpu) {
   return state.gpu(gpu).spec.id;
-}
-
-// "1g.10gb" for a MIG assignment, "" otherwise.
-std::string migProfileName(const sched::ClusterState& state, const sched::GpuAssignment& a) {
-  if (a.migProfile < 0) return {};
-  const sched::GpuRecord& g = state.gpu(a.gpu);
-  if (g.typeIndex < 0) return {};
-  const model::GpuType& type = state.catalog().at(g.typeIndex);
-  const auto index = static_cast<std::size_t>(a.migProfile);
-  return index < type.migProfiles.size() ? type.migProfiles[index].name : std::string{};
 }
 
 std::string gpuList(const sched::ClusterState& state, const sched::Placement& p) {
@@ -56,10 +50,6 @@ std::string replicaNames(const sched::ClusterState& state, const sched::GpuRecor
   std::vector<std::string> names;
   for (sched::ReplicaId rid : g.replicas) names.push_back(state.replica(rid).placement.replicaId);
   return names.empty() ? "-" : fmt::format("{}", fmt::join(names, ","));
-}
-
-std::string typeName(const sched::ClusterState& state, const sched::GpuRecord& g) {
-  return g.typeIndex >= 0 ? state.catalog().at(g.typeIndex).name : g.spec.type;
 }
 
 std::string gpuUse(const sched::GpuRecord& g) {
@@ -122,41 +112,8 @@ void printExplanation(const Explanation& e, const sched::ClusterState& state, st
   rejections.print(out, "  ");
 }
 
-json placementJson(const sched::ClusterState& state, const sched::Placement& p) {
-  json gpus = json::array();
-  for (const sched::GpuAssignment& a : p.gpus) {
-    const std::string mig = migProfileName(state, a);
-    gpus.push_back(
-        {{"id", gpuName(state, a.gpu)},
-         {"reservedMib", a.reservedMib},
-         {"estimateMib", a.estimateMib},
-         {"computeMilli", a.computeMilli},
-         {"bandwidthGBps", a.bandwidthGBps},
-         {"migProfile", mig.empty() ? json(nullptr) : json(mig)},
-         {"migStart", mig.empty() ? json(nullptr) : json(static_cast<int>(a.migStart))}});
-  }
-  return {{"replica", p.replicaId},          {"model", p.modelName},
-          {"deployment", p.deployment},      {"priority", p.priority},
-          {"node", nodeName(state, p.node)}, {"mode", model::sharingModeName(p.mode)},
-          {"gpus", std::move(gpus)},         {"memoryReservedMib", reservedTotalMib(p)},
-          {"cpuMilli", p.cpuMilli},          {"hostMemoryMib", p.hostMemoryMib}};
-}
-
-json breakdownJson(const std::vector<sched::ScoreTerm>& terms) {
-  json out = json::array();
-  for (const sched::ScoreTerm& t : terms) {
-    out.push_back({{"plugin", t.plugin}, {"weight", t.weight}, {"score", t.score}});
-  }
-  return out;
-}
-
 json explanationJson(const Explanation& e, const sched::ClusterState& state) {
   const sched::Decision& d = e.decision;
-  json rejections = json::array();
-  for (const sched::Rejection& r : d.rejections) {
-    rejections.push_back(
-        {{"node", r.node}, {"gpu", r.gpu}, {"plugin", r.plugin}, {"reason", r.reason}});
-  }
   return {{"replica", e.replicaId},
           {"placed", d.placement.has_value()},
           {"basis", e.basis},
@@ -165,7 +122,7 @@ json explanationJson(const Explanation& e, const sched::ClusterState& state) {
           {"scoreBreakdown", breakdownJson(d.breakdown)},
           {"feasibleOptions", d.feasibleOptions},
           {"summary", d.summary},
-          {"rejections", std::move(rejections)}};
+          {"rejections", sched::rejectionsJson(d.rejections)}};
 }
 
 }  // namespace
@@ -227,7 +184,7 @@ void printPlanTable(const PlanReport& report, const sched::ClusterState& state, 
     if (g.node < 0 || state.node(g.node).removed) continue;
     ++live;
     if (!g.replicas.empty()) ++used;
-    gpus.addRow({nodeName(state, g.node), g.spec.id, typeName(state, g), gpuUse(g),
+    gpus.addRow({nodeName(state, g.node), g.spec.id, sched::gpuTypeName(state, g), gpuUse(g),
                  formatMib(g.spec.memoryMib), formatMib(g.chargedMib + g.foreignMib),
                  formatMib(g.freeMemoryMib()),
                  formatPercent(g.chargedMib + g.foreignMib, g.spec.memoryMib),
@@ -275,22 +232,7 @@ json planToJson(const PlanReport& report, const sched::ClusterState& state) {
   json gpus = json::array();
   for (const sched::GpuRecord& g : state.gpus()) {
     if (g.node < 0 || state.node(g.node).removed) continue;
-    json replicas = json::array();
-    for (sched::ReplicaId rid : g.replicas) {
-      replicas.push_back(state.replica(rid).placement.replicaId);
-    }
-    gpus.push_back({{"node", nodeName(state, g.node)},
-                    {"id", g.spec.id},
-                    {"type", typeName(state, g)},
-                    {"migEnabled", g.spec.migEnabled},
-                    {"exclusive", g.exclusive},
-                    {"memoryMib", g.spec.memoryMib},
-                    {"reservedMib", g.chargedMib},
-                    {"foreignMib", g.foreignMib},
-                    {"freeMib", g.freeMemoryMib()},
-                    {"computeMilli", g.spec.computeMilli},
-                    {"bookedComputeMilli", g.bookedComputeMilli},
-                    {"replicas", std::move(replicas)}});
+    gpus.push_back(sched::gpuJson(state, g));
   }
 
   json doc = {{"mode", modeName(report.mode)},         {"requests", report.requestCount},

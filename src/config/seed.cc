@@ -1,4 +1,4 @@
-#include "existing_replicas.h"
+#include "config/seed.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include "sched/engine.h"
 #include "sched/mig_choice.h"
 
-namespace tessera::cli {
+namespace tessera::config {
 namespace {
 
 using sched::ClusterState;
@@ -34,8 +34,9 @@ Result<void> placeOn(ClusterState& state, const model::PlacementRequest& request
     // The same slice the engine would pick, so that a replayed cluster matches a planned one.
     const auto choice = sched::chooseMigSlice(state, gpus.front(), request, needs);
     if (!choice) {
-      return fail(Error::exhausted(fmt::format("GPU {} has no free or creatable MIG slice of {} MiB",
-                                               state.gpu(gpus.front()).spec.id, needs.memoryMib)));
+      return fail(
+          Error::exhausted(fmt::format("GPU {} has no free or creatable MIG slice of {} MiB",
+                                       state.gpu(gpus.front()).spec.id, needs.memoryMib)));
     }
     option.migProfile = choice->profileIndex;
     option.migStart = choice->start;
@@ -121,4 +122,4 @@ Result<void> seedClusterState(ClusterState& state, const config::ClusterFile& cl
   return {};
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::config

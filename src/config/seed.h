@@ -6,7 +6,7 @@
 #include "config/loaders.h"
 #include "sched/cluster_state.h"
 
-namespace tessera::cli {
+namespace tessera::config {
 
 // Applies NodeAdded for every node, then ReplicaPlaced (and ReplicaLoaded, ReplicaActivity)
 // for every existing replica. Errors name the node or replica and the cluster file.
@@ -20,4 +20,4 @@ Result<void> seedClusterState(sched::ClusterState& state, const config::ClusterF
 Result<void> placeExistingReplica(sched::ClusterState& state,
                                   const config::ExistingReplica& replica);
 
-}  // namespace tessera::cli
+}  // namespace tessera::config

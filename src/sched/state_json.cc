@@ -1,0 +1,85 @@
+#include "sched/state_json.h"
+
+namespace tessera::sched {
+
+using nlohmann::json;
+
+std::string migProfileName(const ClusterState& state, const GpuAssignment& a) {
+  if (a.migProfile < 0) return {};
+  const GpuRecord& g = state.gpu(a.gpu);
+  if (g.typeIndex < 0) return {};
+  const model::GpuType& type = state.catalog().at(g.typeIndex);
+  const auto index = static_cast<std::size_t>(a.migProfile);
+  return index < type.migProfiles.size() ? type.migProfiles[index].name : std::string{};
+}
+
+std::string gpuTypeName(const ClusterState& state, const GpuRecord& g) {
+  return g.typeIndex >= 0 ? state.catalog().at(g.typeIndex).name : g.spec.type;
+}
+
+json placementJson(const ClusterState& state, const Placement& p) {
+  json gpus = json::array();
+  std::int64_t reserved = 0;
+  for (const GpuAssignment& a : p.gpus) {
+    const std::string mig = migProfileName(state, a);
+    reserved += a.reservedMib;
+    gpus.push_back(
+        {{"id", state.gpu(a.gpu).spec.id},
+         {"reservedMib", a.reservedMib},
+         {"estimateMib", a.estimateMib},
+         {"computeMilli", a.computeMilli},
+         {"bandwidthGBps", a.bandwidthGBps},
+         {"migProfile", mig.empty() ? json(nullptr) : json(mig)},
+         {"migStart", mig.empty() ? json(nullptr) : json(static_cast<int>(a.migStart))}});
+  }
+  const std::string node = p.node >= 0 ? state.node(p.node).spec.name : std::string("-");
+  return {{"replica", p.replicaId},
+          {"model", p.modelName},
+          {"deployment", p.deployment},
+          {"priority", p.priority},
+          {"node", node},
+          {"mode", model::sharingModeName(p.mode)},
+          {"gpus", std::move(gpus)},
+          {"memoryReservedMib", reserved},
+          {"cpuMilli", p.cpuMilli},
+          {"hostMemoryMib", p.hostMemoryMib}};
+}
+
+json breakdownJson(const std::vector<ScoreTerm>& terms) {
+  json out = json::array();
+  for (const ScoreTerm& t : terms) {
+    out.push_back({{"plugin", t.plugin}, {"weight", t.weight}, {"score", t.score}});
+  }
+  return out;
+}
+
+json rejectionsJson(const std::vector<Rejection>& rejections) {
+  json out = json::array();
+  for (const Rejection& r : rejections) {
+    out.push_back({{"node", r.node}, {"gpu", r.gpu}, {"plugin", r.plugin}, {"reason", r.reason}});
+  }
+  return out;
+}
+
+json gpuJson(const ClusterState& state, const GpuRecord& g) {
+  json replicas = json::array();
+  for (ReplicaId rid : g.replicas) replicas.push_back(state.replica(rid).placement.replicaId);
+  return {{"node", state.node(g.node).spec.name},
+          {"id", g.spec.id},
+          {"uuid", g.spec.uuid},
+          {"type", gpuTypeName(state, g)},
+          {"healthy", g.spec.healthy},
+          {"migEnabled", g.spec.migEnabled},
+          {"exclusive", g.exclusive},
+          {"memoryMib", g.spec.memoryMib},
+          {"reservedMib", g.chargedMib},
+          {"foreignMib", g.foreignMib},
+          {"freeMib", g.freeMemoryMib()},
+          {"computeMilli", g.spec.computeMilli},
+          {"bookedComputeMilli", g.bookedComputeMilli},
+          {"utilization", g.hasTelemetry ? json(g.utilizationMilli / 1000.0) : json(nullptr)},
+          {"usedMib", g.hasTelemetry ? json(g.telemetryUsedMib) : json(nullptr)},
+          {"replicas", std::move(replicas)}};
+}
+
+}  // namespace tessera::sched
