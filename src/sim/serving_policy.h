@@ -1,0 +1,55 @@
+#pragma once
+// Who decides the replica count in a serving run. The loop asks a ServingController every sync
+// period with the signals it measured (scale::DeploymentSignals, as a scraper fills them) and
+// acts on the answer (scale::Decision: desired serving replicas, victims to drain).
+//
+// Two controllers live here because they are not autoscalers but yardsticks that read the
+// trace itself:
+//   static-peak  provisions the trace's peak demand from t = 0 and never changes;
+//   oracle       knows every future arrival: at each sync it asks for the demand of the
+//                intervals that begin before a replica asked for now could be ready.
+// Both size demand alike (replicaDemand): per interval, the GPU-seconds its arrivals need on
+// an unloaded replica at a reference batch, divided by interval x target utilisation.
+// The autoscaled policies (hpa, weighted, littles-law, kpa, tessera) are scale::Autoscaler
+// instances (serving_autoscaled.cc); nothing of their logic is here.
+//
+// Threading: a controller belongs to one run.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "scale/autoscaler.h"
+#include "scale/signals.h"
+#include "sim/serving_model.h"
+#include "sim/serving_trace.h"
+
+namespace tessera::sim {
+
+class ServingController {
+ public:
+  virtual ~ServingController() = default;
+  virtual Millis syncPeriodMs() const = 0;
+  // Replicas serving (warm) at t = 0.
+  virtual int initialReplicas() const = 0;
+  virtual scale::Decision evaluate(const scale::DeploymentSignals& signals) = 0;
+};
+
+struct DemandOptions {
+  int intervalSeconds = 60;
+  double targetUtilization = 0.8;  // busy share a replica is provisioned for
+  int referenceBatch = 16;         // decode batch the weights' read is shared over
+};
+
+// Replicas needed per interval of the trace (index k covers [k, k+1) x interval), >= 1.
+std::vector<int> replicaDemand(const ServingTrace& trace, const ReplicaPerf& perf,
+                               const DemandOptions& options);
+
+std::unique_ptr<ServingController> makeStaticPeak(const std::vector<int>& demand, int maxReplicas);
+// `leadMs`: how long before an interval the oracle asks for its replicas (the cold start).
+std::unique_ptr<ServingController> makeOracle(std::vector<int> demand, int intervalSeconds,
+                                              Millis leadMs, Millis syncPeriodMs, int maxReplicas);
+
+}  // namespace tessera::sim

@@ -1,0 +1,100 @@
+#include "sim/serving_replica.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::sim {
+namespace {
+
+std::int64_t contextOf(const ReplicaJob& job) {
+  return static_cast<std::int64_t>(job.inputTokens) + job.outputTokens;
+}
+
+}  // namespace
+
+bool ReplicaEngine::fits(const ReplicaJob& job) const {
+  return contextOf(job) <= perf_.kvCapacityTokens;
+}
+
+double ReplicaEngine::kvCacheUsage() const {
+  if (perf_.kvCapacityTokens <= 0) return 0;
+  return static_cast<double>(kvReservedTokens_) / static_cast<double>(perf_.kvCapacityTokens);
+}
+
+Micros ReplicaEngine::busyUsUntil(Micros nowUs) const {
+  if (!iterationEndUs_) return busyDoneUs_;
+  return busyDoneUs_ + std::clamp(nowUs, iterationStartUs_, *iterationEndUs_) - iterationStartUs_;
+}
+
+std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<int>& admitted) {
+  if (iterationEndUs_ || !hasWork()) return std::nullopt;
+  // Admission, FIFO: the head waits (and everything behind it) until it fits.
+  std::int64_t promptTokens = 0;
+  double flops = 0;
+  double bytes = 0;
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < perf_.maxNumSeqs) {
+    const ReplicaJob& head = waiting_.front();
+    const std::int64_t context = contextOf(head);
+    if (kvReservedTokens_ + context > perf_.kvCapacityTokens) break;
+    if (promptTokens > 0 && promptTokens + head.inputTokens > perf_.maxBatchedTokens) break;
+    const auto l = static_cast<double>(head.inputTokens);
+    flops += l * perf_.flopsPerToken + perf_.attentionFlopsPerPair * l * l / 2;
+    promptTokens += head.inputTokens;
+    kvReservedTokens_ += context;
+    admitted.push_back(head.id);
+    running_.push_back({head, 0});
+    waiting_.pop_front();
+  }
+  bool any = promptTokens > 0 || !admitted.empty();
+  for (const Sequence& s : running_) {
+    if (s.generated == 0) continue;  // admitted just now: prefilled above
+    const double context = static_cast<double>(s.job.inputTokens) + s.generated;
+    flops += perf_.flopsPerToken + perf_.attentionFlopsPerPair * context;
+    bytes += context * perf_.kvBytesPerToken;
+    any = true;
+  }
+  if (!any) return std::nullopt;  // only blocked requests: nothing can run (never fits)
+  bytes += perf_.weightsBytes;
+  const double seconds = std::max(flops / perf_.flopsPerSec, bytes / perf_.bytesPerSec);
+  const auto us = std::max<Micros>(1, static_cast<Micros>(std::ceil(seconds * 1e6 - 1e-6)));
+  iterationStartUs_ = nowUs;
+  iterationEndUs_ = nowUs + us;
+  return iterationEndUs_;
+}
+
+void ReplicaEngine::finishIteration(std::vector<int>& firstTokens, std::vector<int>& completed) {
+  if (!iterationEndUs_) return;
+  busyDoneUs_ += *iterationEndUs_ - iterationStartUs_;
+  iterationEndUs_.reset();
+  for (Sequence& s : running_) {
+    if (s.generated == 0) firstTokens.push_back(s.job.id);
+    ++s.generated;
+    if (s.generated >= s.job.outputTokens) {
+      completed.push_back(s.job.id);
+      kvReservedTokens_ -= contextOf(s.job);
+    }
+  }
+  std::erase_if(running_, [](const Sequence& s) { return s.generated >= s.job.outputTokens; });
+}
+
+ReplicaEngine::Abort ReplicaEngine::abortAll() {
+  Abort out;
+  for (const Sequence& s : running_) {
+    if (s.generated == 0) {
+      out.unserved.push_back(s.job);
+    } else {
+      out.cutOff.push_back(s.job.id);
+    }
+  }
+  out.unserved.insert(out.unserved.end(), waiting_.begin(), waiting_.end());
+  running_.clear();
+  waiting_.clear();
+  kvReservedTokens_ = 0;
+  if (iterationEndUs_) {
+    busyDoneUs_ += *iterationEndUs_ - iterationStartUs_;  // the GPU did the work anyway
+    iterationEndUs_.reset();
+  }
+  return out;
+}
+
+}  // namespace tessera::sim

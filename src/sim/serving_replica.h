@@ -1,0 +1,89 @@
+#pragma once
+// One serving replica as the simulation sees it: a continuous-batching engine (vLLM-like)
+// with a FIFO queue, iteration by iteration.
+//
+// An iteration starts when the engine is idle and has work. It first admits queued requests
+// in FIFO order while the running set stays within maxNumSeqs, the KV cache can reserve the
+// request's whole context (prompt + output tokens: no preemption, no swapping), and the
+// iteration's prompt tokens stay within maxBatchedTokens (a prompt longer than that goes alone).
+// The iteration then prefills every admitted prompt and advances every running sequence by one
+// token. Its duration is the roofline of the work:
+//   max( sum of FLOPs / effective FLOP/s,  (weights + KV read by decoding sequences) / bandwidth )
+//   prefill FLOPs = L x flopsPerToken + attentionFlopsPerPair x L^2 / 2   (prompt of L tokens)
+//   decode  FLOPs = flopsPerToken + attentionFlopsPerPair x context
+//   decode  bytes = context x kvBytesPerToken                               (per sequence)
+// rounded up to whole microseconds. A prompt's first token comes at the end of the iteration
+// that prefilled it (TTFT = queueing + that iteration); each later iteration adds one token; a
+// sequence completes, and frees its KV reservation, with its last token.
+//
+// Threading: owned by the simulation loop; no locking.
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "sim/serving_model.h"
+#include "sim/serving_trace.h"
+
+namespace tessera::sim {
+
+struct ReplicaJob {
+  int id = -1;  // the caller's request index
+  std::int32_t inputTokens = 0;
+  std::int32_t outputTokens = 1;  // >= 1: the first token is the prefill's
+};
+
+class ReplicaEngine {
+ public:
+  explicit ReplicaEngine(const ReplicaPerf& perf) : perf_(perf) {}
+
+  // Whether a request could ever run here (its context fits the KV cache).
+  bool fits(const ReplicaJob& job) const;
+  void enqueue(const ReplicaJob& job) { waiting_.push_back(job); }
+
+  bool inIteration() const { return iterationEndUs_.has_value(); }
+  bool hasWork() const { return !waiting_.empty() || !running_.empty(); }
+
+  // Starts the next iteration at `nowUs` when none is in flight and there is work; returns its
+  // end, or nullopt. `admitted` receives the ids admitted now (their queueing ends at nowUs).
+  std::optional<Micros> startIteration(Micros nowUs, std::vector<int>& admitted);
+  // Ends the iteration in flight (at its end time): ids that got their first token, and ids
+  // that completed (a one-token request is in both).
+  void finishIteration(std::vector<int>& firstTokens, std::vector<int>& completed);
+
+  // Stops everything (a flush that ran out of time): requests without their first token come
+  // back for rerouting (queued ones and those being prefilled), the others are cut off.
+  struct Abort {
+    std::vector<ReplicaJob> unserved;
+    std::vector<int> cutOff;
+  };
+  Abort abortAll();
+
+  // What a scraper reads (vllm:num_requests_waiting / _running / kv_cache_usage_perc).
+  int waiting() const { return static_cast<int>(waiting_.size()); }
+  int running() const { return static_cast<int>(running_.size()); }
+  double kvCacheUsage() const;
+  // Microseconds spent iterating up to `nowUs` (GPU busy time; DCGM's GPU_UTIL over a window).
+  Micros busyUsUntil(Micros nowUs) const;
+  // Requests here: queued + running.
+  int outstanding() const { return waiting() + running(); }
+
+  const ReplicaPerf& perf() const { return perf_; }
+
+ private:
+  struct Sequence {
+    ReplicaJob job;
+    std::int32_t generated = 0;  // tokens produced so far (0: being prefilled this iteration)
+  };
+
+  ReplicaPerf perf_;
+  std::deque<ReplicaJob> waiting_;
+  std::vector<Sequence> running_;
+  std::int64_t kvReservedTokens_ = 0;
+  std::optional<Micros> iterationEndUs_;
+  Micros iterationStartUs_ = 0;
+  Micros busyDoneUs_ = 0;  // busy time of finished iterations
+};
+
+}  // namespace tessera::sim

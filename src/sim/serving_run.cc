@@ -1,0 +1,701 @@
+#include "sim/serving_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <queue>
+
+#include "sched/cluster_state.h"
+#include "sched/engine.h"
+#include "sched/plugin.h"
+#include "sched/profile.h"
+#include "sim/serving_replica.h"
+
+namespace tessera::sim {
+namespace {
+
+constexpr Micros kUsPerSecond = 1'000'000;
+constexpr const char* kDeployment = "serving";
+
+enum class Phase : std::uint8_t { kLoading, kReady, kDraining, kGone };
+
+struct Replica {
+  std::string id;
+  Phase phase = Phase::kLoading;
+  Micros placedUs = 0;
+  Micros readyUs = 0;
+  Micros freedUs = -1;
+  sched::NodeId node = -1;
+  bool flushing = false;  // past the drain period, waiting for in-flight work
+  ReplicaEngine engine;
+  Micros scrapedAtUs = 0;  // the last scrape, for GPU utilisation over the scrape interval
+  Micros scrapedBusyUs = 0;
+};
+
+enum class EventType : std::uint8_t {
+  kArrival,
+  kIterationEnd,
+  kReady,
+  kDrainEnd,
+  kFlushDeadline,
+  kSync,
+  kSample,
+};
+
+struct Event {
+  Micros atUs = 0;
+  std::uint64_t seq = 0;  // insertion order breaks ties: the run is deterministic
+  EventType type = EventType::kArrival;
+  int index = 0;
+  bool operator>(const Event& o) const { return atUs != o.atUs ? atUs > o.atUs : seq > o.seq; }
+};
+
+struct RequestState {
+  Micros arrivalUs = 0;
+  std::int32_t inputTokens = 0;
+  std::int32_t outputTokens = 1;
+  Micros sloUs = 0;
+  Micros admittedUs = -1;
+  Micros firstTokenUs = -1;
+  Micros doneUs = -1;
+  bool rejected = false;
+  bool cutOff = false;
+};
+
+// Values in a sliding time window (signals over the last signalWindowSeconds).
+struct Window {
+  std::deque<std::pair<Micros, double>> values;
+  void add(Micros at, double v) { values.emplace_back(at, v); }
+  void trim(Micros fromUs) {
+    while (!values.empty() && values.front().first <= fromUs) values.pop_front();
+  }
+  std::optional<double> mean() const {
+    if (values.empty()) return std::nullopt;
+    double sum = 0;
+    for (const auto& [at, v] : values) sum += v;
+    return sum / static_cast<double>(values.size());
+  }
+  std::optional<double> percentile(double p) const;
+};
+
+// Nearest rank: the smallest value with at least p of the values at or below it.
+double nearestRank(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::clamp<std::size_t>(rank, 1, v.size()) - 1];
+}
+
+std::optional<double> Window::percentile(double p) const {
+  if (values.empty()) return std::nullopt;
+  std::vector<double> v;
+  v.reserve(values.size());
+  for (const auto& [at, x] : values) v.push_back(x);
+  return nearestRank(v, p);
+}
+
+class ServingRun {
+ public:
+  ServingRun(const ServingTrace& trace, const model::GpuCatalog& catalog, const ServingOptions& o,
+             const ReplicaPerf& perf, std::string name, ServingController& controller)
+      : trace_(trace),
+        o_(o),
+        perf_(perf),
+        name_(std::move(name)),
+        controller_(controller),
+        state_(catalog, clock_, engineOptions()) {}
+
+  Result<ServingPolicyResult> run();
+
+ private:
+  static sched::EngineOptions engineOptions() {
+    sched::EngineOptions e = sched::defaultProfile().options;
+    // The engine pre-allocates exactly gpuMemoryUtilization x card: no margin on top.
+    e.memorySafetyFactor = 1.0;
+    return e;
+  }
+  Result<void> setUp();
+  void push(Micros at, EventType type, int index = 0) { events_.push({at, seq_++, type, index}); }
+  void setClock(Micros now) { clock_.set(now / 1000); }
+
+  void route(int request);
+  // Replicas start their next iteration once every event of the instant is in (requests that
+  // arrive together are admitted together).
+  void kickLater(int replica) { toKick_.push_back(replica); }
+  void kick(int replica, Micros now);
+  Result<void> onIterationEnd(int replica, Micros now);
+  Result<void> onReady(int replica, Micros now);
+  Result<void> onDrainEnd(int replica, Micros now);
+  Result<void> onFlushDeadline(int replica, Micros now);
+  Result<void> onSync(Micros now);
+  void onSample(Micros now);
+  Result<void> release(int replica, Micros now);
+  Result<bool> addReplica(Micros now, bool warm);
+  Result<void> startDrain(int replica, Micros now);
+  Result<void> apply(const scale::Decision& d, Micros now);
+  scale::DeploymentSignals signals(Micros now);
+  CacheTier tierFor(sched::NodeId node, Micros now) const;
+  int serving() const { return counts_[0] + counts_[1]; }
+  void setPhase(Replica& r, Phase p);
+  ServingPolicyResult summarize(Micros horizon);
+
+  const ServingTrace& trace_;
+  const ServingOptions& o_;
+  const ReplicaPerf& perf_;
+  std::string name_;
+  ServingController& controller_;
+  ManualClock clock_;
+  sched::ClusterState state_;
+  std::unique_ptr<sched::PlacementEngine> engine_;
+  std::vector<model::NodeSpec> nodeSpecs_;
+  std::vector<Micros> hostCachedUntil_;  // per node; live replicas keep it warm
+  std::vector<int> liveOnNode_;
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::uint64_t seq_ = 0;
+  std::vector<RequestState> requests_;
+  std::vector<Replica> replicas_;
+  std::array<int, 3> counts_{};  // loading, ready, draining
+  std::deque<int> buffer_;       // requests waiting for a ready replica
+  std::vector<int> scratchA_, scratchB_;
+  std::vector<int> toKick_;
+
+  Window arrivals_, contexts_, serviceMs_, ttftMs_, tpotMs_;
+  int arrivalsSinceSample_ = 0;
+  int lastDesired_ = 0;
+  ServingPolicyResult out_;
+  Micros horizonUs_ = 0;
+  double servingReplicaUs_ = 0;  // integral of loading + ready over time
+  Micros lastCountUs_ = 0;
+  int holding_ = 0;  // replicas holding a GPU
+};
+
+bool fitsModel(const ServingOptions& o, const ReplicaEngine& probe, const ReplicaJob& job) {
+  return static_cast<std::int64_t>(job.inputTokens) + job.outputTokens <= o.maxContextTokens &&
+         probe.fits(job);
+}
+
+Result<void> ServingRun::setUp() {
+  const model::GpuType* type = state_.catalog().find(o_.fleet.gpuType);
+  if (type == nullptr) {
+    return fail(Error::invalid("unknown GPU type '" + o_.fleet.gpuType + "'"));
+  }
+  for (int n = 0; n < o_.fleet.nodes; ++n) {
+    model::NodeSpec node;
+    node.name = "node-" + std::to_string(n);
+    node.cpuMilli = o_.fleet.cpuMilliPerNode;
+    node.hostMemoryMib = o_.fleet.hostMemoryMibPerNode;
+    for (int g = 0; g < o_.fleet.gpusPerNode; ++g) {
+      model::GpuSpec gpu;
+      gpu.id = std::to_string(g);
+      gpu.type = type->name;
+      gpu.nvlinkGroup = 0;
+      gpu.numaNode = g * 2 / std::max(1, o_.fleet.gpusPerNode);
+      node.gpus.push_back(std::move(gpu));
+    }
+    if (auto ok = state_.apply(sched::NodeAdded{node}); !ok) return fail(ok.error());
+    nodeSpecs_.push_back(std::move(node));
+  }
+  hostCachedUntil_.assign(nodeSpecs_.size(), -1);
+  liveOnNode_.assign(nodeSpecs_.size(), 0);
+  sched::PluginRegistry registry;
+  sched::registerBuiltinPlugins(registry);
+  const sched::Profile profile = sched::defaultProfile();
+  auto plugins = sched::buildPlugins(profile, registry);
+  if (!plugins) return fail(plugins.error());
+  engine_ = std::make_unique<sched::PlacementEngine>(std::move(*plugins), engineOptions());
+
+  requests_.reserve(trace_.requests.size());
+  const double sloFloorUs = o_.sloTtftMs * 1000;
+  for (const ServingRequest& r : trace_.requests) {
+    RequestState s;
+    s.arrivalUs = r.arrivalUs;
+    s.inputTokens = r.inputTokens;
+    s.outputTokens = std::max(1, r.outputTokens);
+    const double prefillUs = perf_.prefillSeconds(r.inputTokens) * 1e6;
+    s.sloUs = static_cast<Micros>(std::max(sloFloorUs, o_.sloPrefillFactor * prefillUs));
+    requests_.push_back(s);
+  }
+  horizonUs_ = trace_.spanUs() + Micros{o_.tailSeconds} * kUsPerSecond;
+  return {};
+}
+
+void ServingRun::setPhase(Replica& r, Phase p) {
+  if (r.phase != Phase::kGone) --counts_[static_cast<int>(r.phase)];
+  r.phase = p;
+  if (p != Phase::kGone) ++counts_[static_cast<int>(p)];
+}
+
+CacheTier ServingRun::tierFor(sched::NodeId node, Micros now) const {
+  const auto n = static_cast<std::size_t>(node);
+  if (liveOnNode_[n] > 0 || hostCachedUntil_[n] >= now) return CacheTier::kHostMemory;
+  if (state_.modelCachedOnNode(node, o_.model.name)) return CacheTier::kLocalDisk;
+  return CacheTier::kRemote;
+}
+
+Result<bool> ServingRun::addReplica(Micros now, bool warm) {
+  setClock(now);
+  const std::string id = name_ + "-" + std::to_string(replicas_.size());
+  const model::PlacementRequest req =
+      replicaRequest(o_.model, perf_, id, o_.fleet.gpuType, kDeployment);
+  sched::DecideOptions opts;
+  opts.explain = false;
+  opts.explainFailures = false;
+  opts.diagnoseFailures = false;
+  const sched::Decision d = engine_->place(state_, req, opts);
+  if (!d.placement) {
+    if (d.requestRefused) return fail(Error::internal("replica " + id + ": " + d.summary));
+    ++out_.placementFailures;
+    return false;
+  }
+  const sched::NodeId node = d.placement->node;
+  Replica r{.id = id, .engine = ReplicaEngine(perf_)};
+  r.node = node;
+  r.placedUs = now;
+  r.scrapedAtUs = now;
+  Micros loadUs = 0;
+  if (!warm) {
+    const CacheTier tier = tierFor(node, now);
+    loadUs = static_cast<Micros>(std::ceil(o_.load.seconds(tier, perf_.weightsBytes) * 1e6));
+    ++out_.coldStarts;
+    ++out_.coldStartsByTier[static_cast<std::size_t>(tier)];
+    if (tier == CacheTier::kRemote) {
+      // The download fills the node's disk cache (the node agent reports it).
+      model::NodeSpec& spec = nodeSpecs_[static_cast<std::size_t>(node)];
+      spec.cachedModels.push_back(o_.model.name);
+      if (auto ok = state_.apply(sched::NodeUpdated{spec}); !ok) return fail(ok.error());
+    }
+  }
+  r.readyUs = now + loadUs;
+  r.phase = Phase::kGone;  // setPhase counts from here
+  replicas_.push_back(std::move(r));
+  const int index = static_cast<int>(replicas_.size()) - 1;
+  setPhase(replicas_.back(), Phase::kLoading);
+  ++liveOnNode_[static_cast<std::size_t>(node)];
+  ++holding_;
+  out_.peakReplicas = std::max(out_.peakReplicas, holding_);
+  if (warm) {
+    TESSERA_RETURN_IF_ERROR(onReady(index, now));
+  } else {
+    push(replicas_.back().readyUs, EventType::kReady, index);
+  }
+  return true;
+}
+
+Result<void> ServingRun::onReady(int index, Micros now) {
+  Replica& r = replicas_[static_cast<std::size_t>(index)];
+  if (r.phase != Phase::kLoading) return {};  // cancelled while loading
+  setClock(now);
+  if (auto ok = state_.apply(sched::ReplicaLoaded{r.id}); !ok) return fail(ok.error());
+  setPhase(r, Phase::kReady);
+  r.scrapedAtUs = now;
+  r.scrapedBusyUs = 0;
+  std::deque<int> waiting;
+  waiting.swap(buffer_);
+  for (int req : waiting) route(req);
+  return {};
+}
+
+void ServingRun::route(int request) {
+  RequestState& s = requests_[static_cast<std::size_t>(request)];
+  const ReplicaJob job{request, s.inputTokens, s.outputTokens};
+  int best = -1;
+  for (std::size_t i = 0; i < replicas_.size(); ++i) {
+    const Replica& r = replicas_[i];
+    if (r.phase != Phase::kReady) continue;
+    if (best < 0 ||
+        r.engine.outstanding() < replicas_[static_cast<std::size_t>(best)].engine.outstanding()) {
+      best = static_cast<int>(i);
+    }
+  }
+  if (best < 0) {
+    buffer_.push_back(request);
+    return;
+  }
+  replicas_[static_cast<std::size_t>(best)].engine.enqueue(job);
+  kickLater(best);
+}
+
+void ServingRun::kick(int index, Micros now) {
+  Replica& r = replicas_[static_cast<std::size_t>(index)];
+  scratchA_.clear();
+  const auto end = r.engine.startIteration(now, scratchA_);
+  for (int id : scratchA_) requests_[static_cast<std::size_t>(id)].admittedUs = now;
+  if (end) push(*end, EventType::kIterationEnd, index);
+}
+
+Result<void> ServingRun::onIterationEnd(int index, Micros now) {
+  Replica& r = replicas_[static_cast<std::size_t>(index)];
+  if (r.phase == Phase::kGone || !r.engine.inIteration()) return {};  // aborted meanwhile
+  scratchA_.clear();
+  scratchB_.clear();
+  r.engine.finishIteration(scratchA_, scratchB_);
+  for (int id : scratchA_) {
+    RequestState& s = requests_[static_cast<std::size_t>(id)];
+    s.firstTokenUs = now;
+    ttftMs_.add(now, static_cast<double>(now - s.arrivalUs) / 1000);
+  }
+  for (int id : scratchB_) {
+    RequestState& s = requests_[static_cast<std::size_t>(id)];
+    s.doneUs = now;
+    serviceMs_.add(now, static_cast<double>(now - s.admittedUs) / 1000);
+    if (s.outputTokens > 1) {
+      tpotMs_.add(now, static_cast<double>(now - s.firstTokenUs) / 1000 / (s.outputTokens - 1));
+    }
+  }
+  kickLater(index);
+  if (r.flushing && !r.engine.hasWork()) return release(index, now);
+  return {};
+}
+
+Result<void> ServingRun::startDrain(int index, Micros now) {
+  Replica& r = replicas_[static_cast<std::size_t>(index)];
+  if (r.phase == Phase::kLoading) return release(index, now);  // nothing to drain: cancel the load
+  if (r.phase != Phase::kReady) return {};
+  setPhase(r, Phase::kDraining);
+  push(now + Micros{o_.drainSeconds} * kUsPerSecond, EventType::kDrainEnd, index);
+  return {};
+}
+
+Result<void> ServingRun::onDrainEnd(int index, Micros now) {
+  Replica& r = replicas_[static_cast<std::size_t>(index)];
+  if (r.phase != Phase::kDraining) return {};
+  r.flushing = true;
+  if (!r.engine.hasWork()) return release(index, now);
+  push(now + Micros{o_.flushSeconds} * kUsPerSecond, EventType::kFlushDeadline, index);
+  return {};
+}
+
+Result<void> ServingRun::onFlushDeadline(int index, Micros now) {
+  Replica& r = replicas_[static_cast<std::size_t>(index)];
+  if (r.phase != Phase::kDraining) return {};
+  ReplicaEngine::Abort a = r.engine.abortAll();
+  for (int id : a.cutOff) requests_[static_cast<std::size_t>(id)].cutOff = true;
+  TESSERA_RETURN_IF_ERROR(release(index, now));
+  for (const ReplicaJob& job : a.unserved) {
+    requests_[static_cast<std::size_t>(job.id)].admittedUs = -1;
+    route(job.id);
+  }
+  return {};
+}
+
+Result<void> ServingRun::release(int index, Micros now) {
+  Replica& r = replicas_[static_cast<std::size_t>(index)];
+  if (r.phase == Phase::kGone) return {};
+  setClock(now);
+  if (auto ok = state_.apply(sched::ReplicaUnloaded{r.id}); !ok) return fail(ok.error());
+  setPhase(r, Phase::kGone);
+  r.freedUs = now;
+  const auto node = static_cast<std::size_t>(r.node);
+  --liveOnNode_[node];
+  hostCachedUntil_[node] = now + Micros{o_.hostCacheSeconds} * kUsPerSecond;
+  --holding_;
+  return {};
+}
+
+scale::DeploymentSignals ServingRun::signals(Micros now) {
+  const Micros from = now - Micros{o_.signalWindowSeconds} * kUsPerSecond;
+  for (Window* w : {&arrivals_, &contexts_, &serviceMs_, &ttftMs_, &tpotMs_}) w->trim(from);
+  scale::DeploymentSignals s;
+  s.nowMs = now / 1000;
+  const double contextTokens = contexts_.mean().value_or(2048);
+  const int maxConcurrency = static_cast<int>(
+      std::clamp<double>(static_cast<double>(perf_.kvCapacityTokens) / std::max(1.0, contextTokens),
+                         1, perf_.maxNumSeqs));
+  for (Replica& r : replicas_) {
+    if (r.phase == Phase::kGone) continue;
+    scale::ReplicaSignals x;
+    x.id = r.id;
+    x.createdMs = r.placedUs / 1000;
+    x.maxConcurrency = maxConcurrency;
+    x.gpuFraction = 1.0;
+    if (r.phase == Phase::kLoading) {
+      x.phase = scale::ReplicaPhase::kLoading;
+      x.expectedReadyMs = r.readyUs / 1000;
+    } else {
+      x.phase =
+          r.phase == Phase::kReady ? scale::ReplicaPhase::kReady : scale::ReplicaPhase::kDraining;
+      x.waiting = r.engine.waiting();
+      x.running = r.engine.running();
+      x.kvCacheUsage = r.engine.kvCacheUsage();
+      const Micros busy = r.engine.busyUsUntil(now);
+      if (now > r.scrapedAtUs) {
+        x.gpuUtilization = std::clamp(
+            static_cast<double>(busy - r.scrapedBusyUs) / static_cast<double>(now - r.scrapedAtUs),
+            0.0, 1.0);
+      }
+      r.scrapedAtUs = now;
+      r.scrapedBusyUs = busy;
+    }
+    s.replicas.push_back(std::move(x));
+  }
+  const Micros span = std::min<Micros>(now, Micros{o_.signalWindowSeconds} * kUsPerSecond);
+  if (span > 0) {
+    s.arrivalRatePerSec =
+        static_cast<double>(arrivals_.values.size()) / (static_cast<double>(span) / 1e6);
+  }
+  s.meanServiceMs = serviceMs_.mean();
+  s.ttftP99Ms = ttftMs_.percentile(0.99);
+  s.tpotMs = tpotMs_.mean();
+  return s;
+}
+
+Result<void> ServingRun::apply(const scale::Decision& d, Micros now) {
+  const int fleetGpus = o_.fleet.nodes * o_.fleet.gpusPerNode;
+  const int desired = std::clamp(d.desiredReplicas, 0, fleetGpus);
+  lastDesired_ = desired;
+  const int current = serving();
+  if (desired > current) {
+    int added = 0;
+    for (int i = current; i < desired; ++i) {
+      auto ok = addReplica(now, /*warm=*/false);
+      if (!ok) return fail(ok.error());
+      if (!*ok) break;
+      ++added;
+    }
+    if (added > 0) ++out_.scaleUps;
+    return {};
+  }
+  if (desired >= current) return {};
+  int toRemove = current - desired;
+  int removed = 0;
+  auto drainIf = [&](int i) -> Result<void> {
+    const Phase p = replicas_[static_cast<std::size_t>(i)].phase;
+    if (toRemove == 0 || (p != Phase::kLoading && p != Phase::kReady)) return {};
+    TESSERA_RETURN_IF_ERROR(startDrain(i, now));
+    --toRemove;
+    ++removed;
+    return {};
+  };
+  // The policy's victims first, in its order.
+  for (const std::string& id : d.victims) {
+    for (std::size_t i = 0; i < replicas_.size(); ++i) {
+      if (replicas_[i].id == id) TESSERA_RETURN_IF_ERROR(drainIf(static_cast<int>(i)));
+    }
+  }
+  // The rest (a policy that named none): loading ones, newest first; then the ready ones with
+  // the least work in hand, newest first among equals.
+  for (int i = static_cast<int>(replicas_.size()) - 1; i >= 0 && toRemove > 0; --i) {
+    if (replicas_[static_cast<std::size_t>(i)].phase == Phase::kLoading) {
+      TESSERA_RETURN_IF_ERROR(drainIf(i));
+    }
+  }
+  while (toRemove > 0) {
+    int pick = -1;
+    for (int i = static_cast<int>(replicas_.size()) - 1; i >= 0; --i) {
+      const Replica& r = replicas_[static_cast<std::size_t>(i)];
+      if (r.phase != Phase::kReady) continue;
+      if (pick < 0 ||
+          r.engine.outstanding() < replicas_[static_cast<std::size_t>(pick)].engine.outstanding()) {
+        pick = i;
+      }
+    }
+    if (pick < 0) break;
+    TESSERA_RETURN_IF_ERROR(drainIf(pick));
+  }
+  if (removed > 0) ++out_.scaleDowns;
+  return {};
+}
+
+Result<void> ServingRun::onSync(Micros now) {
+  const scale::Decision d = controller_.evaluate(signals(now));
+  TESSERA_RETURN_IF_ERROR(apply(d, now));
+  push(now + controller_.syncPeriodMs() * 1000, EventType::kSync);
+  return {};
+}
+
+void ServingRun::onSample(Micros now) {
+  TimelinePoint p;
+  p.timeS = static_cast<double>(now) / 1e6;
+  p.arrivalsPerS = now > 0 ? arrivalsSinceSample_ / static_cast<double>(o_.sampleSeconds) : 0;
+  arrivalsSinceSample_ = 0;
+  p.queue = static_cast<int>(buffer_.size());
+  for (const Replica& r : replicas_) {
+    if (r.phase == Phase::kGone) continue;
+    p.queue += r.engine.waiting();
+    p.running += r.engine.running();
+  }
+  p.loading = counts_[0];
+  p.ready = counts_[1];
+  p.draining = counts_[2];
+  p.desired = lastDesired_;
+  out_.timeline.push_back(p);
+  const Micros next = now + Micros{o_.sampleSeconds} * kUsPerSecond;
+  if (next <= horizonUs_) push(next, EventType::kSample);
+}
+
+Result<ServingPolicyResult> ServingRun::run() {
+  const auto started = std::chrono::steady_clock::now();
+  TESSERA_RETURN_IF_ERROR(setUp());
+  out_.policy = name_;
+  const int fleetGpus = o_.fleet.nodes * o_.fleet.gpusPerNode;
+  lastDesired_ = std::clamp(controller_.initialReplicas(), 0, fleetGpus);
+  for (int i = 0; i < lastDesired_; ++i) {
+    auto ok = addReplica(0, /*warm=*/true);
+    if (!ok) return fail(ok.error());
+    if (!*ok) break;
+  }
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    push(requests_[i].arrivalUs, EventType::kArrival, static_cast<int>(i));
+  }
+  push(0, EventType::kSample);
+  push(controller_.syncPeriodMs() * 1000, EventType::kSync);
+  const ReplicaEngine probe(perf_);
+  while (!events_.empty()) {
+    const Event e = events_.top();
+    if (e.atUs > horizonUs_) break;
+    events_.pop();
+    const Micros now = e.atUs;
+    servingReplicaUs_ += static_cast<double>(serving()) * static_cast<double>(now - lastCountUs_);
+    lastCountUs_ = now;
+    switch (e.type) {
+      case EventType::kArrival: {
+        RequestState& s = requests_[static_cast<std::size_t>(e.index)];
+        ++arrivalsSinceSample_;
+        arrivals_.add(now, 1);
+        contexts_.add(now, s.inputTokens + s.outputTokens);
+        if (!fitsModel(o_, probe, {e.index, s.inputTokens, s.outputTokens})) {
+          s.rejected = true;
+        } else {
+          route(e.index);
+        }
+        break;
+      }
+      case EventType::kIterationEnd:
+        TESSERA_RETURN_IF_ERROR(onIterationEnd(e.index, now));
+        break;
+      case EventType::kReady:
+        TESSERA_RETURN_IF_ERROR(onReady(e.index, now));
+        break;
+      case EventType::kDrainEnd:
+        TESSERA_RETURN_IF_ERROR(onDrainEnd(e.index, now));
+        break;
+      case EventType::kFlushDeadline:
+        TESSERA_RETURN_IF_ERROR(onFlushDeadline(e.index, now));
+        break;
+      case EventType::kSync:
+        TESSERA_RETURN_IF_ERROR(onSync(now));
+        break;
+      case EventType::kSample:
+        onSample(now);
+        break;
+    }
+    if (!toKick_.empty() && (events_.empty() || events_.top().atUs > now)) {
+      for (int i : toKick_) {
+        if (replicas_[static_cast<std::size_t>(i)].phase != Phase::kGone) kick(i, now);
+      }
+      toKick_.clear();
+    }
+  }
+  servingReplicaUs_ +=
+      static_cast<double>(serving()) * static_cast<double>(horizonUs_ - lastCountUs_);
+  ServingPolicyResult result = summarize(horizonUs_);
+  result.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+ServingPolicyResult ServingRun::summarize(Micros horizon) {
+  ServingPolicyResult& r = out_;
+  r.requests = static_cast<int>(requests_.size());
+  r.horizonS = static_cast<double>(horizon) / 1e6;
+  std::vector<double> ttft, queue;
+  ttft.reserve(requests_.size());
+  queue.reserve(requests_.size());
+  for (const RequestState& s : requests_) {
+    if (s.rejected) {
+      ++r.rejected;
+      continue;  // never ran: a miss, and no latency to speak of
+    }
+    const Micros first = s.firstTokenUs >= 0 ? s.firstTokenUs : horizon;
+    const Micros admitted = s.admittedUs >= 0 ? s.admittedUs : horizon;
+    ttft.push_back(static_cast<double>(first - s.arrivalUs) / 1000);
+    queue.push_back(static_cast<double>(std::max<Micros>(0, admitted - s.arrivalUs)) / 1000);
+    if (s.firstTokenUs < 0) {
+      ++r.unserved;
+      continue;
+    }
+    ++r.served;
+    if (s.cutOff) ++r.cutOff;
+    if (s.firstTokenUs - s.arrivalUs <= s.sloUs) ++r.sloMet;
+  }
+  r.sloAttainment = r.requests > 0 ? static_cast<double>(r.sloMet) / r.requests : 0;
+  r.ttftP50Ms = nearestRank(ttft, 0.5);
+  r.ttftP99Ms = nearestRank(ttft, 0.99);
+  r.queueP50Ms = nearestRank(queue, 0.5);
+  r.queueP99Ms = nearestRank(queue, 0.99);
+  double gpuUs = 0;
+  for (const Replica& x : replicas_) {
+    const Micros end = x.freedUs >= 0 ? x.freedUs : horizon;
+    gpuUs += static_cast<double>(end - x.placedUs);  // whole-GPU replicas: fraction 1
+  }
+  r.gpuHours = gpuUs / 3.6e9;
+  r.meanServingReplicas = horizon > 0 ? servingReplicaUs_ / static_cast<double>(horizon) : 0;
+  return r;
+}
+
+}  // namespace
+
+bool isServingPolicyName(std::string_view name) {
+  return std::find(kServingPolicyNames.begin(), kServingPolicyNames.end(), name) !=
+         kServingPolicyNames.end();
+}
+
+Result<ReplicaPerf> servingPerf(const model::GpuCatalog& catalog, const ServingOptions& o) {
+  const model::GpuType* type = catalog.find(o.fleet.gpuType);
+  if (type == nullptr) {
+    std::string known;
+    for (const auto& n : catalog.names()) known += (known.empty() ? "" : ", ") + n;
+    return fail(
+        Error::invalid("unknown GPU type '" + o.fleet.gpuType + "' (known: " + known + ")"));
+  }
+  return replicaPerf(o.model, *type);
+}
+
+Result<std::unique_ptr<ServingController>> makeServingController(std::string_view policy,
+                                                                 const ServingTrace& trace,
+                                                                 const ReplicaPerf& perf,
+                                                                 const ServingOptions& o) {
+  const int fleetGpus = o.fleet.nodes * o.fleet.gpusPerNode;
+  if (policy == "static-peak") {
+    return makeStaticPeak(replicaDemand(trace, perf, o.demand), fleetGpus);
+  }
+  if (policy == "oracle") {
+    // The oracle plans for the slowest cold start (weights from the remote store).
+    const auto leadMs =
+        static_cast<Millis>(std::ceil(o.load.seconds(CacheTier::kRemote, perf.weightsBytes) * 1e3));
+    return makeOracle(replicaDemand(trace, perf, o.demand), o.demand.intervalSeconds, leadMs,
+                      Millis{o.oracleSyncSeconds} * 1000, fleetGpus);
+  }
+  if (isServingPolicyName(policy)) {
+    return fail(Error::invalid("policy '" + std::string(policy) +
+                               "' needs the autoscaler (src/scale), which is not built yet"));
+  }
+  std::string known;
+  for (auto n : kServingPolicyNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  return fail(
+      Error::invalid("unknown policy '" + std::string(policy) + "' (known: " + known + ")"));
+}
+
+Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
+                                           const model::GpuCatalog& catalog,
+                                           const ServingOptions& options, std::string policyName,
+                                           ServingController& controller) {
+  auto perf = servingPerf(catalog, options);
+  if (!perf) return fail(perf.error());
+  if (trace.requests.empty()) return fail(Error::invalid("trace " + trace.name + ": no requests"));
+  ServingRun run(trace, catalog, options, *perf, std::move(policyName), controller);
+  return run.run();
+}
+
+Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::GpuCatalog& catalog,
+                                       const ServingOptions& options, std::string_view policy) {
+  auto perf = servingPerf(catalog, options);
+  if (!perf) return fail(perf.error());
+  auto controller = makeServingController(policy, trace, *perf, options);
+  if (!controller) return fail(controller.error());
+  return runServingWith(trace, catalog, options, std::string(policy), **controller);
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,121 @@
+#pragma once
+// The serving simulation (docs/serving-simulator.md): a request trace replayed in virtual time
+// against one deployment of a model on a GPU fleet, with a policy deciding the replica count.
+//
+// The fleet is a sched::ClusterState fed by events, and every new replica is placed by the
+// real placement engine (sched::PlacementEngine, default profile): ReplicaPlaced when it is
+// asked for, ReplicaLoaded when its weights are in (cold start: engine start-up plus weights
+// read from the node's host-memory cache, its local disk, or the remote store), ReplicaUnloaded
+// when scale-down has drained it (stop routing: drainSeconds; finish in-flight requests: at most
+// flushSeconds; then the GPU is free). A router sends each request to the ready replica with
+// the fewest outstanding requests (a buffer holds requests while none is ready); each replica
+// is a ReplicaEngine (continuous batching).
+//
+// Every request of the trace is counted: those without a first token at the horizon (the last
+// arrival + tailSeconds) and those that could never run (context beyond the model's or the
+// KV cache's) are SLO misses.
+//
+// Threading: a run owns its state; runs of different policies may go on different threads
+// (the trace and the catalogue are only read).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "model/gpu_catalog.h"
+#include "sim/serving_model.h"
+#include "sim/serving_policy.h"
+#include "sim/serving_trace.h"
+
+namespace tessera::sim {
+
+// Policy names, in the order reports list them.
+inline constexpr std::array<std::string_view, 7> kServingPolicyNames = {
+    "static-peak", "hpa", "weighted", "littles-law", "kpa", "oracle", "tessera"};
+bool isServingPolicyName(std::string_view name);
+
+struct ServingFleet {
+  int nodes = 4;
+  int gpusPerNode = 8;
+  std::string gpuType = "H100-80GB";
+  std::int64_t cpuMilliPerNode = 192'000;
+  std::int64_t hostMemoryMibPerNode = 2 * 1024 * 1024;
+};
+
+struct ServingOptions {
+  ServingModel model;
+  ServingFleet fleet;
+  LoadTimes load;
+  std::int64_t maxContextTokens = 131072;  // the model's context window (prompt + output)
+  // A request meets the SLO when TTFT <= max(sloTtftMs, sloPrefillFactor x its prompt's
+  // unloaded prefill time): prompts too long to prefill within sloTtftMs even alone get a
+  // proportional target instead of an impossible one. 0 = the flat SLO.
+  double sloTtftMs = 2000;
+  double sloPrefillFactor = 2;
+  int sampleSeconds = 15;        // timeline resolution
+  int signalWindowSeconds = 60;  // arrival rate, service time, TTFT p99 in the signals
+  int drainSeconds = 10;
+  int flushSeconds = 60;
+  int tailSeconds = 120;       // the horizon: last arrival + this
+  int hostCacheSeconds = 600;  // a node keeps weights in host memory this long after use
+  DemandOptions demand;        // static-peak and oracle sizing
+  int oracleSyncSeconds = 15;
+};
+
+struct TimelinePoint {
+  double timeS = 0;
+  double arrivalsPerS = 0;  // over the sample period ending here
+  int queue = 0;            // requests waiting (replica queues and the router's buffer)
+  int running = 0;          // requests being served
+  int loading = 0;
+  int ready = 0;
+  int draining = 0;
+  int desired = 0;  // the policy's last answer
+};
+
+struct ServingPolicyResult {
+  std::string policy;
+  int requests = 0;
+  int sloMet = 0;
+  int served = 0;            // got a first token before the horizon
+  int unserved = 0;          // no first token by the horizon (SLO misses)
+  int rejected = 0;          // could never run here (SLO misses)
+  int cutOff = 0;            // stopped mid-decode by a flush that ran out of time (TTFT counted)
+  double sloAttainment = 0;  // sloMet / requests
+  double gpuHours = 0;       // GPU share x time from placement to freed (or the horizon)
+  double ttftP50Ms = 0, ttftP99Ms = 0;    // unserved ones count as horizon - arrival
+  double queueP50Ms = 0, queueP99Ms = 0;  // arrival to admission
+  int scaleUps = 0, scaleDowns = 0;       // syncs that added / removed replicas
+  int scaleEvents() const { return scaleUps + scaleDowns; }
+  int coldStarts = 0;                     // replicas placed after t = 0
+  std::array<int, 3> coldStartsByTier{};  // host memory, local disk, remote
+  int placementFailures = 0;              // replicas the engine could not place
+  int peakReplicas = 0;                   // most replicas holding GPUs at once
+  double meanServingReplicas = 0;         // time-average of loading + ready
+  double horizonS = 0;
+  double wallSeconds = 0;
+  std::vector<TimelinePoint> timeline;
+};
+
+// The controller of a policy name (static-peak, oracle, or an autoscaled one).
+Result<std::unique_ptr<ServingController>> makeServingController(std::string_view policy,
+                                                                 const ServingTrace& trace,
+                                                                 const ReplicaPerf& perf,
+                                                                 const ServingOptions& options);
+
+// Runs one policy. The catalogue must know options.fleet.gpuType.
+Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::GpuCatalog& catalog,
+                                       const ServingOptions& options, std::string_view policy);
+// The same with a controller given directly (tests).
+Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
+                                           const model::GpuCatalog& catalog,
+                                           const ServingOptions& options, std::string policyName,
+                                           ServingController& controller);
+
+// The replica performance of options.model on options.fleet.gpuType.
+Result<ReplicaPerf> servingPerf(const model::GpuCatalog& catalog, const ServingOptions& options);
+
+}  // namespace tessera::sim

@@ -1,0 +1,208 @@
+#include "sim/serving_run.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "sim/test_support.h"
+
+namespace tessera::sim {
+namespace {
+
+const model::GpuCatalog& catalog() {
+  static const model::GpuCatalog c = model::GpuCatalog::builtin();
+  return c;
+}
+
+// Requests at a steady rate per phase: {seconds, requests per second}, prompt and output fixed.
+ServingTrace phasedTrace(const std::vector<std::pair<int, double>>& phases, int prompt = 1000,
+                         int output = 100) {
+  ServingTrace t;
+  t.name = "phased";
+  Micros start = 0;
+  for (const auto& [seconds, rate] : phases) {
+    const auto n = static_cast<int>(seconds * rate);
+    for (int i = 0; i < n; ++i) {
+      const Micros at = start + static_cast<Micros>(std::llround(i * 1e6 / rate));
+      t.requests.push_back({at, prompt, output, static_cast<int>(t.requests.size()) + 2});
+    }
+    start += Micros{seconds} * 1'000'000;
+  }
+  return t;
+}
+
+// A controller that keeps a fixed count (warm from t = 0).
+class Fixed final : public ServingController {
+ public:
+  explicit Fixed(int n) : n_(n) {}
+  Millis syncPeriodMs() const override { return 15'000; }
+  int initialReplicas() const override { return n_; }
+  scale::Decision evaluate(const scale::DeploymentSignals& s) override {
+    last = s;
+    scale::Decision d;
+    d.desiredReplicas = n_;
+    return d;
+  }
+  scale::DeploymentSignals last;
+
+ private:
+  int n_;
+};
+
+void expectConserved(const ServingPolicyResult& r) {
+  EXPECT_EQ(r.served + r.unserved + r.rejected, r.requests) << r.policy;
+  EXPECT_LE(r.sloMet, r.served) << r.policy;
+  EXPECT_NEAR(r.sloAttainment, static_cast<double>(r.sloMet) / r.requests, 1e-12);
+}
+
+TEST(ServingRun, AnIsolatedRequestWaitsOnlyForItsPrefill) {
+  ServingOptions o;
+  ServingTrace t;
+  t.name = "one";
+  t.requests = {{0, 1000, 20, 2}, {30'000'000, 4000, 1, 3}};
+  Fixed one(1);
+  auto r = runServingWith(t, catalog(), o, "fixed", one);
+  ASSERT_TRUE(r) << r.error().message;
+  auto perf = servingPerf(catalog(), o);
+  ASSERT_TRUE(perf);
+  // 1000 x 16.06 GFLOP + 524288 x 1000^2 / 2 FLOPs at 395.8 TFLOP/s, to the microsecond.
+  const double first = std::ceil(perf->prefillSeconds(1000) * 1e6 - 1e-6) / 1000;
+  const double second = std::ceil(perf->prefillSeconds(4000) * 1e6 - 1e-6) / 1000;
+  EXPECT_NEAR(first, 41.24, 0.01);
+  EXPECT_DOUBLE_EQ(r->ttftP50Ms, first);
+  EXPECT_DOUBLE_EQ(r->ttftP99Ms, second);
+  EXPECT_DOUBLE_EQ(r->queueP99Ms, 0);
+  EXPECT_EQ(r->sloMet, 2);
+  EXPECT_EQ(r->coldStarts, 0);
+  // One GPU from 0 to the horizon (last arrival + 120 s).
+  EXPECT_DOUBLE_EQ(r->horizonS, 150);
+  EXPECT_DOUBLE_EQ(r->gpuHours, 150.0 / 3600);
+}
+
+TEST(ServingRun, EveryRequestIsCounted) {
+  ServingOptions o;
+  o.tailSeconds = 5;  // too short for the backlog: some requests end unserved
+  ServingTrace t = phasedTrace({{60, 40}}, 2000, 200);
+  t.requests.push_back({t.spanUs(), 200'000, 10, 0});  // beyond the context window
+  Fixed one(1);
+  auto r = runServingWith(t, catalog(), o, "fixed", one);
+  ASSERT_TRUE(r) << r.error().message;
+  expectConserved(*r);
+  EXPECT_EQ(r->requests, static_cast<int>(t.requests.size()));
+  EXPECT_EQ(r->rejected, 1);
+  EXPECT_GT(r->unserved, 0);
+  EXPECT_LT(r->sloAttainment, 0.5);
+}
+
+TEST(ServingRun, SignalsAreWhatAScraperSees) {
+  ServingOptions o;
+  ServingTrace t = phasedTrace({{30, 10}});
+  Fixed two(2);
+  auto r = runServingWith(t, catalog(), o, "fixed", two);
+  ASSERT_TRUE(r) << r.error().message;
+  const scale::DeploymentSignals& s = two.last;  // the last sync before the horizon
+  ASSERT_EQ(s.replicas.size(), 2u);
+  for (const auto& x : s.replicas) {
+    EXPECT_EQ(x.phase, scale::ReplicaPhase::kReady);
+    ASSERT_TRUE(x.waiting && x.running && x.kvCacheUsage && x.gpuUtilization);
+    EXPECT_GT(x.maxConcurrency, 0);
+  }
+  ASSERT_TRUE(s.arrivalRatePerSec);
+  EXPECT_DOUBLE_EQ(*s.arrivalRatePerSec, 0);  // the trace ended more than a window ago
+}
+
+TEST(ServingRun, StaticPeakNeverColdStarts) {
+  ServingOptions o;
+  ServingTrace t = phasedTrace({{120, 2}, {120, 40}, {120, 2}});
+  auto r = runServing(t, catalog(), o, "static-peak");
+  ASSERT_TRUE(r) << r.error().message;
+  expectConserved(*r);
+  EXPECT_EQ(r->coldStarts, 0);
+  EXPECT_EQ(r->scaleEvents(), 0);
+  ASSERT_FALSE(r->timeline.empty());
+  for (const auto& p : r->timeline) {
+    EXPECT_EQ(p.loading, 0);
+    EXPECT_EQ(p.ready, r->timeline.front().ready);
+  }
+  EXPECT_GT(r->timeline.front().ready, 1);
+}
+
+TEST(ServingRun, OracleUsesNoMoreGpuHoursThanStaticPeak) {
+  ServingOptions o;
+  ServingTrace t = phasedTrace({{300, 2}, {180, 40}, {300, 2}});
+  auto peak = runServing(t, catalog(), o, "static-peak");
+  auto oracle = runServing(t, catalog(), o, "oracle");
+  ASSERT_TRUE(peak && oracle);
+  expectConserved(*oracle);
+  EXPECT_LT(oracle->gpuHours, peak->gpuHours);
+  EXPECT_GT(oracle->coldStarts, 0);
+  EXPECT_GT(oracle->scaleUps, 0);
+  EXPECT_GT(oracle->scaleDowns, 0);
+  // It scaled up before the burst (lead time) and drained after it.
+  bool drained = false;
+  int most = 0;
+  for (const auto& p : oracle->timeline) {
+    drained = drained || p.draining > 0;
+    if (p.timeS <= 300) most = std::max(most, p.ready);
+  }
+  EXPECT_TRUE(drained);
+  EXPECT_EQ(most, peak->timeline.front().ready);
+  EXPECT_GE(oracle->sloAttainment, 0.99);
+}
+
+TEST(ServingRun, Deterministic) {
+  ServingOptions o;
+  ServingTrace t = phasedTrace({{200, 3}, {100, 30}, {200, 3}}, 1500, 300);
+  auto a = runServing(t, catalog(), o, "oracle");
+  auto b = runServing(t, catalog(), o, "oracle");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->sloMet, b->sloMet);
+  EXPECT_DOUBLE_EQ(a->gpuHours, b->gpuHours);
+  EXPECT_DOUBLE_EQ(a->ttftP99Ms, b->ttftP99Ms);
+  EXPECT_DOUBLE_EQ(a->queueP50Ms, b->queueP50Ms);
+  ASSERT_EQ(a->timeline.size(), b->timeline.size());
+  for (std::size_t i = 0; i < a->timeline.size(); ++i) {
+    EXPECT_EQ(a->timeline[i].queue, b->timeline[i].queue);
+    EXPECT_EQ(a->timeline[i].ready, b->timeline[i].ready);
+  }
+}
+
+TEST(ServingRun, UnknownPolicyAndGpuAreErrors) {
+  ServingOptions o;
+  ServingTrace t = phasedTrace({{10, 1}});
+  auto policy = runServing(t, catalog(), o, "nosuch");
+  ASSERT_FALSE(policy);
+  EXPECT_NE(policy.error().message.find("static-peak"), std::string::npos);
+  o.fleet.gpuType = "K80";
+  auto gpu = runServing(t, catalog(), o, "static-peak");
+  ASSERT_FALSE(gpu);
+  EXPECT_NE(gpu.error().message.find("K80"), std::string::npos);
+}
+
+TEST(ServingRun, SharedTracesStaticPeakAndOracle) {
+  const std::string dir = testing::sharedDir() + "/data";
+  const std::string azure = dir + "/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv";
+  const std::string mooncake = dir + "/mooncake-fast25-traces/synthetic_trace.jsonl";
+  if (!std::filesystem::exists(azure) || !std::filesystem::exists(mooncake)) {
+    GTEST_SKIP() << "the serving traces are not under " << dir
+                 << " (configure with -DTESSERA_SHARED_DIR=... to run this test)";
+  }
+  for (const auto& [path, format] : {std::pair{azure, ServingTraceFormat::kAzure},
+                                     std::pair{mooncake, ServingTraceFormat::kMooncake}}) {
+    auto t = readServingTrace(path, format);
+    ASSERT_TRUE(t) << t.error().message;
+    ServingOptions o;
+    auto peak = runServing(*t, catalog(), o, "static-peak");
+    auto oracle = runServing(*t, catalog(), o, "oracle");
+    ASSERT_TRUE(peak && oracle);
+    expectConserved(*peak);
+    expectConserved(*oracle);
+    EXPECT_EQ(peak->requests, static_cast<int>(t->requests.size()));
+    EXPECT_EQ(peak->coldStarts, 0);
+    EXPECT_LE(oracle->gpuHours, peak->gpuHours) << path;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::sim

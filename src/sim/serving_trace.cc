@@ -1,0 +1,203 @@
+#include "sim/serving_trace.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/csv.h"
+
+namespace tessera::sim {
+namespace {
+
+constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();
+
+// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+std::int64_t daysFromCivil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+bool digits(std::string_view s, std::size_t pos, std::size_t n, int& out) {
+  if (pos + n > s.size()) return false;
+  out = 0;
+  for (std::size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    out = out * 10 + (s[i] - '0');
+  }
+  return true;
+}
+
+// "2023-11-16 18:15:46.6805900" -> microseconds since the epoch; fraction digits beyond the
+// microsecond are truncated. False when it does not read as such a time.
+bool parseTimestamp(std::string_view s, Micros& out) {
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  if (s.size() < 19 || !digits(s, 0, 4, year) || s[4] != '-' || !digits(s, 5, 2, month) ||
+      s[7] != '-' || !digits(s, 8, 2, day) || (s[10] != ' ' && s[10] != 'T') ||
+      !digits(s, 11, 2, hour) || s[13] != ':' || !digits(s, 14, 2, minute) || s[16] != ':' ||
+      !digits(s, 17, 2, second)) {
+    return false;
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
+    return false;
+  }
+  std::int64_t micros = 0;
+  if (s.size() > 19) {
+    if (s[19] != '.' || s.size() == 20) return false;
+    std::int64_t scale = 100000;
+    for (std::size_t i = 20; i < s.size(); ++i) {
+      if (s[i] < '0' || s[i] > '9') return false;
+      micros += (s[i] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  const std::int64_t days =
+      daysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
+  out = ((days * 24 + hour) * 60 + minute) * 60'000'000LL + second * 1'000'000LL + micros;
+  return true;
+}
+
+// Shifts arrivals to start at 0, scales them and sorts by arrival (stable: file order among
+// equal times).
+Result<ServingTrace> finish(ServingTrace trace, std::vector<Micros> raw, double timeScale,
+                            const std::string& label) {
+  if (!(timeScale > 0) || !std::isfinite(timeScale)) {
+    return fail(Error::invalid("time scale must be a number > 0"));
+  }
+  if (trace.requests.empty()) return fail(Error::invalid(label + ": no requests"));
+  const Micros first = *std::min_element(raw.begin(), raw.end());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    trace.requests[i].arrivalUs = std::llround(static_cast<double>(raw[i] - first) * timeScale);
+  }
+  std::stable_sort(
+      trace.requests.begin(), trace.requests.end(),
+      [](const ServingRequest& a, const ServingRequest& b) { return a.arrivalUs < b.arrivalUs; });
+  return trace;
+}
+
+std::string baseName(std::string_view path) {
+  const std::size_t slash = path.find_last_of('/');
+  std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const std::size_t dot = name.find_last_of('.');
+  if (dot != std::string_view::npos && dot > 0) name = name.substr(0, dot);
+  return std::string(name);
+}
+
+}  // namespace
+
+Result<ServingTrace> parseAzureLlmTrace(std::string_view text, std::string label,
+                                        double timeScale) {
+  auto table = parseCsv(text, label);
+  if (!table) return fail(table.error());
+  auto ts = table->requireColumn("TIMESTAMP");
+  if (!ts) return fail(ts.error());
+  auto ctx = table->requireColumn("ContextTokens");
+  if (!ctx) return fail(ctx.error());
+  auto gen = table->requireColumn("GeneratedTokens");
+  if (!gen) return fail(gen.error());
+  ServingTrace trace;
+  trace.name = baseName(label);
+  trace.requests.reserve(table->rows.size());
+  std::vector<Micros> raw;
+  raw.reserve(table->rows.size());
+  for (const CsvRow& row : table->rows) {
+    Micros at = 0;
+    const std::string& when = row.fields[static_cast<std::size_t>(*ts)];
+    if (!parseTimestamp(when, at)) {
+      return fail(table->error(
+          row, *ts, "expected a time like 2023-11-16 18:15:46.6805900, got \"" + when + "\""));
+    }
+    auto in = table->integer(row, *ctx, 0, kMaxTokens);
+    if (!in) return fail(in.error());
+    auto out = table->integer(row, *gen, 0, kMaxTokens);
+    if (!out) return fail(out.error());
+    raw.push_back(at);
+    trace.requests.push_back(
+        {0, static_cast<std::int32_t>(*in), static_cast<std::int32_t>(*out), row.line});
+  }
+  return finish(std::move(trace), std::move(raw), timeScale, table->label);
+}
+
+Result<ServingTrace> parseMooncakeTrace(std::string_view text, std::string label,
+                                        double timeScale) {
+  ServingTrace trace;
+  trace.name = baseName(label);
+  std::vector<Micros> raw;
+  int lineNo = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++lineNo;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    const std::string where = label + ":" + std::to_string(lineNo) + ": ";
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return fail(Error::invalid(where + "not a JSON object"));
+    if (!j.is_object()) return fail(Error::invalid(where + "expected a JSON object"));
+    // Integers, or numbers with an integral value (some writers print 12.0).
+    auto integer = [&](const char* field, std::int64_t max) -> Result<std::int64_t> {
+      const auto it = j.find(field);
+      if (it == j.end()) return fail(Error::invalid(where + "field " + field + ": missing"));
+      const nlohmann::json& v = *it;
+      if (v.is_number_integer() || v.is_number_unsigned()) {
+        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+          return fail(Error::invalid(where + "field " + field + ": too large, got " + v.dump()));
+        }
+        const auto x = v.get<std::int64_t>();
+        if (x < 0 || x > max) {
+          return fail(Error::invalid(where + "field " + field + ": must be in 0.." +
+                                     std::to_string(max) + ", got " + v.dump()));
+        }
+        return x;
+      }
+      if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (d >= 0 && d <= static_cast<double>(max) && d == std::floor(d)) {
+          return static_cast<std::int64_t>(d);
+        }
+      }
+      return fail(Error::invalid(where + "field " + field +
+                                 ": expected a non-negative integer, got " + v.dump()));
+    };
+    auto ms = integer("timestamp", std::numeric_limits<std::int64_t>::max() / 1000);
+    if (!ms) return fail(ms.error());
+    auto in = integer("input_length", kMaxTokens);
+    if (!in) return fail(in.error());
+    auto out = integer("output_length", kMaxTokens);
+    if (!out) return fail(out.error());
+    if (const auto h = j.find("hash_ids"); h != j.end() && !h->is_array()) {
+      return fail(Error::invalid(where + "field hash_ids: expected a list, got " + h->dump()));
+    }
+    raw.push_back(*ms * 1000);
+    trace.requests.push_back(
+        {0, static_cast<std::int32_t>(*in), static_cast<std::int32_t>(*out), lineNo});
+  }
+  return finish(std::move(trace), std::move(raw), timeScale, label);
+}
+
+Result<ServingTraceFormat> servingTraceFormatOf(std::string_view path) {
+  if (path.ends_with(".csv")) return ServingTraceFormat::kAzure;
+  if (path.ends_with(".jsonl") || path.ends_with(".json")) return ServingTraceFormat::kMooncake;
+  return fail(Error::invalid(std::string(path) +
+                             ": cannot tell the trace format from the name (.csv: azure, "
+                             ".jsonl: mooncake); pass --format"));
+}
+
+Result<ServingTrace> readServingTrace(const std::string& path, ServingTraceFormat format,
+                                      double timeScale) {
+  auto text = readTextFile(path);
+  if (!text) return fail(text.error());
+  return format == ServingTraceFormat::kAzure ? parseAzureLlmTrace(*text, path, timeScale)
+                                              : parseMooncakeTrace(*text, path, timeScale);
+}
+
+}  // namespace tessera::sim

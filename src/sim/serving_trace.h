@@ -1,0 +1,52 @@
+#pragma once
+// Request traces of LLM inference services, for the serving simulation (docs/serving-simulator.md):
+//
+//   Azure LLM inference 2023 (Splitwise)   CSV  TIMESTAMP,ContextTokens,GeneratedTokens
+//       TIMESTAMP like "2023-11-16 18:15:46.6805900" (no zone; read as UTC, 100 ns digits kept
+//       to the microsecond); the last line may lack its newline.
+//   Mooncake FAST'25                       JSONL {"timestamp": ms, "input_length": n,
+//                                                 "output_length": n, "hash_ids": [...]}
+//
+// Arrivals are microseconds after the trace's first request, multiplied by `timeScale` (0.5
+// halves every inter-arrival time: twice the rate; 2 stretches them). Requests keep file order
+// among equal times and are sorted by arrival otherwise. Every malformed line is an error
+// naming the file, the line and the field; no row is skipped.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace tessera::sim {
+
+using Micros = std::int64_t;  // the serving simulation's time line, microseconds
+
+struct ServingRequest {
+  Micros arrivalUs = 0;
+  std::int32_t inputTokens = 0;   // prompt tokens
+  std::int32_t outputTokens = 0;  // generated tokens as the trace says (may be 0)
+  int line = 0;                   // line in the trace file (1-based), for messages
+};
+
+enum class ServingTraceFormat { kAzure, kMooncake };
+
+struct ServingTrace {
+  std::string name;  // file name without directory and extension
+  std::vector<ServingRequest> requests;
+  Micros spanUs() const { return requests.empty() ? 0 : requests.back().arrivalUs; }
+};
+
+Result<ServingTrace> parseAzureLlmTrace(std::string_view text, std::string label,
+                                        double timeScale = 1.0);
+Result<ServingTrace> parseMooncakeTrace(std::string_view text, std::string label,
+                                        double timeScale = 1.0);
+
+// Reads a file; the format is given or, when empty, taken from the extension (.csv: Azure,
+// .jsonl / .json: Mooncake).
+Result<ServingTraceFormat> servingTraceFormatOf(std::string_view path);
+Result<ServingTrace> readServingTrace(const std::string& path, ServingTraceFormat format,
+                                      double timeScale = 1.0);
+
+}  // namespace tessera::sim

@@ -1,0 +1,192 @@
+#include "sim/serving_trace.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "sim/serving_model.h"
+#include "sim/test_support.h"
+
+namespace tessera::sim {
+namespace {
+
+constexpr const char* kAzure =
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    "2023-11-16 18:15:46.6805900,374,44\n"
+    "2023-11-16 18:15:50.9951690,396,109\n"
+    "2023-11-16 18:16:00.0000000,10,0";  // the last line without newline, as published
+
+TEST(ServingTrace, AzureRowsBecomeRequestsRelativeToTheFirst) {
+  auto t = parseAzureLlmTrace(kAzure, "dir/AzureLLMInferenceTrace_conv.csv");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->name, "AzureLLMInferenceTrace_conv");
+  ASSERT_EQ(t->requests.size(), 3u);
+  EXPECT_EQ(t->requests[0].arrivalUs, 0);
+  EXPECT_EQ(t->requests[0].inputTokens, 374);
+  EXPECT_EQ(t->requests[0].outputTokens, 44);
+  EXPECT_EQ(t->requests[1].arrivalUs, 4'314'579);  // 50.9951690 - 46.6805900, to the microsecond
+  EXPECT_EQ(t->requests[2].arrivalUs, 13'319'410);
+  EXPECT_EQ(t->requests[2].outputTokens, 0);
+  EXPECT_EQ(t->requests[2].line, 4);
+}
+
+TEST(ServingTrace, AzureAcrossMidnightAndMonthEnds) {
+  auto t = parseAzureLlmTrace(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      "2023-12-31 23:59:59.5,1,1\n"
+      "2024-01-01 00:00:00.25,1,1\n",
+      "t.csv");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->requests[1].arrivalUs, 750'000);
+}
+
+TEST(ServingTrace, TimeScaleStretchesInterArrivalTimes) {
+  auto half = parseAzureLlmTrace(kAzure, "t.csv", 0.5);
+  ASSERT_TRUE(half) << half.error().message;
+  EXPECT_EQ(half->requests[1].arrivalUs, 2'157'290);  // 4'314'579 / 2, rounded
+  EXPECT_EQ(half->requests[2].arrivalUs, 6'659'705);
+  auto twice = parseMooncakeTrace(
+      "{\"timestamp\": 1000, \"input_length\": 5, \"output_length\": 2, \"hash_ids\": [0]}\n"
+      "{\"timestamp\": 1500, \"input_length\": 7, \"output_length\": 3, \"hash_ids\": []}\n",
+      "m.jsonl", 2.0);
+  ASSERT_TRUE(twice) << twice.error().message;
+  EXPECT_EQ(twice->requests[0].arrivalUs, 0);
+  EXPECT_EQ(twice->requests[1].arrivalUs, 1'000'000);
+  EXPECT_FALSE(parseAzureLlmTrace(kAzure, "t.csv", 0));
+  EXPECT_FALSE(parseAzureLlmTrace(kAzure, "t.csv", -1));
+}
+
+TEST(ServingTrace, AzureMalformedRowsNameFileLineAndColumn) {
+  const std::string header = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  struct Case {
+    std::string row;
+    std::string expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"2023-11-16 18:15:46.6805900,x,44", "t.csv:3: column ContextTokens"},
+           {"2023-11-16 18:15:46.6805900,12,-1", "t.csv:3: column GeneratedTokens"},
+           {"2023-11-16 25:15:46,12,1", "t.csv:3: column TIMESTAMP"},
+           {"yesterday,12,1", "t.csv:3: column TIMESTAMP"},
+           {"2023-11-16 18:15:46.,12,1", "t.csv:3: column TIMESTAMP"},
+           {"2023-11-16 18:15:46,12", "t.csv:3: expected 3 columns, found 2"},
+       }) {
+    auto t = parseAzureLlmTrace(header + "2023-11-16 18:15:40,1,1\n" + c.row + "\n", "t.csv");
+    ASSERT_FALSE(t) << c.row;
+    EXPECT_NE(t.error().message.find(c.expected), std::string::npos) << t.error().message;
+  }
+  auto missing = parseAzureLlmTrace("TIMESTAMP,Tokens\n2023-11-16 18:15:40,1\n", "t.csv");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("missing column ContextTokens"), std::string::npos);
+  EXPECT_FALSE(parseAzureLlmTrace(header, "t.csv"));  // no requests
+}
+
+TEST(ServingTrace, MooncakeMalformedLinesNameFileLineAndField) {
+  const std::string good =
+      "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 2, \"hash_ids\": [0]}\n";
+  struct Case {
+    std::string line;
+    std::string expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"{\"timestamp\": 1, \"input_length\": 5}", "m.jsonl:2: field output_length: missing"},
+           {"{\"timestamp\": 1, \"input_length\": \"5\", \"output_length\": 1}",
+            "m.jsonl:2: field input_length: expected a non-negative integer"},
+           {"{\"timestamp\": -4, \"input_length\": 5, \"output_length\": 1}",
+            "m.jsonl:2: field timestamp"},
+           {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1.5}",
+            "m.jsonl:2: field output_length"},
+           {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": 3}",
+            "m.jsonl:2: field hash_ids"},
+           {"{\"timestamp\": 1, \"input_length\": 5,", "m.jsonl:2: not a JSON object"},
+           {"[1, 2]", "m.jsonl:2: expected a JSON object"},
+       }) {
+    auto t = parseMooncakeTrace(good + c.line + "\n" + good, "m.jsonl");
+    ASSERT_FALSE(t) << c.line;
+    EXPECT_NE(t.error().message.find(c.expected), std::string::npos) << t.error().message;
+  }
+}
+
+TEST(ServingTrace, MooncakeSortsByArrivalKeepingFileOrderAmongEqualTimes) {
+  auto t = parseMooncakeTrace(
+      "{\"timestamp\": 30, \"input_length\": 1, \"output_length\": 1}\n"
+      "\n"
+      "{\"timestamp\": 10, \"input_length\": 2, \"output_length\": 1}\n"
+      "{\"timestamp\": 10, \"input_length\": 3, \"output_length\": 1}",
+      "m.jsonl");
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_EQ(t->requests.size(), 3u);
+  EXPECT_EQ(t->requests[0].inputTokens, 2);
+  EXPECT_EQ(t->requests[1].inputTokens, 3);
+  EXPECT_EQ(t->requests[2].inputTokens, 1);
+  EXPECT_EQ(t->requests[2].arrivalUs, 20'000);
+  EXPECT_EQ(t->requests[2].line, 1);
+}
+
+TEST(ServingTrace, FormatFromTheFileName) {
+  EXPECT_EQ(*servingTraceFormatOf("a/b.csv"), ServingTraceFormat::kAzure);
+  EXPECT_EQ(*servingTraceFormatOf("b.jsonl"), ServingTraceFormat::kMooncake);
+  EXPECT_FALSE(servingTraceFormatOf("b.txt"));
+  auto missing = readServingTrace("/nonexistent/x.csv", ServingTraceFormat::kAzure);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("/nonexistent/x.csv"), std::string::npos);
+}
+
+TEST(ServingTrace, SharedTracesReadWhole) {
+  const std::string azure =
+      testing::sharedDir() + "/data/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv";
+  const std::string mooncake =
+      testing::sharedDir() + "/data/mooncake-fast25-traces/synthetic_trace.jsonl";
+  if (!std::filesystem::exists(azure) || !std::filesystem::exists(mooncake)) {
+    GTEST_SKIP() << "the serving traces are not under " << testing::sharedDir()
+                 << "/data (configure with -DTESSERA_SHARED_DIR=... to run this test)";
+  }
+  auto a = readServingTrace(azure, ServingTraceFormat::kAzure);
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->requests.size(), 19366u);  // every row, the unterminated last one included
+  EXPECT_GT(a->spanUs(), Micros{3500} * 1'000'000);
+  auto m = readServingTrace(mooncake, ServingTraceFormat::kMooncake);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->requests.size(), 3993u);
+  EXPECT_EQ(m->spanUs(), Micros{1'022'025} * 1000);
+}
+
+TEST(ServingModelFile, ReadsKeysAndNamesBadOnes) {
+  auto m = parseServingModelYaml(
+      "kind: ServingModel\nname: small\nweights: 2Gi\nkvBytesPerToken: 65536\n"
+      "parametersB: 1\nlayers: 16\nhiddenSize: 2048\n",
+      "m.yaml");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->name, "small");
+  EXPECT_EQ(m->weightsMib, 2048);
+  EXPECT_EQ(m->kvBytesPerToken, 65536);
+  EXPECT_DOUBLE_EQ(m->flopsPerToken(), 2e9);
+  EXPECT_DOUBLE_EQ(m->attentionFlopsPerPair(), 4.0 * 16 * 2048);
+  EXPECT_EQ(m->maxNumSeqs, 256);  // not given: the default's
+
+  auto typo = parseServingModelYaml("name: x\nkvBytesPerTokn: 5\n", "m.yaml");
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.error().message.find("m.yaml:2"), std::string::npos) << typo.error().message;
+  EXPECT_NE(typo.error().message.find("kvBytesPerToken"), std::string::npos);
+  auto bad = parseServingModelYaml("name: x\nlayers: -3\n", "m.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("layers"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(parseServingModelYaml("kind: PlacementProfile\nname: x\n", "m.yaml"));
+}
+
+TEST(ServingModelFile, DefaultModelOnTheCatalogue) {
+  const auto catalog = model::GpuCatalog::builtin();
+  auto perf = replicaPerf(ServingModel{}, *catalog.find("H100-80GB"));
+  ASSERT_TRUE(perf) << perf.error().message;
+  // 0.9 x 81920 MiB - 15317 - 4096 = 54315 MiB of KV cache at 128 KiB per token.
+  EXPECT_EQ(perf->kvCapacityTokens, 434520);
+  EXPECT_NEAR(perf->flopsPerSec, 989.5e12 * 0.4, 1);
+  EXPECT_NEAR(perf->bytesPerSec, 3350e9 * 0.7, 1);
+  // A 70B model in BF16 does not fit one 80 GB card.
+  ServingModel big;
+  big.weightsMib = 140 * 1024;
+  EXPECT_FALSE(replicaPerf(big, *catalog.find("H100-80GB")));
+  EXPECT_FALSE(replicaPerf(ServingModel{}, *catalog.find("G2")));  // figures unknown
+}
+
+}  // namespace
+}  // namespace tessera::sim
