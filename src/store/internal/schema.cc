@@ -131,7 +131,10 @@ Result<int> inspect(sqlite3* db, const std::string& path, bool verify) {
     rc = sqlite3_step(raw);
     if (rc != SQLITE_ROW) return fail(readError(db, rc, path));
     const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(raw, 0));
-    const std::string result = text == nullptr ? "" : text;
+    std::string result = text == nullptr ? "" : text;
+    for (char& c : result) {
+      if (c == '\n') c = ' ';
+    }
     if (result != "ok") {
       return fail(Error::invalid(openError(path, "database is corrupt: " + result)));
     }
