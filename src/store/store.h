@@ -59,9 +59,9 @@ struct Event {
 inline constexpr std::int64_t kMustNotExist = 0;
 
 // Writes committed together, all or nothing. Kinds and names must be non-empty (kinds: at most
-// 64 of [A-Za-z0-9._-]; names: at most 512 bytes, no control characters), every JSON text must
-// parse, and a (kind, name) may appear at most once per batch; otherwise commit() fails with
-// kInvalidArgument and writes nothing.
+// 64 of [A-Za-z0-9._-]; names: at most 512 bytes of UTF-8, no control characters), every JSON
+// text must parse (and be at most 16 MiB), and a (kind, name) may appear at most once per batch;
+// otherwise commit() fails with kInvalidArgument and writes nothing.
 class Batch {
  public:
   struct Upsert {
