@@ -3,12 +3,14 @@
 // them, and deployment-wide rates. The same structs are filled by the serving simulator now
 // and by the server's scraper later, so every field names the engine metric it comes from.
 //
+// clang-format off
 //   field            vLLM                         Triton                               TGI
-//   waiting          vllm:num_requests_waiting    nv_inference_pending_request_count tgi_queue_size
-//   running          vllm:num_requests_running    (in-flight executions) tgi_batch_current_size
+//   waiting          vllm:num_requests_waiting    nv_inference_pending_request_count   tgi_queue_size
+//   running          vllm:num_requests_running    (in-flight executions)               tgi_batch_current_size
 //   kvCacheUsage     vllm:kv_cache_usage_perc     —                                    —
 //   gpuUtilization   DCGM_FI_DEV_GPU_UTIL / 100 or nv_gpu_utilization (0..1)
 //   ttft / tpot      vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds
+// clang-format on
 //
 // A metric a replica did not report is std::nullopt ("missing" in HPA terms), never 0.
 // Units: times in milliseconds on the Clock's time line, ratios in 0..1, rates per second.

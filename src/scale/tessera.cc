@@ -1,6 +1,217 @@
+// Tessera's own recommender: size the deployment for the concurrency its requests need now
+// plus the backlog it must drain, counting the replicas that are loading as capacity arriving
+// at their expectedReadyMs. Queue and KV cache are guards for when the model's inputs are off.
+//
+//   R, L    ready and loading replicas (draining ones are not capacity)
+//   mc      per-replica concurrency: the `maxConcurrency` argument, else the replicas' mean
+//           maxConcurrency, else the largest running count; when requests queue on a replica
+//           its running count is what it can really hold (KV-bound), so
+//           mc = min(mc, mean running of the ready replicas that have a queue)
+//   c       mc × targetUtilization                      (headroom for bursts)
+//   D       λ × S                                       (Little's law: requests in service)
+//   H       when a replica added now could serve: max(cold start, latest expectedReadyMs − now),
+//           where cold start = the last seen load time (expectedReadyMs − createdMs of a
+//           loading replica, when at most 15 min), else `coldStartSeconds`
+//   X       the backlog at now + H: Σ waiting now, growing by λ − k·mc/S with k ready
+//           replicas, k stepping up as each loading replica reaches its expectedReadyMs
+//   need    D + X × S / T                               (T = backlogDrainSeconds)
+//   up      ceil(need / c)
+//   down    ceil(need / (c × (1 − scaleDownTolerance)))   (scale-down keeps extra headroom)
+//   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
+//   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
+//   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
+//           call, nothing is loading and n <= current: the model underestimates, n = current + 1
+// Without λ or S: D = Σ running, need = D + Σ waiting (one slot per queued request), no
+// projection. Because the loading replicas are in the projection, a backlog that builds while
+// they load does not add more replicas unless they cannot absorb it within T of arriving.
+//
+// preferGpuShare: requests queue (mean waiting per ready replica >= 1) while the mean GPU
+// utilisation is below gpuShareUtilization and the KV cache is below its target: the
+// replicas are concurrency-bound, not compute-bound, so more of them on GPU shares serve more
+// for the same GPUs.
+//
+// Arguments (defaults): targetUtilization 0.8, maxConcurrency 0 (from the replicas),
+// backlogDrainSeconds 60, coldStartSeconds 60, kvCacheUsage 0.85, queuePerReplica 4,
+// scaleDownTolerance 0.1, gpuShareUtilization 0.4.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
 #include "scale/recommenders.h"
+#include "scale/signal_stats.h"
+
 namespace tessera::scale {
-Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArgs& args) {
-  return makeHpaRecommender(args);
+namespace {
+
+struct TesseraParams {
+  double targetUtilization = 0.8;
+  double maxConcurrency = 0;
+  double backlogDrainSeconds = 60;
+  double coldStartSeconds = 60;
+  double kvCacheUsage = 0.85;
+  double queuePerReplica = 4;
+  double scaleDownTolerance = 0.1;
+  double gpuShareUtilization = 0.4;
+};
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
 }
+
+constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
+
+int ceilCount(double x) {
+  return static_cast<int>(std::ceil(x - 1e-9));
+}
+
+class TesseraRecommender final : public Recommender {
+ public:
+  explicit TesseraRecommender(TesseraParams p) : p_(p) {}
+  std::string_view name() const override { return "tessera"; }
+  bool accountsForLoading() const override { return true; }
+
+  Recommendation recommend(const DeploymentSignals& signals, int current) override {
+    const Millis now = signals.nowMs;
+    int ready = 0;
+    double backlog = 0;
+    double running = 0;
+    double maxRunning = 0;
+    double queuedRunning = 0;  // running on replicas that have a queue
+    int queuedReplicas = 0;
+    std::vector<Millis> arrivals;  // loading replicas' expected ready times
+    for (const ReplicaSignals& r : signals.replicas) {
+      if (r.phase == ReplicaPhase::kLoading) {
+        // A load time beyond kMaxLoadMs is taken for an unset createdMs, not learned.
+        if (r.expectedReadyMs && *r.expectedReadyMs > r.createdMs &&
+            *r.expectedReadyMs - r.createdMs <= kMaxLoadMs) {
+          lastLoadMs_ = *r.expectedReadyMs - r.createdMs;
+        }
+        arrivals.push_back(r.expectedReadyMs.value_or(now + coldStartMs()));
+        continue;
+      }
+      if (r.phase != ReplicaPhase::kReady) continue;
+      ++ready;
+      backlog += r.waiting.value_or(0);
+      running += r.running.value_or(0);
+      maxRunning = std::max(maxRunning, r.running.value_or(0));
+      if (r.waiting.value_or(0) >= 1 && r.running) {
+        queuedRunning += *r.running;
+        ++queuedReplicas;
+      }
+    }
+    const int loading = static_cast<int>(arrivals.size());
+
+    double mc = p_.maxConcurrency > 0 ? p_.maxConcurrency
+                                      : meanMaxConcurrency(signals).value_or(maxRunning);
+    if (queuedReplicas > 0 && queuedRunning > 0) mc = std::min(mc, queuedRunning / queuedReplicas);
+    mc = std::max(mc, 1.0);
+    const double perReplica = mc * p_.targetUtilization;
+
+    const std::optional<double> kv = sumOverReady(signals, &ReplicaSignals::kvCacheUsage).mean();
+    const std::optional<double> gpu = sumOverReady(signals, &ReplicaSignals::gpuUtilization).mean();
+    const double meanWaiting = ready > 0 ? backlog / ready : 0;
+
+    double need = 0;
+    std::string how;
+    const bool rates =
+        signals.arrivalRatePerSec && signals.meanServiceMs && *signals.meanServiceMs > 0;
+    if (rates) {
+      const double lambda = *signals.arrivalRatePerSec;
+      const double serviceSec = *signals.meanServiceMs / 1000.0;
+      const double projected =
+          projectBacklog(now, backlog, lambda, serviceSec, mc, ready, arrivals);
+      need = lambda * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
+      how = "demand " + fmt(lambda * serviceSec) + " + backlog " + fmt(projected) + " over " +
+            fmt(p_.backlogDrainSeconds) + " s";
+    } else {
+      need = running + backlog;
+      how = "running " + fmt(running) + " + waiting " + fmt(backlog) + " (no rates)";
+    }
+
+    const int up = ceilCount(need / perReplica);
+    const int down = ceilCount(need / (perReplica * (1 - p_.scaleDownTolerance)));
+    const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
+    int n = std::max(up, kvFloor);
+    if (n < current) n = std::min(current, std::max(down, kvFloor));
+    std::string guard;
+    if (kvFloor > up && n == kvFloor) guard = "; kv " + fmt(*kv) + " > " + fmt(p_.kvCacheUsage);
+    if (ready > 0 && meanWaiting > p_.queuePerReplica && lastBacklog_ && backlog > *lastBacklog_ &&
+        loading == 0 && n <= current) {
+      n = current + 1;
+      guard = "; queue " + fmt(meanWaiting) + " per replica and growing";
+    }
+    lastBacklog_ = backlog;
+
+    Recommendation rec;
+    rec.replicas = n;
+    rec.reason =
+        "tessera: " + how + ", " + fmt(perReplica) + " per replica → " + std::to_string(n) + guard;
+    rec.preferGpuShare = ready > 0 && meanWaiting >= 1 && gpu && *gpu < p_.gpuShareUtilization &&
+                         (!kv || *kv < p_.kvCacheUsage);
+    if (rec.preferGpuShare) rec.reason += "; queue with idle GPU: prefer GPU shares";
+    return rec;
+  }
+
+ private:
+  Millis coldStartMs() const {
+    return lastLoadMs_ ? *lastLoadMs_ : static_cast<Millis>(p_.coldStartSeconds * 1000);
+  }
+
+  // The backlog when a replica asked for now could serve: waiting requests grow with arrivals
+  // beyond what the ready replicas serve at full concurrency, and loading replicas join at
+  // their expected ready times.
+  double projectBacklog(Millis now, double backlog, double lambda, double serviceSec, double mc,
+                        int ready, std::vector<Millis> arrivals) const {
+    std::sort(arrivals.begin(), arrivals.end());
+    Millis horizon = now + coldStartMs();
+    if (!arrivals.empty()) horizon = std::max(horizon, arrivals.back());
+    Millis t = now;
+    int serving = ready;
+    auto runUntil = [&](Millis until) {
+      if (until <= t) return;
+      const double seconds = static_cast<double>(until - t) / 1000.0;
+      backlog = std::max(0.0, backlog + (lambda - serving * mc / serviceSec) * seconds);
+      t = until;
+    };
+    for (Millis at : arrivals) {
+      runUntil(std::min(at, horizon));
+      ++serving;
+    }
+    runUntil(horizon);
+    return backlog;
+  }
+
+  TesseraParams p_;
+  std::optional<Millis> lastLoadMs_;
+  std::optional<double> lastBacklog_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArgs& args) {
+  ArgReader r("tessera", args);
+  TesseraParams p;
+  p.targetUtilization = r.fraction("targetUtilization", p.targetUtilization);
+  p.maxConcurrency = r.nonNegative("maxConcurrency", p.maxConcurrency);
+  p.backlogDrainSeconds = r.positive("backlogDrainSeconds", p.backlogDrainSeconds);
+  p.coldStartSeconds = r.nonNegative("coldStartSeconds", p.coldStartSeconds);
+  p.kvCacheUsage = r.fraction("kvCacheUsage", p.kvCacheUsage);
+  p.queuePerReplica = r.nonNegative("queuePerReplica", p.queuePerReplica);
+  p.gpuShareUtilization = r.fraction("gpuShareUtilization", p.gpuShareUtilization);
+  const std::optional<double> tol = r.find("scaleDownTolerance");
+  TESSERA_RETURN_IF_ERROR(r.finish());
+  if (tol) {
+    if (!std::isfinite(*tol) || *tol < 0 || *tol >= 1) {
+      return fail(Error::invalid("tessera argument 'scaleDownTolerance' = " + fmt(*tol) +
+                                 " is out of range (must be in [0, 1))"));
+    }
+    p.scaleDownTolerance = *tol;
+  }
+  return std::unique_ptr<Recommender>(std::make_unique<TesseraRecommender>(p));
+}
+
 }  // namespace tessera::scale

@@ -1,0 +1,232 @@
+// The whole autoscaler: config validation, the cold-start guard in a burst, warm pool,
+// victims, placement hint, draining replicas never counted.
+
+#include "scale/autoscaler.h"
+
+#include <gtest/gtest.h>
+
+#include "scale/test_support.h"
+
+namespace tessera::scale {
+namespace {
+
+using testing::Rep;
+
+constexpr Millis kSec = 1000;
+
+std::unique_ptr<Autoscaler> create(const AutoscalerConfig& config) {
+  auto a = Autoscaler::create(config);
+  EXPECT_TRUE(a.has_value()) << (a ? "" : a.error().message);
+  return std::move(*a);
+}
+
+std::string createError(const AutoscalerConfig& config) {
+  auto a = Autoscaler::create(config);
+  return a ? "" : a.error().message;
+}
+
+AutoscalerConfig hpaConfig() {
+  AutoscalerConfig c;
+  c.recommender = "hpa";
+  c.args = {{"queuePerReplica", 5}};
+  c.minReplicas = 1;
+  c.maxReplicas = 40;
+  c.behavior.scaleUp.policies = {{PolicyType::kPods, 100, 15}};
+  c.behavior.scaleDown.stabilizationWindowSeconds = 0;
+  return c;
+}
+
+DeploymentSignals deployment(Millis now, int ready, double waitingEach, int loading,
+                             std::optional<double> rate) {
+  DeploymentSignals s;
+  s.nowMs = now;
+  for (int i = 0; i < ready; ++i) {
+    s.replicas.push_back(Rep("r" + std::to_string(i)).waiting(waitingEach).created(i));
+  }
+  for (int i = 0; i < loading; ++i) {
+    s.replicas.push_back(Rep("l" + std::to_string(i)).loading(60 * kSec).created(1000 + i));
+  }
+  s.arrivalRatePerSec = rate;
+  return s;
+}
+
+TEST(AutoscalerCreate, ValidatesWithClearErrors) {
+  AutoscalerConfig c;
+  EXPECT_EQ(createError(c), "");  // the defaults: tessera, 1..10
+  c.minReplicas = 5;
+  c.maxReplicas = 3;
+  EXPECT_NE(createError(c).find("minReplicas = 5 is above maxReplicas = 3"), std::string::npos);
+  c = {};
+  c.minReplicas = -1;
+  EXPECT_NE(createError(c).find("minReplicas"), std::string::npos);
+  c = {};
+  c.maxReplicas = 0;
+  EXPECT_NE(createError(c).find("maxReplicas"), std::string::npos);
+  c = {};
+  c.warmReplicas = -2;
+  EXPECT_NE(createError(c).find("warmReplicas"), std::string::npos);
+  c = {};
+  c.syncPeriodSeconds = 0;
+  EXPECT_NE(createError(c).find("syncPeriodSeconds"), std::string::npos);
+  c = {};
+  c.behavior.scaleUp.stabilizationWindowSeconds = -5;
+  EXPECT_NE(createError(c).find("scaleUp.stabilizationWindowSeconds"), std::string::npos);
+  c = {};
+  c.behavior.scaleDown.policies = {{PolicyType::kPercent, 10, 60}, {PolicyType::kPods, -1, 60}};
+  EXPECT_NE(createError(c).find("scaleDown.policies[1].value"), std::string::npos);
+  c = {};
+  c.recommender = "vpa";
+  EXPECT_NE(createError(c).find("unknown recommender 'vpa'"), std::string::npos);
+  c = {};
+  c.args = {{"runningPerReplica", 5}};  // an hpa argument given to tessera
+  EXPECT_NE(createError(c).find("unknown tessera argument 'runningPerReplica'"), std::string::npos);
+  c.minReplicas = 0;  // scale to zero is allowed
+  c.args = {};
+  EXPECT_EQ(createError(c), "");
+}
+
+TEST(AutoscalerColdStart, BurstAddsOnceWhileReplicasLoad) {
+  auto a = create(hpaConfig());
+  // 2 ready with 20 waiting each: ratio 4 → 8
+  const Decision first = a->evaluate(deployment(0, 2, 20, 0, 10));
+  EXPECT_EQ(first.desiredReplicas, 8);
+  EXPECT_EQ(first.recommendedReplicas, 8);
+  // 15 s later the queue doubled while 6 load. HPA alone: 80 / 8 replicas / 5 = 2 → 16.
+  // Same arrival rate: the loading replicas cover it, no more.
+  const Decision during = a->evaluate(deployment(15 * kSec, 2, 40, 6, 10));
+  EXPECT_EQ(during.recommendedReplicas, 16);
+  EXPECT_EQ(during.desiredReplicas, 8);
+  EXPECT_NE(during.reason.find("cold start"), std::string::npos) << during.reason;
+  EXPECT_EQ(a->evaluate(deployment(30 * kSec, 2, 60, 6, 10.5)).desiredReplicas, 8);  // +5 %
+  // Demand doubled: the 8 asked for grow to ceil(8 × 2) = 16 (HPA wants 24)
+  const Decision grown = a->evaluate(deployment(45 * kSec, 2, 60, 6, 20));
+  EXPECT_EQ(grown.recommendedReplicas, 24);
+  EXPECT_EQ(grown.desiredReplicas, 16);
+}
+
+TEST(AutoscalerColdStart, WithoutTheGuardTheBacklogCascades) {
+  AutoscalerConfig c = hpaConfig();
+  c.coldStartAware = false;
+  auto a = create(c);
+  EXPECT_EQ(a->evaluate(deployment(0, 2, 20, 0, 10)).desiredReplicas, 8);
+  EXPECT_EQ(a->evaluate(deployment(15 * kSec, 2, 40, 6, 10)).desiredReplicas, 16);
+}
+
+TEST(AutoscalerColdStart, WithoutRatesTheRecommendationIsTheDemand) {
+  auto a = create(hpaConfig());
+  EXPECT_EQ(a->evaluate(deployment(0, 2, 20, 0, std::nullopt)).desiredReplicas, 8);
+  // HPA wants 40 / 8 / 5 → ceil(1 × 8) = 8: within what is loading
+  EXPECT_EQ(a->evaluate(deployment(15 * kSec, 2, 20, 6, std::nullopt)).desiredReplicas, 8);
+  // HPA wants 16 > 8 × 1.1: taken as more demand
+  EXPECT_EQ(a->evaluate(deployment(30 * kSec, 2, 40, 6, std::nullopt)).desiredReplicas, 16);
+}
+
+TEST(AutoscalerColdStart, GuardEndsWhenNothingLoads) {
+  auto a = create(hpaConfig());
+  EXPECT_EQ(a->evaluate(deployment(0, 2, 20, 0, 10)).desiredReplicas, 8);
+  // all 8 ready now and still queueing: an ordinary scale-up, 8 × 3 = 24
+  EXPECT_EQ(a->evaluate(deployment(75 * kSec, 8, 15, 0, 10)).desiredReplicas, 24);
+}
+
+TEST(AutoscalerColdStart, TesseraCountsLoadingItself) {
+  AutoscalerConfig c;
+  c.maxReplicas = 20;
+  auto a = create(c);
+  auto signals = [](Millis now, double waiting, int loading) {
+    DeploymentSignals s;
+    s.nowMs = now;
+    for (int i = 0; i < 2; ++i) {
+      s.replicas.push_back(
+          Rep("r" + std::to_string(i)).maxConcurrency(10).running(10).waiting(waiting));
+    }
+    for (int i = 0; i < loading; ++i) {
+      s.replicas.push_back(
+          Rep("l" + std::to_string(i)).maxConcurrency(10).created(0).loading(60 * kSec));
+    }
+    s.arrivalRatePerSec = 12;
+    s.meanServiceMs = 2000;
+    return s;
+  };
+  // as in tessera_test: 4, then nothing more while 2 load
+  EXPECT_EQ(a->evaluate(signals(0, 5, 0)).desiredReplicas, 4);
+  EXPECT_EQ(a->evaluate(signals(15 * kSec, 20, 2)).desiredReplicas, 4);
+  EXPECT_EQ(a->evaluate(signals(30 * kSec, 35, 2)).desiredReplicas, 4);
+}
+
+TEST(AutoscalerWarmPool, StandbyBeyondDesiredWithinMax) {
+  AutoscalerConfig c = hpaConfig();
+  c.maxReplicas = 10;
+  c.warmReplicas = 2;
+  auto a = create(c);
+  const Decision d = a->evaluate(deployment(0, 3, 5, 0, std::nullopt));  // ratio 1: 3
+  EXPECT_EQ(d.desiredReplicas, 3);
+  EXPECT_EQ(d.warmReplicas, 2);
+  EXPECT_EQ(a->evaluate(deployment(15 * kSec, 3, 15, 0, std::nullopt)).warmReplicas, 1);  // 9
+  EXPECT_EQ(a->evaluate(deployment(30 * kSec, 9, 20, 0, std::nullopt)).warmReplicas, 0);  // 10
+  AutoscalerConfig none = hpaConfig();
+  EXPECT_EQ(create(none)->evaluate(deployment(0, 3, 5, 0, std::nullopt)).warmReplicas, 0);
+}
+
+TEST(AutoscalerScaleDown, VictimsInOrder) {
+  auto a = create(hpaConfig());
+  DeploymentSignals s;
+  s.nowMs = 0;
+  s.replicas = {Rep("a").waiting(2).running(4).created(1), Rep("b").waiting(1).created(2),
+                Rep("c").waiting(1).created(3), Rep("d").waiting(0).priority(1).created(4),
+                Rep("gone").draining().created(9)};
+  // 4 serving, mean waiting 1 → ceil(0.2 × 4) = 1: three leave, never the draining one
+  const Decision d = a->evaluate(s);
+  EXPECT_EQ(d.desiredReplicas, 1);
+  EXPECT_EQ(d.victims, (std::vector<std::string>{"c", "b", "a"}));
+}
+
+TEST(AutoscalerScaleDown, DefaultWindowHoldsFiveMinutes) {
+  AutoscalerConfig c = hpaConfig();
+  c.behavior = {};
+  auto a = create(c);
+  EXPECT_EQ(a->evaluate(deployment(0, 4, 5, 0, std::nullopt)).desiredReplicas, 4);
+  const Decision held = a->evaluate(deployment(60 * kSec, 4, 1, 0, std::nullopt));
+  EXPECT_EQ(held.desiredReplicas, 4);
+  EXPECT_TRUE(held.victims.empty());
+  EXPECT_EQ(a->evaluate(deployment(300 * kSec, 4, 1, 0, std::nullopt)).desiredReplicas, 1);
+}
+
+TEST(AutoscalerScaleDown, DrainingReplicasAreNeverCapacity) {
+  auto a = create(hpaConfig());
+  DeploymentSignals s = deployment(0, 2, 10, 0, std::nullopt);
+  for (int i = 0; i < 3; ++i) {
+    s.replicas.push_back(Rep("d" + std::to_string(i)).draining().waiting(0).running(0));
+  }
+  // current is 2 (not 5); waiting 10 per ready replica → 4
+  const Decision d = a->evaluate(s);
+  EXPECT_EQ(d.desiredReplicas, 4);
+  EXPECT_TRUE(d.victims.empty());
+}
+
+TEST(AutoscalerClamp, MinMaxAndScaleFromZero) {
+  AutoscalerConfig c = hpaConfig();
+  c.minReplicas = 2;
+  c.maxReplicas = 5;
+  auto a = create(c);
+  EXPECT_EQ(a->evaluate(deployment(0, 2, 50, 0, std::nullopt)).desiredReplicas, 5);
+  auto b = create(c);
+  EXPECT_EQ(b->evaluate(deployment(0, 0, 0, 0, std::nullopt)).desiredReplicas, 2);
+}
+
+TEST(AutoscalerHint, GpuShareFromTheRecommender) {
+  AutoscalerConfig c;
+  auto a = create(c);
+  DeploymentSignals s;
+  s.replicas = {Rep("a").maxConcurrency(4).running(4).waiting(3).gpu(0.15).kv(0.3)};
+  s.arrivalRatePerSec = 4;
+  s.meanServiceMs = 2000;
+  const Decision d = a->evaluate(s);
+  EXPECT_EQ(d.placementHint, PlacementHint::kGpuShare);
+  EXPECT_GT(d.desiredReplicas, 1);
+  s.replicas[0].gpuUtilization = 0.9;
+  auto b = create(c);
+  EXPECT_EQ(b->evaluate(s).placementHint, PlacementHint::kWholeGpu);
+}
+
+}  // namespace
+}  // namespace tessera::scale

@@ -1,0 +1,186 @@
+// Tessera's recommender: Little's law plus the backlog projected over the cold start, loading
+// replicas as arriving capacity, KV and queue guards, conservative scale-down, GPU shares.
+// Numbers: maxConcurrency 10, targetUtilization 0.8 → 8 per replica; mean service 2 s, so a
+// ready replica serves 10 / 2 = 5 requests per second at full concurrency; cold start 60 s;
+// backlog drained within 60 s.
+
+#include <gtest/gtest.h>
+
+#include "scale/autoscaler.h"
+#include "scale/test_support.h"
+
+namespace tessera::scale {
+namespace {
+
+using testing::Rep;
+
+constexpr Millis kSec = 1000;
+
+std::unique_ptr<Recommender> tessera(const std::vector<std::pair<std::string, double>>& args = {}) {
+  auto r = makeRecommender("tessera", args);
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+  return std::move(*r);
+}
+
+Rep ready(const std::string& id, double running, double waiting) {
+  return Rep(id).maxConcurrency(10).running(running).waiting(waiting);
+}
+
+DeploymentSignals signals(Millis now, std::vector<ReplicaSignals> reps, std::optional<double> rate,
+                          std::optional<double> serviceMs = 2000) {
+  DeploymentSignals s = testing::at(now, std::move(reps));
+  s.arrivalRatePerSec = rate;
+  s.meanServiceMs = serviceMs;
+  return s;
+}
+
+TEST(Tessera, SteadyDemandNeedsLittlesLawReplicas) {
+  auto r = tessera();
+  // 12/s × 2 s = 24 in service; 3 ready serve 15/s > 12/s: no backlog. ceil(24 / 8) = 3
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 8, 0), ready("b", 8, 0), ready("c", 8, 0)}, 12), 3)
+                .replicas,
+            3);
+  EXPECT_TRUE(r->accountsForLoading());
+}
+
+TEST(Tessera, ScaleUpSizesForTheBacklogAtColdStart) {
+  auto r = tessera();
+  // 2 ready serve 10/s < 12/s: the backlog of 10 grows 2/s for the 60 s cold start → 130.
+  // need = 24 + 130 × 2 / 60 = 28.33 → ceil(3.54) = 4
+  const Recommendation rec =
+      r->recommend(signals(0, {ready("a", 10, 5), ready("b", 10, 5)}, 12), 2);
+  EXPECT_EQ(rec.replicas, 4);
+  EXPECT_NE(rec.reason.find("backlog"), std::string::npos) << rec.reason;
+}
+
+TEST(Tessera, LoadingReplicasAbsorbTheBacklogNoCascade) {
+  auto r = tessera();
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 5), ready("b", 10, 5)}, 12), 2).replicas, 4);
+  // 15 s later: backlog 40, two replicas arrive at 60 s. Projection to 75 s (a new replica's
+  // ready time): 45 s at +2/s → 130, then 15 s with 4 ready (20/s) at −8/s → 10.
+  // need = 24 + 10 × 2 / 60 = 24.33 → 4 = current: nothing more
+  const auto loadingA = Rep("l1").maxConcurrency(10).created(0).loading(60 * kSec);
+  const auto loadingB = Rep("l2").maxConcurrency(10).created(0).loading(60 * kSec);
+  EXPECT_EQ(
+      r->recommend(
+           signals(15 * kSec, {ready("a", 10, 20), ready("b", 10, 20), loadingA, loadingB}, 12), 4)
+          .replicas,
+      4);
+  // Demand grows to 20/s: 45 s at +10/s → 490, then 4 ready serve 20/s: 490.
+  // need = 40 + 490 × 2 / 60 = 56.33 → ceil(7.04) = 8
+  EXPECT_EQ(
+      r->recommend(
+           signals(15 * kSec, {ready("a", 10, 20), ready("b", 10, 20), loadingA, loadingB}, 20), 4)
+          .replicas,
+      8);
+}
+
+TEST(Tessera, ColdStartLearnedFromLoadingReplicas) {
+  auto r = tessera();
+  // A loading replica asked for at 0 and ready at 120 s: cold start is 120 s. At 100 s with
+  // 1 ready (5/s) at 6/s and no backlog: it arrives at 120 s, a new one would at 220 s.
+  // 20 s at +1/s → 20, then 2 ready serve 10/s: 0. need = 12 → ceil(1.5) = 2 = current.
+  const auto l = Rep("l").maxConcurrency(10).created(0).loading(120 * kSec);
+  EXPECT_EQ(r->recommend(signals(100 * kSec, {ready("a", 10, 0), l}, 6), 2).replicas, 2);
+  // Later, 1 ready at 9/s, nothing loading: cold start 120 s now. 4/s × 120 s = 480 backlog.
+  // need = 18 + 480 × 2 / 60 = 34 → ceil(4.25) = 5 (with the 60 s default: 18 + 8 = 26 → 4)
+  EXPECT_EQ(r->recommend(signals(200 * kSec, {ready("a", 10, 0)}, 9), 1).replicas, 5);
+  auto fresh = tessera();
+  EXPECT_EQ(fresh->recommend(signals(200 * kSec, {ready("a", 10, 0)}, 9), 1).replicas, 4);
+}
+
+TEST(Tessera, ScaleDownKeepsTenPercentHeadroom) {
+  auto r = tessera();
+  std::vector<ReplicaSignals> six;
+  for (int i = 0; i < 6; ++i) six.push_back(ready("r" + std::to_string(i), 4, 0));
+  // need 24: up would be 3, but a scale-down keeps 10 % more: ceil(24 / 7.2) = 4
+  EXPECT_EQ(r->recommend(signals(0, six, 12), 6).replicas, 4);
+  // 30/s: need 60 → ceil(60 / 7.2) = 9 > 6 → scale up by the plain count, ceil(60 / 8) = 8
+  EXPECT_EQ(r->recommend(signals(15 * kSec, six, 30), 6).replicas, 8);
+  // 17/s: need 34, up ceil(4.25) = 5 < 6, down ceil(4.72) = 5 → 5
+  EXPECT_EQ(r->recommend(signals(30 * kSec, six, 17), 6).replicas, 5);
+  // 21/s: need 42, up ceil(5.25) = 6 = current → stays 6 (down ceil(5.83) = 6)
+  EXPECT_EQ(r->recommend(signals(45 * kSec, six, 21), 6).replicas, 6);
+}
+
+TEST(Tessera, KvCacheGuard) {
+  auto r = tessera();
+  // 4/s × 2 s = 8 → 1 replica by demand, but KV at 0.95 on 2 ready: ceil(2 × 0.95 / 0.85) = 3
+  const Recommendation rec =
+      r->recommend(signals(0, {ready("a", 4, 0).kv(0.95), ready("b", 4, 0).kv(0.95)}, 4), 2);
+  EXPECT_EQ(rec.replicas, 3);
+  EXPECT_NE(rec.reason.find("kv"), std::string::npos) << rec.reason;
+}
+
+TEST(Tessera, QueuedReplicasRevealTheirRealConcurrency) {
+  auto r = tessera();
+  // maxConcurrency says 10, but the replicas queue at 5 running (KV-bound): mc = 5, 4 per
+  // replica, 2 ready serve 5/s < 6/s. Backlog 6 + 1/s × 60 s = 66.
+  // need = 12 + 66 × 2 / 60 = 14.2 → ceil(3.55) = 4 (trusting 10 would give 2)
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 5, 3), ready("b", 5, 3)}, 6), 2).replicas, 4);
+}
+
+TEST(Tessera, GrowingQueueAddsOneWhenTheModelSaysEnough) {
+  auto r = tessera();
+  // The model: 4/s × 2 s = 8, 2 ready serve 10/s, the queue drains: 2 replicas suffice.
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 10), ready("b", 10, 10)}, 4), 2).replicas, 2);
+  // But the queue grew (20 → 24, 6 per replica > 4) and nothing is loading: one more.
+  const Recommendation rec =
+      r->recommend(signals(15 * kSec, {ready("a", 10, 12), ready("b", 10, 12)}, 4), 2);
+  EXPECT_EQ(rec.replicas, 3);
+  EXPECT_NE(rec.reason.find("queue"), std::string::npos) << rec.reason;
+}
+
+TEST(Tessera, WithoutRatesCountsSlots) {
+  auto r = tessera();
+  // running 8 + 8 and waiting 4 + 4: 24 slots. The queued replicas hold 8 each, so
+  // 8 × 0.8 = 6.4 per replica: ceil(3.75) = 4
+  EXPECT_EQ(
+      r->recommend(signals(0, {ready("a", 8, 4), ready("b", 8, 4)}, std::nullopt), 2).replicas, 4);
+  // no queue: 16 slots / 8 → 2
+  EXPECT_EQ(
+      r->recommend(signals(0, {ready("a", 8, 0), ready("b", 8, 0)}, 5, std::nullopt), 2).replicas,
+      2);
+}
+
+TEST(Tessera, DrainingReplicasAreNotCapacity) {
+  auto r = tessera();
+  // As ScaleUpSizesForTheBacklogAtColdStart: the draining replica neither serves nor queues.
+  const auto d = Rep("d").draining().maxConcurrency(10).running(10).waiting(50);
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 5), ready("b", 10, 5), d}, 12), 2).replicas, 4);
+}
+
+TEST(Tessera, IdleGoesToZero) {
+  auto r = tessera();
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 0, 0)}, 0), 1).replicas, 0);
+}
+
+TEST(Tessera, PrefersGpuSharesWhenQueueingOnIdleGpus) {
+  auto r = tessera();
+  auto rec = [&](double gpu, double kv) {
+    return r->recommend(
+        signals(0, {ready("a", 10, 2).gpu(gpu).kv(kv), ready("b", 10, 2).gpu(gpu).kv(kv)}, 12), 2);
+  };
+  EXPECT_TRUE(rec(0.2, 0.3).preferGpuShare);
+  EXPECT_FALSE(rec(0.6, 0.3).preferGpuShare);  // compute-bound
+  EXPECT_FALSE(rec(0.2, 0.9).preferGpuShare);  // KV cache is the limit
+  EXPECT_FALSE(r->recommend(signals(0, {ready("a", 3, 0).gpu(0.1)}, 1), 1).preferGpuShare);
+}
+
+TEST(Tessera, ArgumentsAreValidated) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, double>>{{"targetUtilization", 1.5},
+                                                   {"backlogDrainSeconds", 0},
+                                                   {"kvCacheUsage", 0},
+                                                   {"scaleDownTolerance", 1},
+                                                   {"coldStartSeconds", -1},
+                                                   {"gpuShare", 0.4}}) {
+    auto r = makeRecommender("tessera", {{key, value}});
+    ASSERT_FALSE(r) << key;
+    EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().message;
+  }
+  EXPECT_TRUE(makeRecommender("tessera", {{"backlogDrainSeconds", 30}, {"coldStartSeconds", 120}}));
+}
+
+}  // namespace
+}  // namespace tessera::scale
