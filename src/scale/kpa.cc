@@ -13,7 +13,8 @@
 //
 // Every call records one sample: total concurrency = Σ (running + waiting) over the ready
 // replicas that report either, scaled up to all ready replicas (Knative's queue-proxy counts
-// queued and running requests). Samples older than the stable window are dropped.
+// queued and running requests), plus bufferedRequests (its activator's). Samples older than
+// the stable window are dropped.
 //   ready = max(1, ready replicas); target = containerConcurrency × targetUtilization
 //   dspc = ceil(mean of samples in the stable window / target)
 //   dppc = ceil(mean of samples in the panic window / target)
@@ -73,7 +74,11 @@ class KpaRecommender final : public Recommender {
       ++reporting;
       observed += r.running.value_or(0) + r.waiting.value_or(0);
     }
-    if (reporting > 0) samples_.push_back({now, observed * readyCount / reporting});
+    // Requests buffered in front of the replicas count as Knative's activator reports them.
+    if (reporting > 0 || signals.bufferedRequests) {
+      const double onReplicas = reporting > 0 ? observed * readyCount / reporting : 0;
+      samples_.push_back({now, onReplicas + signals.bufferedRequests.value_or(0)});
+    }
     while (!samples_.empty() && samples_.front().atMs <= now - stableMs) samples_.pop_front();
     if (samples_.empty()) return {current, "kpa: no concurrency samples; no change"};
 

@@ -101,6 +101,13 @@ TEST(Kpa, ScaleDownDelayKeepsTheMaximum) {
   EXPECT_EQ(r->recommend(at(31 * kSec, busy(4, 3.5)), 4).replicas, 2);
 }
 
+TEST(Kpa, BufferedRequestsScaleFromZero) {
+  auto r = kpa();
+  DeploymentSignals s = at(0, {});
+  s.bufferedRequests = 14;
+  EXPECT_EQ(r->recommend(s, 0).replicas, 2);  // 14 / 7, ready counted as 1
+}
+
 TEST(Kpa, NoSamplesKeepCurrent) {
   auto r = kpa();
   EXPECT_EQ(r->recommend(at(0, {Rep("a"), Rep("l").loading()}), 2).replicas, 2);

@@ -52,9 +52,12 @@ struct DeploymentSignals {
   std::vector<ReplicaSignals> replicas;
   // Over the recommender's observation window; nullopt when not measured.
   std::optional<double> arrivalRatePerSec;  // requests arriving per second
-  std::optional<double> meanServiceMs;      // mean time a request spends being served
-  std::optional<double> ttftP99Ms;          // time to first token, p99
-  std::optional<double> tpotMs;             // time per output token, mean
+  // Requests held in front of the replicas (a router or activator buffer, e.g. while no
+  // replica is ready), not in any replica's `waiting`; nullopt when there is no such buffer.
+  std::optional<double> bufferedRequests;
+  std::optional<double> meanServiceMs;  // mean time a request spends being served
+  std::optional<double> ttftP99Ms;      // time to first token, p99
+  std::optional<double> tpotMs;         // time per output token, mean
 };
 
 }  // namespace tessera::scale

@@ -4,15 +4,16 @@
 //
 //   R, L    ready and loading replicas (draining ones are not capacity)
 //   mc      per-replica concurrency: the `maxConcurrency` argument, else the replicas' mean
-//           maxConcurrency, else the largest running count; when requests queue on a replica
-//           its running count is what it can really hold (KV-bound), so
-//           mc = min(mc, mean running of the ready replicas that have a queue)
+//           maxConcurrency, else the last one seen, else the largest running count (>= 1); a
+//           replica that queues with its KV cache at or above kvCacheUsage holds no more than it
+//           runs, so mc = min(mc, mean running of such replicas)
 //   c       mc × targetUtilization                      (headroom for bursts)
 //   D       λ × S                                       (Little's law: requests in service)
 //   H       when a replica added now could serve: max(cold start, latest expectedReadyMs − now),
 //           where cold start = the last seen load time (expectedReadyMs − createdMs of a
 //           loading replica, when at most 15 min), else `coldStartSeconds`
-//   X       the backlog at now + H: Σ waiting now, growing by λ − k·mc/S with k ready
+//   X       the backlog at now + H: Σ waiting now (plus bufferedRequests), growing by λ − k·mc/S
+//   with k ready
 //           replicas, k stepping up as each loading replica reaches its expectedReadyMs
 //   need    D + X × S / T                               (T = backlogDrainSeconds)
 //   up      ceil(need / c)
@@ -25,8 +26,8 @@
 // projection. Because the loading replicas are in the projection, a backlog that builds while
 // they load does not add more replicas unless they cannot absorb it within T of arriving.
 //
-// preferGpuShare: requests queue (mean waiting per ready replica >= 1) while the mean GPU
-// utilisation is below gpuShareUtilization and the KV cache is below its target: the
+// preferGpuShare (on a scale-up): requests queue (mean waiting per ready replica >= 1) while the
+// mean GPU utilisation is below gpuShareUtilization and the KV cache is below its target: the
 // replicas are concurrency-bound, not compute-bound, so more of them on GPU shares serve more
 // for the same GPUs.
 //
@@ -98,22 +99,28 @@ class TesseraRecommender final : public Recommender {
       backlog += r.waiting.value_or(0);
       running += r.running.value_or(0);
       maxRunning = std::max(maxRunning, r.running.value_or(0));
-      if (r.waiting.value_or(0) >= 1 && r.running) {
+      // A queue while the KV cache is full: the replica holds no more than it runs now.
+      if (r.waiting.value_or(0) >= 1 && r.running && r.kvCacheUsage &&
+          *r.kvCacheUsage >= p_.kvCacheUsage) {
         queuedRunning += *r.running;
         ++queuedReplicas;
       }
     }
     const int loading = static_cast<int>(arrivals.size());
+    const double buffered = signals.bufferedRequests.value_or(0);
+    backlog += buffered;
 
-    double mc = p_.maxConcurrency > 0 ? p_.maxConcurrency
-                                      : meanMaxConcurrency(signals).value_or(maxRunning);
+    std::optional<double> known = p_.maxConcurrency > 0 ? std::optional<double>(p_.maxConcurrency)
+                                                        : meanMaxConcurrency(signals);
+    if (known) lastConcurrency_ = *known;
+    double mc = known ? *known : lastConcurrency_.value_or(maxRunning);
     if (queuedReplicas > 0 && queuedRunning > 0) mc = std::min(mc, queuedRunning / queuedReplicas);
     mc = std::max(mc, 1.0);
     const double perReplica = mc * p_.targetUtilization;
 
     const std::optional<double> kv = sumOverReady(signals, &ReplicaSignals::kvCacheUsage).mean();
     const std::optional<double> gpu = sumOverReady(signals, &ReplicaSignals::gpuUtilization).mean();
-    const double meanWaiting = ready > 0 ? backlog / ready : 0;
+    const double meanWaiting = ready > 0 ? (backlog - buffered) / ready : 0;
 
     double need = 0;
     std::string how;
@@ -150,8 +157,8 @@ class TesseraRecommender final : public Recommender {
     rec.replicas = n;
     rec.reason =
         "tessera: " + how + ", " + fmt(perReplica) + " per replica → " + std::to_string(n) + guard;
-    rec.preferGpuShare = ready > 0 && meanWaiting >= 1 && gpu && *gpu < p_.gpuShareUtilization &&
-                         (!kv || *kv < p_.kvCacheUsage);
+    rec.preferGpuShare = n > current && ready > 0 && meanWaiting >= 1 && gpu &&
+                         *gpu < p_.gpuShareUtilization && (!kv || *kv < p_.kvCacheUsage);
     if (rec.preferGpuShare) rec.reason += "; queue with idle GPU: prefer GPU shares";
     return rec;
   }
@@ -188,6 +195,7 @@ class TesseraRecommender final : public Recommender {
   TesseraParams p_;
   std::optional<Millis> lastLoadMs_;
   std::optional<double> lastBacklog_;
+  std::optional<double> lastConcurrency_;  // for when no replica is left to tell
 };
 
 }  // namespace

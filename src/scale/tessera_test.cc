@@ -114,10 +114,17 @@ TEST(Tessera, KvCacheGuard) {
 
 TEST(Tessera, QueuedReplicasRevealTheirRealConcurrency) {
   auto r = tessera();
-  // maxConcurrency says 10, but the replicas queue at 5 running (KV-bound): mc = 5, 4 per
-  // replica, 2 ready serve 5/s < 6/s. Backlog 6 + 1/s × 60 s = 66.
+  // maxConcurrency says 10, but the replicas queue at 5 running with a full KV cache: mc = 5,
+  // 4 per replica, 2 ready serve 5/s < 6/s. Backlog 6 + 1/s × 60 s = 66.
   // need = 12 + 66 × 2 / 60 = 14.2 → ceil(3.55) = 4 (trusting 10 would give 2)
-  EXPECT_EQ(r->recommend(signals(0, {ready("a", 5, 3), ready("b", 5, 3)}, 6), 2).replicas, 4);
+  EXPECT_EQ(
+      r->recommend(signals(0, {ready("a", 5, 3).kv(0.9), ready("b", 5, 3).kv(0.9)}, 6), 2).replicas,
+      4);
+  // The same queue with KV to spare is taken for requests between two iterations: mc stays 10,
+  // 2 ready serve 10/s, the queue drains: need 12 → 2
+  EXPECT_EQ(
+      r->recommend(signals(0, {ready("a", 5, 3).kv(0.5), ready("b", 5, 3).kv(0.5)}, 6), 2).replicas,
+      2);
 }
 
 TEST(Tessera, GrowingQueueAddsOneWhenTheModelSaysEnough) {
@@ -133,10 +140,14 @@ TEST(Tessera, GrowingQueueAddsOneWhenTheModelSaysEnough) {
 
 TEST(Tessera, WithoutRatesCountsSlots) {
   auto r = tessera();
-  // running 8 + 8 and waiting 4 + 4: 24 slots. The queued replicas hold 8 each, so
-  // 8 × 0.8 = 6.4 per replica: ceil(3.75) = 4
+  // running 8 + 8 and waiting 4 + 4: 24 slots / 8 → 3
   EXPECT_EQ(
-      r->recommend(signals(0, {ready("a", 8, 4), ready("b", 8, 4)}, std::nullopt), 2).replicas, 4);
+      r->recommend(signals(0, {ready("a", 8, 4), ready("b", 8, 4)}, std::nullopt), 2).replicas, 3);
+  // the same with full KV caches: they hold 8 each, 6.4 per replica → ceil(3.75) = 4
+  EXPECT_EQ(r->recommend(
+                 signals(0, {ready("a", 8, 4).kv(0.9), ready("b", 8, 4).kv(0.9)}, std::nullopt), 2)
+                .replicas,
+            4);
   // no queue: 16 slots / 8 → 2
   EXPECT_EQ(
       r->recommend(signals(0, {ready("a", 8, 0), ready("b", 8, 0)}, 5, std::nullopt), 2).replicas,
@@ -148,6 +159,27 @@ TEST(Tessera, DrainingReplicasAreNotCapacity) {
   // As ScaleUpSizesForTheBacklogAtColdStart: the draining replica neither serves nor queues.
   const auto d = Rep("d").draining().maxConcurrency(10).running(10).waiting(50);
   EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 5), ready("b", 10, 5), d}, 12), 2).replicas, 4);
+}
+
+TEST(Tessera, BufferedRequestsAreBacklog) {
+  auto r = tessera({{"maxConcurrency", 10}});
+  // Nothing ready, nothing loading, 30 requests buffered at the router, 1/s × 2 s:
+  // backlog 30 + 1/s × 60 s = 90 → need 2 + 90 × 2 / 60 = 5 → ceil(0.625) = 1
+  DeploymentSignals s = signals(0, {}, 1);
+  s.bufferedRequests = 30;
+  EXPECT_EQ(r->recommend(s, 0).replicas, 1);
+  // 300 buffered: 360 → need 2 + 12 = 14 → ceil(1.75) = 2
+  s.bufferedRequests = 300;
+  EXPECT_EQ(r->recommend(s, 0).replicas, 2);
+}
+
+TEST(Tessera, RemembersConcurrencyAcrossScaleToZero) {
+  auto r = tessera();
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 0, 0)}, 0), 1).replicas, 0);
+  // No replica left to tell maxConcurrency: the last seen 10 is used, as above → 2
+  DeploymentSignals s = signals(15 * kSec, {}, 1);
+  s.bufferedRequests = 300;
+  EXPECT_EQ(r->recommend(s, 0).replicas, 2);
 }
 
 TEST(Tessera, IdleGoesToZero) {
