@@ -173,9 +173,11 @@ TEST(Schema, RefusesACorruptDatabase) {
   {
     auto store = Store::open(path);
     ASSERT_TRUE(store);
+    const std::string json = "[\"" + std::string(500, 'a') + "\"]";
     for (int i = 0; i < 50; ++i) {
-      ASSERT_TRUE((*store)->commit(
-          Batch().upsert("node", "n" + std::to_string(i), "\"" + std::string(500, 'a') + "\"")));
+      std::string name = "n";
+      name += std::to_string(i);
+      ASSERT_TRUE((*store)->commit(Batch().upsert("node", name, json)));
     }
   }  // the last close checkpoints the WAL into the file
   std::string bytes = readBytes(path);
