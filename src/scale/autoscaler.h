@@ -12,6 +12,9 @@
 //   //   or a GPU share for replicas to add.
 //
 // Time comes only from DeploymentSignals::nowMs (virtual in the simulator).
+//
+// Threading: an Autoscaler (and the Recommender inside it) keeps history and is used from one
+// thread; one per deployment. docs/autoscaling.md describes every formula.
 
 #include <memory>
 #include <optional>

@@ -24,6 +24,7 @@
 // Kubernetes keeps metric values as integer milli-units and truncates the mean to one; this
 // works in doubles (differences below 0.001 of a unit).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -166,7 +167,10 @@ Result<std::unique_ptr<Recommender>> makeHpaRecommender(const RecommenderArgs& a
     if (m.name == "gpuUtilization") m.field = &ReplicaSignals::gpuUtilization;
   }
   if (down >= 1) {
-    return fail(Error::invalid("hpa argument 'scaleDownTolerance' = " + fmt(down) +
+    const bool own = std::any_of(args.begin(), args.end(),
+                                 [](const auto& a) { return a.first == "scaleDownTolerance"; });
+    return fail(Error::invalid(std::string("hpa argument '") +
+                               (own ? "scaleDownTolerance" : "tolerance") + "' = " + fmt(down) +
                                " is out of range (must be < 1)"));
   }
   return std::unique_ptr<Recommender>(

@@ -163,6 +163,9 @@ TEST(Hpa, ArgumentsAreValidated) {
   auto tol = makeRecommender("hpa", {{"tolerance", -0.1}});
   ASSERT_FALSE(tol);
   EXPECT_NE(tol.error().message.find("tolerance"), std::string::npos);
+  auto wide = makeRecommender("hpa", {{"tolerance", 1.0}});
+  ASSERT_FALSE(wide);
+  EXPECT_NE(wide.error().message.find("'tolerance'"), std::string::npos) << wide.error().message;
   auto twice = makeRecommender("hpa", {{"queuePerReplica", 5}, {"queuePerReplica", 6}});
   ASSERT_FALSE(twice);
   EXPECT_NE(twice.error().message.find("twice"), std::string::npos);
