@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "cmd_catalog.h"
 #include "cmd_place.h"
+#include "cmd_serve.h"
 #include "cmd_simulate.h"
 
 namespace {
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
   addOutputFlag(*catalogCmd, catalogOutput);
 
   tessera::cli::SimulateCommand simulate(app);
+  tessera::cli::ServeCommand serve(app);
 
   CLI::App* versionCmd = app.add_subcommand("version", "Print the version");
   OutputFlag versionOutput;
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
       return tessera::cli::runCatalog(catalog, std::cout, std::cerr);
     }
     if (simulate.parsed()) return simulate.run(std::cout, std::cerr);
+    if (serve.parsed()) return serve.run(std::cout, std::cerr);
     if (versionCmd->parsed()) return runVersion(versionOutput.format());
   } catch (const std::exception& e) {
     // Errors are values across modules; an exception reaching here is a bug.

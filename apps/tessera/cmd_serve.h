@@ -1,0 +1,35 @@
+#pragma once
+// `tessera serve`: the control plane as a service (HTTP API, kube-scheduler extender,
+// Prometheus metrics). docs/cli.md and docs/api.md describe it.
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+struct ServeOptions {
+  std::string listen = "127.0.0.1:8080";
+  std::optional<std::string> tokenFile;  // else $TESSERA_API_TOKEN
+  bool insecureNoAuth = false;
+  std::optional<std::string> clusterPath;
+  std::optional<std::string> profilePath;
+  std::string tlsCert, tlsKey;
+  std::size_t maxBodyBytes = 8u << 20;
+  int threads = 8;
+};
+
+class ServeCommand {
+ public:
+  explicit ServeCommand(CLI::App& app);
+  bool parsed() const { return command_->parsed(); }
+  int run(std::ostream& out, std::ostream& err);
+
+ private:
+  CLI::App* command_;
+  ServeOptions options_;
+};
+
+}  // namespace tessera::cli

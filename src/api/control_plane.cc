@@ -1,0 +1,571 @@
+#include "api/control_plane.h"
+
+#include <algorithm>
+#include <chrono>
+#include <regex>
+#include <set>
+
+#include "config/loaders.h"
+#include "config/seed.h"
+#include "sched/state_json.h"
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kBody = "body";
+
+// The loaders name "body:<line>: <wrapper>[0].<field>: <problem>"; a client wants the field
+// relative to what it sent: "<field>: <problem>".
+Error relativeToBody(const Error& e, std::string_view wrapper) {
+  std::string m = e.message;
+  static const std::regex prefix(R"(^body:\d+: )");
+  m = std::regex_replace(m, prefix, "");
+  const std::string item = std::string(wrapper) + "[0].";
+  if (m.starts_with(item)) m.erase(0, item.size());
+  const std::string whole = std::string(wrapper) + "[0]: ";
+  if (m.starts_with(whole)) m.erase(0, whole.size() - 2);
+  return Error{e.code, m};
+}
+
+Result<const json*> member(const json& obj, std::string_view key, std::string_view path) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return static_cast<const json*>(nullptr);
+  (void)path;
+  return &*it;
+}
+
+Error fieldError(std::string_view path, std::string_view problem) {
+  return Error::invalid(std::string(path) + ": " + std::string(problem));
+}
+
+Result<std::int64_t> intField(const json& obj, std::string_view key, std::string_view path,
+                              std::int64_t min, std::int64_t max, std::int64_t fallback) {
+  auto m = member(obj, key, path);
+  if (*m == nullptr) return fallback;
+  const std::string where = std::string(path) + "." + std::string(key);
+  if (!(*m)->is_number_integer()) return fail(fieldError(where, "expected an integer"));
+  const auto v = (*m)->get<std::int64_t>();
+  if (v < min || v > max) {
+    return fail(fieldError(where, "must be between " + std::to_string(min) + " and " +
+                                      std::to_string(max) + ", got " + std::to_string(v)));
+  }
+  return v;
+}
+
+Result<void> onlyKeys(const json& obj, std::string_view path,
+                      std::initializer_list<std::string_view> allowed) {
+  if (!obj.is_object()) return fail(fieldError(path, "expected an object"));
+  for (const auto& [k, v] : obj.items()) {
+    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+      std::string known;
+      for (std::string_view a : allowed) known += (known.empty() ? "" : ", ") + std::string(a);
+      return fail(fieldError(std::string(path) + "." + k, "unknown field (known: " + known + ")"));
+    }
+  }
+  return {};
+}
+
+const char* phaseName(sched::ReplicaPhase p) {
+  return p == sched::ReplicaPhase::kLoaded ? "loaded" : "reserved";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ControlPlane>> ControlPlane::create(const model::GpuCatalog& catalog,
+                                                           const Clock& clock,
+                                                           ControlPlaneConfig config) {
+  sched::PluginRegistry registry;
+  sched::registerBuiltinPlugins(registry);
+  auto plugins = sched::buildPlugins(config.profile, registry);
+  if (!plugins) return fail(plugins.error());
+  return std::unique_ptr<ControlPlane>(
+      new ControlPlane(catalog, clock, std::move(config), std::move(*plugins)));
+}
+
+ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
+                           ControlPlaneConfig config, sched::PluginSet plugins)
+    : catalog_(catalog),
+      clock_(clock),
+      config_(std::move(config)),
+      state_(catalog_, clock_, config_.profile.options),
+      engine_(std::move(plugins), config_.profile.options) {
+  extender_ = std::make_unique<k8s::Extender>(
+      state_, engine_, [this](std::string_view name) { return findModel(name); });
+}
+
+void ControlPlane::record(std::string type, std::string subject, std::string message) {
+  events_.push_back(
+      {nextSeq_++, clock_.nowMs(), std::move(type), std::move(subject), std::move(message)});
+  while (events_.size() > config_.eventHistory) events_.pop_front();
+}
+
+Result<void> ControlPlane::loadCluster(const config::ClusterFile& file, const std::string& source) {
+  for (const model::NodeSpec& n : file.nodes) {
+    if (nodeSpecs_.contains(n.name)) {
+      return fail(Error::exists(source + ": node " + n.name + " is already registered"));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(config::seedClusterState(state_, file, source));
+  for (const model::NodeSpec& n : file.nodes) {
+    nodeSpecs_.emplace(n.name, n);
+    record("NodeRegistered", n.name, "from " + source);
+  }
+  for (const model::ModelProfile& m : file.models) models_.insert_or_assign(m.name, m);
+  for (const config::ExistingReplica& r : file.replicas) {
+    record("ReplicaAdopted", r.replicaId, "running on " + r.node + " (" + source + ")");
+  }
+  return {};
+}
+
+// ---- nodes ---------------------------------------------------------------------------------
+
+Result<model::NodeSpec> ControlPlane::parseNode(const json& body) const {
+  if (!body.is_object()) return fail(Error::invalid("body: expected a node object"));
+  model::GpuCatalog scratch = catalog_;  // a node body cannot add GPU types
+  auto file = config::parseClusterYaml(json{{"nodes", json::array({body})}}.dump(1),
+                                       std::string(kBody), scratch);
+  if (!file) return fail(relativeToBody(file.error(), "nodes"));
+  if (file->nodes.size() != 1) return fail(Error::invalid("body: expected one node"));
+  return std::move(file->nodes.front());
+}
+
+Result<json> ControlPlane::registerNode(const json& body) {
+  auto spec = parseNode(body);
+  if (!spec) return fail(spec.error());
+  if (nodeSpecs_.contains(spec->name)) {
+    return fail(Error::exists("node " + spec->name + " is already registered"));
+  }
+  TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeAdded{*spec}));
+  const std::string name = spec->name;
+  record("NodeRegistered", name,
+         std::to_string(spec->gpus.size()) + " GPU" + (spec->gpus.size() == 1 ? "" : "s"));
+  nodeSpecs_.emplace(name, std::move(*spec));
+  return nodeJson(*state_.findNode(name));
+}
+
+Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
+  const auto it = nodeSpecs_.find(node);
+  if (it == nodeSpecs_.end())
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body", {"gpus", "cachedModels", "healthy"}));
+  // Validate everything before applying anything.
+  std::vector<sched::GpuTelemetry> telemetry;
+  if (auto gpus = member(body, "gpus", "body"); *gpus != nullptr) {
+    if (!(*gpus)->is_array()) return fail(fieldError("gpus", "expected an array"));
+    for (std::size_t i = 0; i < (*gpus)->size(); ++i) {
+      const json& g = (**gpus)[i];
+      const std::string path = "gpus[" + std::to_string(i) + "]";
+      TESSERA_RETURN_IF_ERROR(
+          onlyKeys(g, path, {"id", "usedMib", "utilization", "healthy", "replicaUsedMib"}));
+      sched::GpuTelemetry t;
+      t.node = std::string(node);
+      const auto id = g.find("id");
+      if (id == g.end() || !id->is_string()) return fail(fieldError(path + ".id", "required text"));
+      t.gpuId = id->get<std::string>();
+      if (!state_.findGpu(node, t.gpuId)) {
+        return fail(fieldError(path + ".id",
+                               "node " + std::string(node) + " has no GPU \"" + t.gpuId + "\""));
+      }
+      auto used = intField(g, "usedMib", path, 0, std::int64_t{1} << 40, 0);
+      if (!used) return fail(used.error());
+      t.usedMib = *used;
+      if (const auto u = g.find("utilization"); u != g.end()) {
+        if (!u->is_number() || u->get<double>() < 0 || u->get<double>() > 1) {
+          return fail(fieldError(path + ".utilization", "expected a number from 0 to 1"));
+        }
+        t.utilizationMilli = static_cast<std::int32_t>(u->get<double>() * 1000 + 0.5);
+      }
+      if (const auto h = g.find("healthy"); h != g.end()) {
+        if (!h->is_boolean()) return fail(fieldError(path + ".healthy", "expected true or false"));
+        t.healthy = h->get<bool>();
+      }
+      if (const auto r = g.find("replicaUsedMib"); r != g.end()) {
+        if (!r->is_object())
+          return fail(fieldError(path + ".replicaUsedMib", "expected an object"));
+        for (const auto& [rid, mib] : r->items()) {
+          if (!mib.is_number_integer() || mib.get<std::int64_t>() < 0) {
+            return fail(fieldError(path + ".replicaUsedMib." + rid, "expected a MiB count >= 0"));
+          }
+          t.replicaUsedMib[rid] = mib.get<std::int64_t>();
+        }
+      }
+      telemetry.push_back(std::move(t));
+    }
+  }
+  std::optional<model::NodeSpec> updated;
+  if (body.contains("cachedModels") || body.contains("healthy")) {
+    updated = it->second;
+    if (const auto c = body.find("cachedModels"); c != body.end()) {
+      if (!c->is_array()) return fail(fieldError("cachedModels", "expected an array of names"));
+      updated->cachedModels.clear();
+      for (const json& m : *c) {
+        if (!m.is_string()) return fail(fieldError("cachedModels", "expected an array of names"));
+        updated->cachedModels.push_back(m.get<std::string>());
+      }
+    }
+    if (const auto h = body.find("healthy"); h != body.end()) {
+      if (!h->is_boolean()) return fail(fieldError("healthy", "expected true or false"));
+      updated->healthy = h->get<bool>();
+    }
+  }
+  // Everything was checked above, so the events below cannot be refused half-way (the
+  // books validate them again; a refusal there would be a bug, reported as such).
+  if (updated) {
+    TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeUpdated{*updated}));
+    it->second = std::move(*updated);
+  }
+  for (const auto& t : telemetry) {
+    if (auto applied = state_.apply(t); !applied) {
+      return fail(
+          Error::internal("telemetry refused after validation: " + applied.error().message));
+    }
+    // Keep the registered spec's GPU health in step, so a later cordon does not undo it.
+    for (model::GpuSpec& g : it->second.gpus) {
+      if (g.id == t.gpuId) g.healthy = t.healthy;
+    }
+  }
+  return json{{"node", std::string(node)}, {"gpus", telemetry.size()}};
+}
+
+Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
+  const auto it = nodeSpecs_.find(node);
+  if (it == nodeSpecs_.end())
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  model::NodeSpec spec = it->second;
+  spec.cordoned = cordoned;
+  TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeUpdated{spec}));
+  it->second = std::move(spec);
+  record(cordoned ? "NodeCordoned" : "NodeUncordoned", std::string(node), "");
+  return nodeJson(*state_.findNode(node));
+}
+
+Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
+  const auto it = nodeSpecs_.find(node);
+  if (it == nodeSpecs_.end())
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  auto removed = state_.apply(sched::NodeRemoved{std::string(node), force});
+  if (!removed) return fail(Error{ErrorCode::kFailedPrecondition, removed.error().message});
+  nodeSpecs_.erase(it);
+  record("NodeRemoved", std::string(node), force ? "forced" : "");
+  return json{{"node", std::string(node)}, {"removed", true}};
+}
+
+json ControlPlane::nodeJson(sched::NodeId id) const {
+  const sched::NodeRecord& n = state_.node(id);
+  json gpus = json::array();
+  for (sched::GpuId g : n.gpuIds) gpus.push_back(sched::gpuJson(state_, state_.gpu(g)));
+  json replicas = json::array();
+  for (sched::ReplicaId r : n.replicas) replicas.push_back(state_.replica(r).placement.replicaId);
+  return {{"name", n.spec.name},
+          {"healthy", n.spec.healthy},
+          {"cordoned", n.spec.cordoned},
+          {"labels", n.spec.labels},
+          {"cpuMilli", n.spec.cpuMilli},
+          {"bookedCpuMilli", n.bookedCpuMilli},
+          {"hostMemoryMib", n.spec.hostMemoryMib},
+          {"bookedHostMemoryMib", n.bookedHostMemoryMib},
+          {"cachedModels", n.spec.cachedModels},
+          {"gpus", std::move(gpus)},
+          {"replicas", std::move(replicas)}};
+}
+
+json ControlPlane::listNodes() const {
+  json out = json::array();
+  for (std::size_t i = 0; i < state_.nodes().size(); ++i) {
+    if (!state_.nodes()[i].removed) out.push_back(nodeJson(static_cast<sched::NodeId>(i)));
+  }
+  return json{{"nodes", std::move(out)}};
+}
+
+Result<json> ControlPlane::getNode(std::string_view node) const {
+  const auto id = state_.findNode(node);
+  if (!id || state_.node(*id).removed) {
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  }
+  return nodeJson(*id);
+}
+
+// ---- models --------------------------------------------------------------------------------
+
+Result<json> ControlPlane::putModel(const json& body) {
+  if (!body.is_object()) return fail(Error::invalid("body: expected a model profile object"));
+  auto file = config::parseRequestsYaml(
+      json{{"models", json::array({body})}, {"requests", json::array()}}.dump(1),
+      std::string(kBody), {});
+  if (!file) return fail(relativeToBody(file.error(), "models"));
+  model::ModelProfile profile = std::move(file->models.front());
+  const bool replaced = models_.contains(profile.name);
+  record(replaced ? "ModelUpdated" : "ModelRegistered", profile.name,
+         std::to_string(profile.memoryPerGpuMib()) + " MiB per GPU");
+  const std::string name = profile.name;
+  models_.insert_or_assign(name, std::move(profile));
+  return getModel(name);
+}
+
+std::optional<model::ModelProfile> ControlPlane::findModel(std::string_view name) const {
+  const auto it = models_.find(name);
+  if (it == models_.end()) return std::nullopt;
+  return it->second;
+}
+
+Result<json> ControlPlane::getModel(std::string_view name) const {
+  const auto it = models_.find(name);
+  if (it == models_.end())
+    return fail(Error::notFound("model " + std::string(name) + " is not registered"));
+  const model::ModelProfile& p = it->second;
+  return json{{"name", p.name},
+              {"weightsMib", p.weightsMib},
+              {"kvCacheMib", p.kvCacheMib},
+              {"overheadMib", p.overheadMib},
+              {"memoryPerGpuMib", p.memoryPerGpuMib()},
+              {"computeMilli", p.computeMilli},
+              {"gpusPerReplica", p.gpusPerReplica},
+              {"priority", p.priority}};
+}
+
+json ControlPlane::listModels() const {
+  json out = json::array();
+  for (const auto& [name, p] : models_) out.push_back(*getModel(name));
+  return json{{"models", std::move(out)}};
+}
+
+// ---- replicas ------------------------------------------------------------------------------
+
+std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body) {
+  auto bad = [](Error e) { return std::unexpected(DetailedError{std::move(e), nullptr}); };
+  if (!body.is_object()) return bad(Error::invalid("body: expected a replica request object"));
+  std::vector<model::ModelProfile> known;
+  for (const auto& [name, p] : models_) known.push_back(p);
+  auto file = config::parseRequestsYaml(json{{"requests", json::array({body})}}.dump(1),
+                                        std::string(kBody), known);
+  if (!file) return bad(relativeToBody(file.error(), "requests"));
+  for (const auto& r : file->requests) {
+    if (state_.findReplica(r.replicaId)) {
+      return bad(Error::exists("replica " + r.replicaId + " is already placed"));
+    }
+  }
+  // All or nothing: place one by one, and unload the ones already placed when one fails.
+  std::vector<std::string> placed;
+  for (const auto& r : file->requests) {
+    const auto start = std::chrono::steady_clock::now();
+    sched::Decision d = engine_.place(state_, r);
+    decisionLatency_.observe(
+        {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (!d.placement) {
+      for (const std::string& id : placed) (void)state_.apply(sched::ReplicaUnloaded{id});
+      placements_.add({{"result", "unplaceable"}});
+      record("ReplicaUnplaceable", r.replicaId, d.summary);
+      json detail = {{"replica", r.replicaId},
+                     {"summary", d.summary},
+                     {"rejections", sched::rejectionsJson(d.rejections)}};
+      const ErrorCode code =
+          d.requestRefused ? ErrorCode::kInvalidArgument : ErrorCode::kResourceExhausted;
+      return std::unexpected(
+          DetailedError{Error{code, "replica " + r.replicaId + " does not fit: " + d.summary},
+                        std::move(detail)});
+    }
+    placed.push_back(r.replicaId);
+  }
+  json out = json::array();
+  for (const std::string& id : placed) {
+    const sched::ReplicaId rid = *state_.findReplica(id);
+    placements_.add({{"result", "placed"}});
+    record("ReplicaPlaced", id, "on " + state_.node(state_.replica(rid).placement.node).spec.name);
+    out.push_back(replicaJson(rid));
+  }
+  return json{{"replicas", std::move(out)}};
+}
+
+Result<json> ControlPlane::replicaLoaded(std::string_view id) {
+  if (!state_.findReplica(id))
+    return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{std::string(id)}));
+  record("ReplicaLoaded", std::string(id), "");
+  return replicaJson(*state_.findReplica(id));
+}
+
+Result<json> ControlPlane::removeReplica(std::string_view id) {
+  if (!state_.findReplica(id))
+    return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaUnloaded{std::string(id)}));
+  record("ReplicaRemoved", std::string(id), "");
+  return json{{"replica", std::string(id)}, {"removed", true}};
+}
+
+json ControlPlane::replicaJson(sched::ReplicaId id) const {
+  const sched::ReplicaRecord& r = state_.replica(id);
+  json out = sched::placementJson(state_, r.placement);
+  out["phase"] = phaseName(r.phase);
+  out["reservationActive"] = r.reservationActive;
+  out["placedAtMs"] = r.placedAtMs;
+  return out;
+}
+
+json ControlPlane::listReplicas() const {
+  json out = json::array();
+  for (std::size_t i = 0; i < state_.replicas().size(); ++i) {
+    if (!state_.replicas()[i].removed) out.push_back(replicaJson(static_cast<sched::ReplicaId>(i)));
+  }
+  return json{{"replicas", std::move(out)}};
+}
+
+Result<json> ControlPlane::getReplica(std::string_view id) const {
+  const auto r = state_.findReplica(id);
+  if (!r) return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  return replicaJson(*r);
+}
+
+Result<json> ControlPlane::explain(const json& body) {
+  if (!body.is_object()) return fail(Error::invalid("body: expected a replica request object"));
+  std::vector<model::ModelProfile> known;
+  for (const auto& [name, p] : models_) known.push_back(p);
+  auto file = config::parseRequestsYaml(json{{"requests", json::array({body})}}.dump(1),
+                                        std::string(kBody), known);
+  if (!file) return fail(relativeToBody(file.error(), "requests"));
+  const model::PlacementRequest& r = file->requests.front();
+  sched::DecideOptions opts;
+  opts.explain = true;
+  const sched::Decision d = engine_.decide(state_, r, opts);
+  json counts = json::array();
+  for (const auto& c : d.rejectionCounts) {
+    counts.push_back({{"plugin", c.plugin}, {"nodes", c.nodes}, {"gpus", c.gpus}});
+  }
+  return json{
+      {"replica", r.replicaId},
+      {"fits", d.placement.has_value()},
+      {"placement", d.placement ? sched::placementJson(state_, *d.placement) : json(nullptr)},
+      {"totalScore", d.placement ? json(d.totalScore) : json(nullptr)},
+      {"scoreBreakdown", sched::breakdownJson(d.breakdown)},
+      {"feasibleOptions", d.feasibleOptions},
+      {"summary", d.summary},
+      {"rejectionCounts", std::move(counts)},
+      {"rejections", sched::rejectionsJson(d.rejections)}};
+}
+
+// ---- events, metrics, upkeep ---------------------------------------------------------------
+
+json ControlPlane::events(std::int64_t after, std::size_t limit) const {
+  json out = json::array();
+  for (const EventRecord& e : events_) {
+    if (e.seq <= after) continue;
+    if (out.size() >= limit) break;
+    out.push_back({{"seq", e.seq},
+                   {"timeMs", e.timeMs},
+                   {"type", e.type},
+                   {"subject", e.subject},
+                   {"message", e.message}});
+  }
+  return json{{"events", std::move(out)}, {"lastSeq", nextSeq_ - 1}};
+}
+
+void ControlPlane::tick() {
+  const auto next = state_.nextReservationExpiryMs();
+  if (next && *next <= clock_.nowMs()) (void)state_.apply(sched::ReservationsExpired{});
+}
+
+std::string ControlPlane::metricsText() const {
+  constexpr double kMib = 1024.0 * 1024.0;
+  MetricsWriter w;
+  const Labels none;
+  auto gpuLabels = [&](const sched::GpuRecord& g) {
+    return Labels{{"node", state_.node(g.node).spec.name},
+                  {"gpu", g.spec.id},
+                  {"type", sched::gpuTypeName(state_, g)}};
+  };
+  std::vector<const sched::GpuRecord*> live;
+  for (const sched::GpuRecord& g : state_.gpus()) {
+    if (g.node >= 0 && !state_.node(g.node).removed) live.push_back(&g);
+  }
+  w.family("tessera_gpu_memory_capacity_bytes", "gauge", "GPU memory per card.");
+  for (const auto* g : live)
+    w.sample("tessera_gpu_memory_capacity_bytes", gpuLabels(*g), g->spec.memoryMib * kMib);
+  w.family("tessera_gpu_memory_allocated_bytes", "gauge",
+           "GPU memory booked for replicas (reservations, then observed use).");
+  for (const auto* g : live)
+    w.sample("tessera_gpu_memory_allocated_bytes", gpuLabels(*g), g->chargedMib * kMib);
+  w.family("tessera_gpu_memory_used_bytes", "gauge",
+           "GPU memory in use as last reported by the node agent.");
+  for (const auto* g : live) {
+    if (g->hasTelemetry)
+      w.sample("tessera_gpu_memory_used_bytes", gpuLabels(*g), g->telemetryUsedMib * kMib);
+  }
+  w.family("tessera_gpu_compute_allocated_ratio", "gauge",
+           "Share of the card's compute booked for replicas.");
+  for (const auto* g : live) {
+    w.sample("tessera_gpu_compute_allocated_ratio", gpuLabels(*g),
+             g->spec.computeMilli > 0
+                 ? g->bookedComputeMilli / static_cast<double>(g->spec.computeMilli)
+                 : 0);
+  }
+  w.family("tessera_gpu_utilization_ratio", "gauge",
+           "SM activity as last reported by the node agent.");
+  for (const auto* g : live) {
+    if (g->hasTelemetry)
+      w.sample("tessera_gpu_utilization_ratio", gpuLabels(*g), g->utilizationMilli / 1000.0);
+  }
+  // Fleet: allocation vs utilisation, the "paid but idle" figure.
+  double allocated = 0, busy = 0, freeFragments = 0, freeWhole = 0;
+  int withReplicas = 0;
+  for (const auto* g : live) {
+    const double share = g->exclusive ? 1.0 : g->bookedComputeMilli / 1000.0;
+    allocated += std::min(1.0, share);
+    if (!g->replicas.empty()) {
+      ++withReplicas;
+      busy += g->hasTelemetry ? g->utilizationMilli / 1000.0 : 0;
+    }
+    if (g->replicas.empty()) {
+      freeWhole += 1;
+    } else {
+      freeFragments += std::max<std::int64_t>(0, g->freeMemoryMib()) * kMib;
+    }
+  }
+  w.family("tessera_fleet_gpus", "gauge", "Live GPUs in the fleet.");
+  w.sample("tessera_fleet_gpus", none, static_cast<double>(live.size()));
+  w.family("tessera_fleet_gpus_allocated", "gauge", "GPUs' worth of compute booked for replicas.");
+  w.sample("tessera_fleet_gpus_allocated", none, allocated);
+  w.family("tessera_fleet_gpus_idle_allocated", "gauge",
+           "GPUs holding replicas times their idle share: paid for but not computing.");
+  w.sample("tessera_fleet_gpus_idle_allocated", none, withReplicas - busy);
+  w.family("tessera_fleet_gpus_free", "gauge", "GPUs holding no replica.");
+  w.sample("tessera_fleet_gpus_free", none, freeWhole);
+  w.family("tessera_fleet_fragmented_memory_bytes", "gauge",
+           "Free memory left on GPUs that already hold replicas (fragments).");
+  w.sample("tessera_fleet_fragmented_memory_bytes", none, freeFragments);
+  w.family("tessera_nodes", "gauge", "Registered nodes by state.");
+  int ready = 0, cordoned = 0, unhealthy = 0;
+  for (const auto& n : state_.nodes()) {
+    if (n.removed) continue;
+    if (!n.spec.healthy) {
+      ++unhealthy;
+    } else if (n.spec.cordoned) {
+      ++cordoned;
+    } else {
+      ++ready;
+    }
+  }
+  w.sample("tessera_nodes", {{"state", "ready"}}, ready);
+  w.sample("tessera_nodes", {{"state", "cordoned"}}, cordoned);
+  w.sample("tessera_nodes", {{"state", "unhealthy"}}, unhealthy);
+  w.family("tessera_replicas", "gauge", "Placed replicas by phase.");
+  int reserved = 0, loaded = 0;
+  for (const auto& r : state_.replicas()) {
+    if (r.removed) continue;
+    (r.phase == sched::ReplicaPhase::kLoaded ? loaded : reserved) += 1;
+  }
+  w.sample("tessera_replicas", {{"phase", "reserved"}}, reserved);
+  w.sample("tessera_replicas", {{"phase", "loaded"}}, loaded);
+  w.family("tessera_reservations", "gauge",
+           "Active reservations: memory held for replicas telemetry does not show yet.");
+  w.sample("tessera_reservations", none, state_.activeReservationCount());
+  w.family("tessera_models", "gauge", "Registered model profiles.");
+  w.sample("tessera_models", none, static_cast<double>(models_.size()));
+  placements_.write(w);
+  decisionLatency_.write(w);
+  httpRequests.write(w);
+  extenderLatency.write(w);
+  return w.text();
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,130 @@
+#pragma once
+// The control plane's state and operations, behind the HTTP API (api/http_server.h): the
+// cluster books (sched::ClusterState), the placement engine, model profiles, the Kubernetes
+// extender, a bounded event history and the metrics. Every operation takes and returns JSON
+// so that the API, the tests and `docs/api.md` speak one format.
+//
+// Bodies use the same keys as the YAML files (docs/configuration.md): a node is a `nodes[]`
+// entry, a model a `models[]` entry, a replica request a `requests[]` entry; errors name the
+// field ("request body:1: nodes[0].gpus[1].type: unknown GPU type ..."). A refused operation
+// changes nothing.
+//
+// Threading: not thread-safe. The HTTP server serialises every call on one mutex (the
+// "event loop"); nothing here blocks on I/O.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "api/metrics.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "config/loaders.h"
+#include "k8s/extender.h"
+#include "model/gpu_catalog.h"
+#include "sched/cluster_state.h"
+#include "sched/engine.h"
+#include "sched/profile.h"
+
+namespace tessera::api {
+
+struct ControlPlaneConfig {
+  sched::Profile profile = sched::defaultProfile();
+  std::size_t eventHistory = 4096;  // events kept for GET /api/v1/events
+};
+
+// An error answered with a JSON body beyond the message (e.g. why a replica does not fit).
+struct DetailedError {
+  Error error;
+  nlohmann::json detail;
+};
+
+class ControlPlane {
+ public:
+  static Result<std::unique_ptr<ControlPlane>> create(const model::GpuCatalog& catalog,
+                                                      const Clock& clock,
+                                                      ControlPlaneConfig config = {});
+
+  // Seeds the books from a cluster file (nodes, model profiles, replicas already running);
+  // for `tessera serve --cluster`. Errors name the file.
+  Result<void> loadCluster(const config::ClusterFile& file, const std::string& source);
+
+  // ---- nodes
+  Result<nlohmann::json> registerNode(const nlohmann::json& body);  // 201; 409 if it exists
+  Result<nlohmann::json> heartbeat(std::string_view node, const nlohmann::json& body);
+  Result<nlohmann::json> setCordoned(std::string_view node, bool cordoned);
+  Result<nlohmann::json> removeNode(std::string_view node, bool force);
+  nlohmann::json listNodes() const;
+  Result<nlohmann::json> getNode(std::string_view node) const;
+
+  // ---- models
+  Result<nlohmann::json> putModel(const nlohmann::json& body);
+  nlohmann::json listModels() const;
+  Result<nlohmann::json> getModel(std::string_view name) const;
+  std::optional<model::ModelProfile> findModel(std::string_view name) const;
+
+  // ---- replicas
+  // Places every request the body expands to (a requests[] entry; `count` places several).
+  // All or nothing: when one does not fit, none is booked and the error's detail explains.
+  std::expected<nlohmann::json, DetailedError> placeReplicas(const nlohmann::json& body);
+  Result<nlohmann::json> replicaLoaded(std::string_view id);
+  Result<nlohmann::json> removeReplica(std::string_view id);
+  nlohmann::json listReplicas() const;
+  Result<nlohmann::json> getReplica(std::string_view id) const;
+  // Why a request would or would not fit now, with every rejection; books nothing.
+  Result<nlohmann::json> explain(const nlohmann::json& body);
+
+  // ---- events, metrics, upkeep
+  nlohmann::json events(std::int64_t after, std::size_t limit) const;
+  std::string metricsText() const;
+  void tick();  // lapses expired reservations; the server calls it every second
+
+  k8s::Extender& extender() { return *extender_; }
+  const sched::ClusterState& state() const { return state_; }
+
+  // Instruments the HTTP layer feeds.
+  CounterFamily httpRequests{"tessera_http_requests_total",
+                             "HTTP requests answered, by route and status code."};
+  HistogramFamily extenderLatency{"tessera_extender_request_duration_seconds",
+                                  "Time to answer a kube-scheduler extender call, by verb.",
+                                  latencyBuckets()};
+
+ private:
+  ControlPlane(const model::GpuCatalog& catalog, const Clock& clock, ControlPlaneConfig config,
+               sched::PluginSet plugins);
+  void record(std::string type, std::string subject, std::string message);
+  Result<model::NodeSpec> parseNode(const nlohmann::json& body) const;
+  nlohmann::json nodeJson(sched::NodeId id) const;
+  nlohmann::json replicaJson(sched::ReplicaId id) const;
+
+  model::GpuCatalog catalog_;
+  const Clock& clock_;
+  ControlPlaneConfig config_;
+  sched::ClusterState state_;
+  sched::PlacementEngine engine_;
+  std::unique_ptr<k8s::Extender> extender_;
+  std::map<std::string, model::NodeSpec, std::less<>> nodeSpecs_;  // as registered
+  std::map<std::string, model::ModelProfile, std::less<>> models_;
+
+  struct EventRecord {
+    std::int64_t seq = 0;
+    Millis timeMs = 0;
+    std::string type, subject, message;
+  };
+  std::deque<EventRecord> events_;
+  std::int64_t nextSeq_ = 1;
+
+  CounterFamily placements_{"tessera_placements_total",
+                            "Placement decisions taken through the API, by result."};
+  HistogramFamily decisionLatency_{"tessera_scheduling_duration_seconds",
+                                   "Time the placement engine took per decision.",
+                                   latencyBuckets()};
+};
+
+}  // namespace tessera::api

@@ -1,0 +1,307 @@
+#include "api/http_server.h"
+
+#include <chrono>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+
+const char* codeName(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kAlreadyExists:
+      return "already_exists";
+    case ErrorCode::kFailedPrecondition:
+      return "failed_precondition";
+    case ErrorCode::kResourceExhausted:
+      return "does_not_fit";
+    case ErrorCode::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+int statusFor(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kAlreadyExists:
+    case ErrorCode::kFailedPrecondition:
+    case ErrorCode::kResourceExhausted:
+      return 409;
+    case ErrorCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+void sendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void sendError(httplib::Response& res, int status, std::string_view code, std::string_view message,
+               const json& detail = nullptr) {
+  json body = {{"error", {{"code", code}, {"message", message}}}};
+  if (!detail.is_null()) body["error"]["detail"] = detail;
+  sendJson(res, status, body);
+}
+
+void sendError(httplib::Response& res, const Error& e, const json& detail = nullptr) {
+  sendError(res, statusFor(e.code), codeName(e.code), e.message, detail);
+}
+
+// The body as JSON; answers 400/415 itself and returns nullopt when it is not.
+std::optional<json> body(const httplib::Request& req, httplib::Response& res) {
+  const std::string type = req.get_header_value("Content-Type");
+  if (!type.empty() && type.find("json") == std::string::npos) {
+    sendError(res, 415, "unsupported_media_type",
+              "body: Content-Type must be application/json, got " + type);
+    return std::nullopt;
+  }
+  json parsed = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    // Parse again for the position of the problem.
+    try {
+      const json again = json::parse(req.body);
+    } catch (const json::parse_error& e) {
+      sendError(res, 400, "invalid_argument",
+                "body: not valid JSON (byte " + std::to_string(e.byte) + ")");
+      return std::nullopt;
+    }
+    sendError(res, 400, "invalid_argument", "body: not valid JSON");
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+bool mutating(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "DELETE" || method == "PATCH";
+}
+
+// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
+bool sameToken(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ControlPlane& plane, ServerConfig config)
+    : plane_(plane), config_(std::move(config)) {}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+Result<int> HttpServer::start() {
+  if (config_.tlsCertFile.empty() != config_.tlsKeyFile.empty()) {
+    return fail(Error::invalid("TLS needs both a certificate and a key file"));
+  }
+  if (!config_.tlsCertFile.empty()) {
+    auto tls = std::make_unique<httplib::SSLServer>(config_.tlsCertFile.c_str(),
+                                                    config_.tlsKeyFile.c_str());
+    if (!tls->is_valid()) {
+      return fail(Error::invalid("TLS: cannot load certificate " + config_.tlsCertFile +
+                                 " with key " + config_.tlsKeyFile));
+    }
+    server_ = std::move(tls);
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  const int threads = std::max(1, config_.threads);
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(config_.maxBodyBytes);
+  routes();
+  int port = config_.port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(config_.host);
+    if (port < 0) return fail(Error::invalid("cannot bind " + config_.host + " to any port"));
+  } else if (!server_->bind_to_port(config_.host, port)) {
+    return fail(Error::invalid("cannot listen on " + config_.host + ":" + std::to_string(port) +
+                               " (in use, or not allowed)"));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  ready_ = true;
+  return port;
+}
+
+void HttpServer::stop() {
+  ready_ = false;
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HttpServer::routes() {
+  httplib::Server& s = *server_;
+  using Req = httplib::Request;
+  using Res = httplib::Response;
+
+  s.set_pre_routing_handler([this](const Req& req, Res& res) {
+    if (config_.token && mutating(req.method) && req.path.starts_with("/api/")) {
+      const std::string auth = req.get_header_value("Authorization");
+      constexpr std::string_view kBearer = "Bearer ";
+      if (!auth.starts_with(kBearer) || !sameToken(auth.substr(kBearer.size()), *config_.token)) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        sendError(res, 401, "unauthenticated",
+                  auth.empty() ? "this call changes state: send Authorization: Bearer <token>"
+                               : "the bearer token is not valid");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  s.set_logger([this](const Req& req, const Res& res) {
+    // The route's pattern would be better than the path, but httplib does not expose it;
+    // collapse the object names to keep the label set bounded.
+    std::string route = req.path;
+    for (const char* prefix : {"/api/v1/nodes/", "/api/v1/models/", "/api/v1/replicas/"}) {
+      if (route.starts_with(prefix)) route = std::string(prefix) + ":name";
+    }
+    if (!route.starts_with("/api/") && !route.starts_with("/scheduler/") && route != "/metrics" &&
+        route != "/healthz" && route != "/readyz") {
+      route = "other";
+    }
+    plane_.httpRequests.add(
+        {{"method", req.method}, {"route", route}, {"code", std::to_string(res.status)}});
+  });
+  s.set_exception_handler([](const Req&, Res& res, std::exception_ptr) {
+    sendError(res, 500, "internal", "the server failed on this request");
+  });
+  s.set_error_handler([](const Req& req, Res& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      sendError(res, 404, "not_found", "no route " + req.method + " " + req.path);
+    } else if (res.status == 413) {
+      sendError(res, 413, "payload_too_large", "body: larger than the server accepts");
+    } else if (res.status >= 400) {
+      sendError(res, res.status, "bad_request", "the request could not be served");
+    }
+  });
+
+  s.Get("/healthz", [](const Req&, Res& res) { res.set_content("ok\n", "text/plain"); });
+  s.Get("/readyz", [this](const Req&, Res& res) {
+    res.status = ready_ ? 200 : 503;
+    res.set_content(ready_ ? "ready\n" : "not ready\n", "text/plain");
+  });
+  s.Get("/metrics", [this](const Req&, Res& res) {
+    std::lock_guard lock(mu_);
+    res.set_content(plane_.metricsText(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  // A handler that takes the JSON body and returns a Result<json>.
+  auto withBody = [this](int okStatus, auto fn) {
+    return [this, okStatus, fn](const Req& req, Res& res) {
+      auto parsed = body(req, res);
+      if (!parsed) return;
+      std::lock_guard lock(mu_);
+      auto out = fn(req, *parsed);
+      if (!out) return sendError(res, out.error());
+      sendJson(res, okStatus, *out);
+    };
+  };
+  auto noBody = [this](int okStatus, auto fn) {
+    return [this, okStatus, fn](const Req& req, Res& res) {
+      std::lock_guard lock(mu_);
+      auto out = fn(req);
+      if (!out) return sendError(res, out.error());
+      sendJson(res, okStatus, *out);
+    };
+  };
+  using R = Result<json>;
+
+  s.Get("/api/v1/nodes", noBody(200, [this](const Req&) -> R { return plane_.listNodes(); }));
+  s.Get(R"(/api/v1/nodes/([^/]+))",
+        noBody(200, [this](const Req& r) { return plane_.getNode(r.matches[1].str()); }));
+  s.Post("/api/v1/nodes",
+         withBody(201, [this](const Req&, const json& b) { return plane_.registerNode(b); }));
+  s.Post(R"(/api/v1/nodes/([^/]+)/heartbeat)", withBody(200, [this](const Req& r, const json& b) {
+           return plane_.heartbeat(r.matches[1].str(), b);
+         }));
+  s.Post(R"(/api/v1/nodes/([^/]+)/cordon)", noBody(200, [this](const Req& r) {
+           return plane_.setCordoned(r.matches[1].str(), true);
+         }));
+  s.Post(R"(/api/v1/nodes/([^/]+)/uncordon)", noBody(200, [this](const Req& r) {
+           return plane_.setCordoned(r.matches[1].str(), false);
+         }));
+  s.Delete(R"(/api/v1/nodes/([^/]+))", noBody(200, [this](const Req& r) {
+             return plane_.removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
+           }));
+
+  s.Get("/api/v1/models", noBody(200, [this](const Req&) -> R { return plane_.listModels(); }));
+  s.Get(R"(/api/v1/models/([^/]+))",
+        noBody(200, [this](const Req& r) { return plane_.getModel(r.matches[1].str()); }));
+  s.Post("/api/v1/models",
+         withBody(200, [this](const Req&, const json& b) { return plane_.putModel(b); }));
+
+  s.Get("/api/v1/replicas", noBody(200, [this](const Req&) -> R { return plane_.listReplicas(); }));
+  s.Post("/api/v1/replicas", [this](const Req& req, Res& res) {
+    auto parsed = body(req, res);
+    if (!parsed) return;
+    std::lock_guard lock(mu_);
+    auto out = plane_.placeReplicas(*parsed);
+    if (!out) return sendError(res, out.error().error, out.error().detail);
+    sendJson(res, 201, *out);
+  });
+  s.Post(R"(/api/v1/replicas/(.+)/loaded)",
+         noBody(200, [this](const Req& r) { return plane_.replicaLoaded(r.matches[1].str()); }));
+  s.Get(R"(/api/v1/replicas/(.+))",
+        noBody(200, [this](const Req& r) { return plane_.getReplica(r.matches[1].str()); }));
+  s.Delete(R"(/api/v1/replicas/(.+))",
+           noBody(200, [this](const Req& r) { return plane_.removeReplica(r.matches[1].str()); }));
+  s.Post("/api/v1/explain",
+         withBody(200, [this](const Req&, const json& b) { return plane_.explain(b); }));
+  s.Get("/api/v1/events", [this](const Req& req, Res& res) {
+    std::int64_t after = 0;
+    std::size_t limit = 500;
+    try {
+      if (req.has_param("after")) after = std::stoll(req.get_param_value("after"));
+      if (req.has_param("limit")) limit = std::stoul(req.get_param_value("limit"));
+    } catch (const std::exception&) {
+      return sendError(res, 400, "invalid_argument", "after and limit must be whole numbers");
+    }
+    std::lock_guard lock(mu_);
+    sendJson(res, 200, plane_.events(after, std::min<std::size_t>(limit, 5000)));
+  });
+
+  // kube-scheduler extender (KubeSchedulerConfiguration extenders[].urlPrefix = .../scheduler).
+  auto verb = [this](std::string name, auto fn) {
+    return [this, name, fn](const Req& req, Res& res) {
+      const auto start = std::chrono::steady_clock::now();
+      auto parsed = body(req, res);
+      if (!parsed) return;
+      std::lock_guard lock(mu_);
+      auto out = fn(*parsed);
+      if (!out) {
+        sendError(res, out.error());
+      } else {
+        sendJson(res, 200, *out);
+      }
+      plane_.extenderLatency.observe(
+          {{"verb", name}},
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    };
+  };
+  s.Post("/scheduler/filter",
+         verb("filter", [this](const json& b) { return plane_.extender().filter(b); }));
+  s.Post("/scheduler/prioritize",
+         verb("prioritize", [this](const json& b) { return plane_.extender().prioritize(b); }));
+  s.Post("/scheduler/preempt",
+         verb("preempt", [this](const json& b) { return plane_.extender().preempt(b); }));
+  s.Post("/scheduler/bind",
+         verb("bind", [this](const json& b) { return plane_.extender().bind(b); }));
+}
+
+}  // namespace tessera::api

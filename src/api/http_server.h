@@ -1,0 +1,73 @@
+#pragma once
+// The HTTP face of the control plane: the JSON API under /api/v1 (docs/api.md), the
+// kube-scheduler extender under /scheduler, /metrics, /healthz and /readyz.
+//
+//  - Every answer is JSON (but /metrics and the probes). An error is
+//    {"error": {"code": "...", "message": "..."}} with a 4xx for bad input (400 malformed,
+//    401 no or wrong token, 404 unknown object, 409 conflict or does not fit, 413 body too
+//    large, 415 not JSON) and changes nothing.
+//  - Mutating /api/v1 calls (POST, PUT, DELETE) need `Authorization: Bearer <token>` when a
+//    token is configured. The extender endpoints do not (kube-scheduler sends no bearer
+//    token): protect them with TLS and network policy.
+//  - Every handler runs under one mutex: the control plane sees one call at a time.
+//  - With a certificate and key the server speaks TLS only.
+//
+// Threading: start() returns once the socket is bound and serving on a background thread;
+// stop() finishes in-flight requests and joins it.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "api/control_plane.h"
+#include "common/result.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tessera::api {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: any free port (tests)
+  std::optional<std::string> token;  // bearer token for mutating calls; none = open
+  std::size_t maxBodyBytes = 8u << 20;
+  int threads = 8;
+  std::string tlsCertFile, tlsKeyFile;  // both or neither
+};
+
+class HttpServer {
+ public:
+  HttpServer(ControlPlane& plane, ServerConfig config);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts serving; returns the bound port.
+  Result<int> start();
+  void stop();
+  bool ready() const { return ready_.load(); }
+  void setReady(bool ready) { ready_.store(ready); }
+  // Runs `fn` under the same mutex as the handlers (for the server's own timers).
+  template <typename Fn>
+  void withPlane(Fn&& fn) {
+    std::lock_guard lock(mu_);
+    fn(plane_);
+  }
+
+ private:
+  void routes();
+
+  ControlPlane& plane_;
+  ServerConfig config_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace tessera::api

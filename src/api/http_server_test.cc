@@ -1,0 +1,261 @@
+// Integration tests: the real server on a loopback port, driven over HTTP with a real client.
+
+#include "api/http_server.h"
+
+#include <httplib.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/gpu_catalog.h"
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kToken = "s3cret-token";
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto plane = ControlPlane::create(catalog_, clock_);
+    ASSERT_TRUE(plane) << plane.error().message;
+    plane_ = std::move(*plane);
+    ServerConfig config;
+    config.port = 0;
+    config.token = kToken;
+    config.maxBodyBytes = 64 * 1024;
+    config.threads = 2;
+    server_ = std::make_unique<HttpServer>(*plane_, config);
+    auto port = server_->start();
+    ASSERT_TRUE(port) << port.error().message;
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
+    client_->set_connection_timeout(5);
+    client_->set_read_timeout(10);
+  }
+  void TearDown() override { server_->stop(); }
+
+  struct Reply {
+    int status = 0;
+    json body;
+    std::string text;
+  };
+  static Reply reply(const httplib::Result& r) {
+    Reply out;
+    if (!r) {
+      ADD_FAILURE() << "no HTTP answer: " << httplib::to_string(r.error());
+      return out;
+    }
+    out.status = r->status;
+    out.text = r->body;
+    out.body = json::parse(r->body, nullptr, false);
+    return out;
+  }
+  httplib::Headers auth() const { return {{"Authorization", std::string("Bearer ") + kToken}}; }
+  Reply post(const std::string& path, const json& body) {
+    return reply(client_->Post(path, auth(), body.dump(), "application/json"));
+  }
+  Reply get(const std::string& path) { return reply(client_->Get(path)); }
+  Reply del(const std::string& path) { return reply(client_->Delete(path, auth())); }
+
+  static json node(const std::string& name, int gpus, const std::string& type = "A100-80GB") {
+    json list = json::array();
+    for (int i = 0; i < gpus; ++i) list.push_back({{"type", type}});
+    return {{"name", name}, {"cpu", 64}, {"hostMemory", "512Gi"}, {"gpus", list}};
+  }
+
+  model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
+  ManualClock clock_{0};
+  std::unique_ptr<ControlPlane> plane_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ServerTest, ProbesAndMetricsAnswer) {
+  auto health = client_->Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto ready = client_->Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  server_->setReady(false);
+  EXPECT_EQ(client_->Get("/readyz")->status, 503);
+  ASSERT_EQ(post("/api/v1/nodes", node("n1", 2)).status, 201);
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+  const std::string& m = metrics->body;
+  EXPECT_NE(m.find("# TYPE tessera_gpu_memory_capacity_bytes gauge"), std::string::npos);
+  EXPECT_NE(m.find("tessera_gpu_memory_capacity_bytes{node=\"n1\",gpu=\"0\",type=\"A100-80GB\"} "
+                   "85899345920"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("tessera_fleet_gpus 2"), std::string::npos);
+  EXPECT_NE(
+      m.find("tessera_http_requests_total{method=\"POST\",route=\"/api/v1/nodes\",code=\"201\"} 1"),
+      std::string::npos)
+      << m;
+}
+
+TEST_F(ServerTest, RegistersNodesPlacesReplicasAndExplains) {
+  ASSERT_EQ(post("/api/v1/nodes", node("n1", 2)).status, 201);
+  ASSERT_EQ(post("/api/v1/nodes", node("n2", 1, "T4")).status, 201);
+  EXPECT_EQ(post("/api/v1/nodes", node("n1", 1)).status, 409);  // already registered
+  Reply model =
+      post("/api/v1/models", {{"name", "llama-70b"}, {"weights", "120Gi"}, {"gpusPerReplica", 2}});
+  ASSERT_EQ(model.status, 200) << model.text;
+  EXPECT_EQ(model.body["memoryPerGpuMib"], 60 * 1024);  // 72 GiB with the safety factor
+
+  Reply placed = post("/api/v1/replicas", {{"replicaId", "chat-0"}, {"model", "llama-70b"}});
+  ASSERT_EQ(placed.status, 201) << placed.text;
+  const json& r = placed.body["replicas"][0];
+  EXPECT_EQ(r["node"], "n1");  // the T4 node is far too small
+  EXPECT_EQ(r["gpus"].size(), 2u);
+  EXPECT_EQ(r["phase"], "reserved");
+
+  // A second one does not fit: 409 with the reason and every rejection.
+  Reply full = post("/api/v1/replicas", {{"replicaId", "chat-1"}, {"model", "llama-70b"}});
+  EXPECT_EQ(full.status, 409) << full.text;
+  EXPECT_EQ(full.body["error"]["code"], "does_not_fit");
+  EXPECT_FALSE(full.body["error"]["detail"]["rejections"].empty());
+
+  Reply explain = post("/api/v1/explain", {{"replicaId", "probe"}, {"model", "llama-70b"}});
+  ASSERT_EQ(explain.status, 200);
+  EXPECT_FALSE(explain.body["fits"]);
+  EXPECT_FALSE(explain.body["summary"].get<std::string>().empty());
+
+  EXPECT_EQ(post("/api/v1/replicas/chat-0/loaded", json::object()).status, 200);
+  EXPECT_EQ(get("/api/v1/replicas/chat-0").body["phase"], "loaded");
+  EXPECT_EQ(get("/api/v1/nodes/n1").body["replicas"], json({"chat-0"}));
+  EXPECT_EQ(get("/api/v1/replicas").body["replicas"].size(), 1u);
+  EXPECT_EQ(del("/api/v1/replicas/chat-0").status, 200);
+  EXPECT_EQ(get("/api/v1/replicas/chat-0").status, 404);
+  EXPECT_EQ(post("/api/v1/replicas", {{"replicaId", "chat-1"}, {"model", "llama-70b"}}).status,
+            201);
+
+  Reply events = get("/api/v1/events?after=0");
+  ASSERT_EQ(events.status, 200);
+  std::vector<std::string> types;
+  for (const json& e : events.body["events"]) types.push_back(e["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"NodeRegistered", "NodeRegistered", "ModelRegistered",
+                                             "ReplicaPlaced", "ReplicaUnplaceable", "ReplicaLoaded",
+                                             "ReplicaRemoved", "ReplicaPlaced"}));
+}
+
+TEST_F(ServerTest, HeartbeatsFeedTelemetryAndCordonStopsPlacement) {
+  ASSERT_EQ(post("/api/v1/nodes", node("n1", 1)).status, 201);
+  Reply hb = post("/api/v1/nodes/n1/heartbeat",
+                  {{"gpus", {{{"id", "0"}, {"usedMib", 30000}, {"utilization", 0.25}}}},
+                   {"cachedModels", {"llama-7b"}}});
+  ASSERT_EQ(hb.status, 200) << hb.text;
+  const json gpu = get("/api/v1/nodes/n1").body["gpus"][0];
+  EXPECT_EQ(gpu["usedMib"], 30000);
+  EXPECT_DOUBLE_EQ(gpu["utilization"].get<double>(), 0.25);
+  EXPECT_EQ(get("/api/v1/nodes/n1").body["cachedModels"], json({"llama-7b"}));
+
+  ASSERT_EQ(post("/api/v1/nodes/n1/cordon", json::object()).status, 200);
+  Reply refused = post("/api/v1/replicas",
+                       {{"replicaId", "a"}, {"model", {{"name", "m"}, {"weightsMib", 1000}}}});
+  EXPECT_EQ(refused.status, 409) << refused.text;
+  ASSERT_EQ(post("/api/v1/nodes/n1/uncordon", json::object()).status, 200);
+  EXPECT_EQ(post("/api/v1/replicas",
+                 {{"replicaId", "a"}, {"model", {{"name", "m"}, {"weightsMib", 1000}}}})
+                .status,
+            201);
+  // A node with replicas is removed only with force.
+  EXPECT_EQ(del("/api/v1/nodes/n1").status, 409);
+  EXPECT_EQ(del("/api/v1/nodes/n1?force=true").status, 200);
+  EXPECT_EQ(get("/api/v1/nodes").body["nodes"].size(), 0u);
+}
+
+TEST_F(ServerTest, MutatingCallsNeedTheBearerToken) {
+  const std::string body = node("n1", 1).dump();
+  auto none = client_->Post("/api/v1/nodes", body, "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(none->get_header_value("WWW-Authenticate"), "Bearer");
+  EXPECT_EQ(json::parse(none->body)["error"]["code"], "unauthenticated");
+  auto wrong =
+      client_->Post("/api/v1/nodes", {{"Authorization", "Bearer nope"}}, body, "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(get("/api/v1/nodes").body["nodes"].size(), 0u);  // nothing was registered
+  // Reads are open.
+  EXPECT_EQ(get("/api/v1/nodes").status, 200);
+}
+
+TEST_F(ServerTest, BadInputGetsA4xxNamingTheFieldAndChangesNothing) {
+  ASSERT_EQ(post("/api/v1/nodes", node("n1", 1)).status, 201);
+  struct Case {
+    std::string path;
+    std::string body;
+    int status;
+    std::string mention;
+  };
+  json badType = node("n2", 1);
+  badType["gpus"][0]["type"] = "K9000";
+  json badKey = node("n3", 1);
+  badKey["colour"] = "blue";
+  const std::vector<Case> cases = {
+      {"/api/v1/nodes", "{not json", 400, "not valid JSON"},
+      {"/api/v1/nodes", "[1,2]", 400, "body"},
+      {"/api/v1/nodes", badType.dump(), 400, "K9000"},
+      {"/api/v1/nodes", badKey.dump(), 400, "colour"},
+      {"/api/v1/models", R"({"name": "m", "weightsMib": -5})", 400, "weightsMib"},
+      {"/api/v1/replicas", R"({"replicaId": "x", "model": "nope"})", 400, "nope"},
+      {"/api/v1/nodes/n1/heartbeat", R"({"gpus": [{"id": "7", "usedMib": 1}]})", 400, "gpus[0].id"},
+      {"/api/v1/nodes/n1/heartbeat", R"({"gpus": [{"id": "0", "utilization": 3}]})", 400,
+       "utilization"},
+      {"/api/v1/nodes/ghost/heartbeat", R"({})", 404, "ghost"},
+      {"/scheduler/filter", R"({"Pod": 5, "NodeNames": []})", 400, "Pod"},
+  };
+  const std::string before = get("/api/v1/nodes").text;
+  for (const Case& c : cases) {
+    Reply r = reply(client_->Post(c.path, auth(), c.body, "application/json"));
+    EXPECT_EQ(r.status, c.status) << c.path << " " << c.body << " -> " << r.text;
+    ASSERT_TRUE(r.body.contains("error")) << r.text;
+    EXPECT_NE(r.body["error"]["message"].get<std::string>().find(c.mention), std::string::npos)
+        << r.text;
+  }
+  EXPECT_EQ(get("/api/v1/nodes").text, before);
+  // Wrong media type and an oversized body.
+  Reply xml = reply(client_->Post("/api/v1/nodes", auth(), "<node/>", "application/xml"));
+  EXPECT_EQ(xml.status, 415);
+  Reply huge = reply(
+      client_->Post("/api/v1/nodes", auth(), std::string(100 * 1024, ' '), "application/json"));
+  EXPECT_EQ(huge.status, 413);
+  EXPECT_EQ(get("/api/v1/no-such-thing").status, 404);
+}
+
+TEST_F(ServerTest, ExtenderEndpointsSpeakTheKubeSchedulerWireFormat) {
+  ASSERT_EQ(post("/api/v1/nodes", node("gpu-a", 2)).status, 201);
+  ASSERT_EQ(post("/api/v1/nodes", node("gpu-t4", 1, "T4")).status, 201);
+  const json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u-1"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "c"}, {"resources", {{"limits", {{"tessera.io/gpu-memory", "40960"}}}}}}}}}}};
+  // kube-scheduler sends no bearer token: the extender answers without one.
+  auto filter = client_->Post("/scheduler/filter",
+                              json{{"Pod", pod}, {"NodeNames", {"gpu-a", "gpu-t4"}}}.dump(),
+                              "application/json");
+  ASSERT_TRUE(filter);
+  ASSERT_EQ(filter->status, 200) << filter->body;
+  const json f = json::parse(filter->body);
+  EXPECT_EQ(f["NodeNames"], json({"gpu-a"}));
+  EXPECT_TRUE(f["FailedAndUnresolvableNodes"].contains("gpu-t4"));
+  auto prio = client_->Post("/scheduler/prioritize",
+                            json{{"Pod", pod}, {"NodeNames", {"gpu-a", "gpu-t4"}}}.dump(),
+                            "application/json");
+  ASSERT_TRUE(prio);
+  EXPECT_EQ(json::parse(prio->body),
+            json::parse(R"([{"Host":"gpu-a","Score":10},{"Host":"gpu-t4","Score":0}])"));
+  const std::string metrics = client_->Get("/metrics")->body;
+  EXPECT_NE(metrics.find("tessera_extender_request_duration_seconds_count{verb=\"filter\"} 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::api
