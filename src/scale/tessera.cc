@@ -21,7 +21,8 @@
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
 //   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
-//           call, nothing is loading and n <= current: the model underestimates, n = current + 1
+//           call with the same ready replicas, nothing is loading and n <= current: the model
+//           underestimates, n = current + 1
 // Without λ or S: D = Σ running, need = D + Σ waiting (one slot per queued request), no
 // projection. Because the loading replicas are in the projection, a backlog that builds while
 // they load does not add more replicas unless they cannot absorb it within T of arriving.
@@ -146,12 +147,15 @@ class TesseraRecommender final : public Recommender {
     if (n < current) n = std::min(current, std::max(down, kvFloor));
     std::string guard;
     if (kvFloor > up && n == kvFloor) guard = "; kv " + fmt(*kv) + " > " + fmt(p_.kvCacheUsage);
+    // Only with the same ready replicas as last time: a queue that grew while capacity was
+    // arriving is what the projection is for.
     if (ready > 0 && meanWaiting > p_.queuePerReplica && lastBacklog_ && backlog > *lastBacklog_ &&
-        loading == 0 && n <= current) {
+        ready == lastReady_ && loading == 0 && n <= current) {
       n = current + 1;
       guard = "; queue " + fmt(meanWaiting) + " per replica and growing";
     }
     lastBacklog_ = backlog;
+    lastReady_ = ready;
 
     Recommendation rec;
     rec.replicas = n;
@@ -195,6 +199,7 @@ class TesseraRecommender final : public Recommender {
   TesseraParams p_;
   std::optional<Millis> lastLoadMs_;
   std::optional<double> lastBacklog_;
+  int lastReady_ = 0;
   std::optional<double> lastConcurrency_;  // for when no replica is left to tell
 };
 
