@@ -109,6 +109,7 @@ TEST(Scenario, TesseraSizesTheBurstAndSettlesOnLittlesLaw) {
   // arithmetic), allowed.
   EXPECT_EQ(o.peak, 11);
   EXPECT_EQ(o.scaleUpsDuringBurst, 2);
+  EXPECT_EQ(o.scaleUpsWhileLoading, 1);  // the rate-limited rest of the same target
   // 15/s short for the 60 s every new replica needs: no reactive policy does better
   EXPECT_EQ(o.peakBacklog, 900);
   // 3 → 7 → 11, down to 9 (60 in service, 10 % headroom) once the 300 s window passes, and
