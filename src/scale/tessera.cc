@@ -82,7 +82,7 @@ class TesseraRecommender final : public Recommender {
     double backlog = 0;
     double running = 0;
     double maxRunning = 0;
-    double queuedRunning = 0;  // running on replicas that have a queue
+    double queuedRunning = 0;  // running on replicas that queue with a full KV cache
     int queuedReplicas = 0;
     std::vector<Millis> arrivals;  // loading replicas' expected ready times
     for (const ReplicaSignals& r : signals.replicas) {
