@@ -1,7 +1,9 @@
 // The crash test: store_crash_writer commits batches in a loop and reports each acknowledged
 // one; this test kills it with SIGKILL at random moments, reopens the database after every kill
 // and checks that every acknowledged batch is there, intact, and that no batch is torn (each
-// batch writes two documents and one event: all three are there or none is).
+// batch writes two documents and one event: all three are there or none is). The writer also
+// compacts the log now and then, so kills land in compactions too; the log must then start at
+// a compaction point the writer chose, never below one it saw committed.
 //
 // Prints its seed; TESSERA_SEED=<seed> replays the same kill schedule (the moments are
 // wall-clock, so a replay is close, not exact). TESSERA_CRASH_ROUNDS sets the number of kills.
@@ -119,24 +121,39 @@ class Victim {
   std::size_t lines_ = 0;
 };
 
-// Parses "ack <batch> <revision> <seq>" lines; a trailing partial line is ignored.
-std::map<std::int64_t, Ack> parseAcks(const std::string& output) {
-  std::map<std::int64_t, Ack> acks;
+struct Acknowledged {
+  std::map<std::int64_t, Ack> batches;
+  std::int64_t compactedBefore = 1;  // the highest acknowledged compaction point
+};
+
+// Parses "ack <batch> <revision> <seq>" and "compact <seq>" lines into `into`; a trailing
+// partial line is ignored. Returns how many batches these lines acknowledged.
+std::size_t parseOutput(const std::string& output, Acknowledged& into) {
+  std::size_t batches = 0;
   std::size_t start = 0;
   for (std::size_t end; (end = output.find('\n', start)) != std::string::npos; start = end + 1) {
     std::istringstream line(output.substr(start, end - start));
     std::string word;
+    line >> word;
+    if (word == "compact") {
+      std::int64_t before = 0;
+      line >> before;
+      EXPECT_TRUE(line) << "bad line: " << output.substr(start, end - start);
+      into.compactedBefore = std::max(into.compactedBefore, before);
+      continue;
+    }
     std::int64_t batch = 0;
     Ack ack;
-    line >> word >> batch >> ack.revision >> ack.seq;
+    line >> batch >> ack.revision >> ack.seq;
     EXPECT_TRUE(line && word == "ack") << "bad line: " << output.substr(start, end - start);
-    acks[batch] = ack;
+    into.batches[batch] = ack;
+    ++batches;
   }
-  return acks;
+  return batches;
 }
 
 // Checks the database against every acknowledgement so far; returns the number of batches in it.
-std::int64_t verify(const std::string& db, const std::map<std::int64_t, Ack>& acked) {
+std::int64_t verify(const std::string& db, const Acknowledged& acked) {
   auto store = Store::open(db);  // also runs SQLite's quick_check
   EXPECT_TRUE(store) << store.error().message;
   if (!store) return -1;
@@ -176,21 +193,28 @@ std::int64_t verify(const std::string& db, const std::map<std::int64_t, Ack>& ac
   }
   EXPECT_EQ(snap->revision, batches);
   EXPECT_EQ(snap->lastEventSeq, batches);
-  EXPECT_EQ(static_cast<std::int64_t>(snap->events.size()), batches);
+  // The log: every event from the compaction point on, intact; the point is one the writer
+  // chose, and not below one it saw committed.
+  const std::int64_t floor = snap->firstRetainedSeq;
+  EXPECT_GE(floor, acked.compactedBefore);
+  EXPECT_TRUE(floor == 1 || (floor - 1 + testing::kKeepEvents) % testing::kCompactEvery == 0)
+      << "compaction point " << floor;
+  EXPECT_LE(floor, batches + 1);
+  EXPECT_EQ(static_cast<std::int64_t>(snap->events.size()), batches - floor + 1);
   for (std::size_t i = 0; i < snap->events.size(); ++i) {
     const Event& e = snap->events[i];
-    EXPECT_EQ(e.seq, static_cast<std::int64_t>(i) + 1);
+    EXPECT_EQ(e.seq, floor + static_cast<std::int64_t>(i));
     EXPECT_EQ(e.kind, testing::kEventKind);
     EXPECT_EQ(testing::headBatch(e.json), e.seq) << "event " << e.seq << " is not intact";
   }
-  // Every acknowledged write is there, with what the writer was told.
-  for (const auto& [batch, ack] : acked) {
+  // Every acknowledged write is there, with what the writer was told (events before the
+  // compaction point were removed on purpose).
+  for (const auto& [batch, ack] : acked.batches) {
     EXPECT_LE(batch, batches) << "acknowledged batch " << batch << " was lost";
     if (batch <= batches && items.contains(batch)) {
       EXPECT_EQ(ack.revision, items[batch]->revision) << "batch " << batch;
-      EXPECT_EQ(ack.seq, snap->events[static_cast<std::size_t>(batch - 1)].seq)
-          << "batch " << batch;
     }
+    EXPECT_EQ(ack.seq, batch) << "batch " << batch;  // one event per batch, seqs from 1
   }
   return batches;
 }
@@ -206,7 +230,7 @@ TEST(StoreCrash, AcknowledgedWritesSurviveKill9AndNoBatchIsTorn) {
 
   // Stop starting rounds after this, so a slow machine still finishes in about 20 s.
   const auto budgetEnd = Clock::now() + 15s;
-  std::map<std::int64_t, Ack> acked;
+  Acknowledged acked;
   std::int64_t present = 0;
   int kills = 0;
   int killsUnderLoad = 0;
@@ -228,12 +252,10 @@ TEST(StoreCrash, AcknowledgedWritesSurviveKill9AndNoBatchIsTorn) {
         << "the writer ended on its own (status " << status << "), not by the kill; output:\n"
         << victim.output();
     ++kills;
-    const auto acks = parseAcks(victim.output());
-    if (!acks.empty()) ++killsUnderLoad;
     std::int64_t maxAck = present;
-    for (const auto& [batch, ack] : acks) {
-      acked[batch] = ack;
-      maxAck = std::max(maxAck, batch);
+    if (parseOutput(victim.output(), acked) > 0) {
+      ++killsUnderLoad;
+      maxAck = std::max(maxAck, acked.batches.rbegin()->first);
     }
     const std::int64_t now = verify(db, acked);
     ASSERT_FALSE(HasFailure());
@@ -245,15 +267,16 @@ TEST(StoreCrash, AcknowledgedWritesSurviveKill9AndNoBatchIsTorn) {
   }
   std::printf(
       "StoreCrash: %d kills (%d under write load), %zu acknowledged batches verified; the "
-      "database holds %lld batches (%lld item documents, the head document, %lld events); %lld "
-      "batches were durable but not yet acknowledged at a kill\n",
-      kills, killsUnderLoad, acked.size(), static_cast<long long>(present),
-      static_cast<long long>(present), static_cast<long long>(present),
+      "database holds %lld batches (%lld item documents, the head document, the log compacted "
+      "before seq %lld or later); %lld batches were durable but not yet acknowledged at a kill\n",
+      kills, killsUnderLoad, acked.batches.size(), static_cast<long long>(present),
+      static_cast<long long>(present), static_cast<long long>(acked.compactedBefore),
       static_cast<long long>(unacknowledgedButDurable));
   RecordProperty("kills", kills);
-  RecordProperty("acknowledged", static_cast<int>(acked.size()));
+  RecordProperty("acknowledged", static_cast<int>(acked.batches.size()));
   EXPECT_GT(killsUnderLoad, 0);
-  EXPECT_GT(acked.size(), 0u);
+  EXPECT_GT(acked.batches.size(), 0u);
+  EXPECT_GT(acked.compactedBefore, 1) << "no compaction was acknowledged";
 }
 
 }  // namespace

@@ -17,6 +17,10 @@ inline constexpr const char* kHeadKind = "head";
 inline constexpr const char* kHeadName = "head";
 inline constexpr const char* kEventKind = "batch";
 
+// The writer compacts the log every kCompactEvery batches, keeping the last kKeepEvents events.
+inline constexpr std::int64_t kCompactEvery = 64;
+inline constexpr std::int64_t kKeepEvents = 32;
+
 inline std::string itemName(std::int64_t batch) {
   return "i-" + std::to_string(batch);
 }

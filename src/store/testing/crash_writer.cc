@@ -5,7 +5,9 @@
 // crash_payload.h), the document head/head updated to {"batch": i} with the revision it had
 // (optimistic concurrency) and an event {"batch": i}. Only after commit() returned does it
 // print "ack <i> <revision> <event seq>" to stdout, unbuffered, so everything the test reads
-// was acknowledged as durable. Stops after MAX_BATCHES (default: never); exits 3 on an error.
+// was acknowledged as durable. Every kCompactEvery batches it also compacts the event log,
+// keeping the last kKeepEvents events, and prints "compact <seq>" once that committed. Stops
+// after MAX_BATCHES (default: never); exits 3 on an error.
 
 #include <unistd.h>
 
@@ -62,6 +64,12 @@ int main(int argc, char** argv) {
     headRevision = committed->revision;
     writeAll("ack " + std::to_string(batch) + " " + std::to_string(committed->revision) + " " +
              std::to_string(committed->lastEventSeq) + "\n");
+    if (batch % testing::kCompactEvery == 0) {
+      const std::int64_t before = committed->lastEventSeq + 1 - testing::kKeepEvents;
+      auto compacted = (*store)->compactEventsBefore(before);
+      if (!compacted) die(compacted.error().message);
+      writeAll("compact " + std::to_string(before) + "\n");
+    }
   }
   return 0;
 }
