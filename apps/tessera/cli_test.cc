@@ -457,3 +457,148 @@ TEST_F(CliTest, SimulateBadFlagsExitTwo) {
 }
 
 }  // namespace
+
+// ---- simulate serving ----------------------------------------------------------------------
+
+namespace {
+
+// An Azure LLM 2023 style trace: `rate` requests per second for `seconds`, then a burst of
+// four times that for a minute; the last line without a newline, as published.
+std::string azureTrace(int seconds = 240, int rate = 2) {
+  std::string csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  int t = 0;
+  auto row = [&](int ms, int prompt, int output) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "2023-11-16 18:%02d:%02d.%03d0000,%d,%d\n", 15 + ms / 60000,
+                  ms / 1000 % 60, ms % 1000, prompt, output);
+    csv += buf;
+  };
+  for (; t < seconds * 1000; t += 1000 / rate) row(t, 800 + t % 700, 40 + t % 200);
+  for (int end = t + 60'000; t < end; t += 250 / rate) row(t, 1200, 150);
+  csv.pop_back();
+  return csv;
+}
+
+constexpr const char* kMooncakeTrace =
+    "{\"timestamp\": 0, \"input_length\": 6000, \"output_length\": 20, \"hash_ids\": [0, 1]}\n"
+    "{\"timestamp\": 500, \"input_length\": 12000, \"output_length\": 5, \"hash_ids\": [0]}\n"
+    "{\"timestamp\": 1500, \"input_length\": 300, \"output_length\": 80, \"hash_ids\": []}\n";
+
+TEST_F(CliTest, SimulateServingJsonHasEveryPolicyAndField) {
+  const Outcome run =
+      tessera("simulate serving -o json --trace " + quoted(write("azure.csv", azureTrace())));
+  ASSERT_TRUE(exitedWith(run, 0));
+  const json report = json::parse(run.out);
+  EXPECT_EQ(report.at("trace"), "azure");
+  EXPECT_EQ(report.at("requests"), 480 + 480);
+  const json& policies = report.at("policies");
+  for (const char* name :
+       {"static-peak", "hpa", "weighted", "littles-law", "kpa", "oracle", "tessera"}) {
+    ASSERT_TRUE(policies.contains(name)) << name;
+    const json& p = policies.at(name);
+    for (const char* field : {"slo_attainment", "gpu_hours", "ttft_p99_ms", "queue_p99_ms"}) {
+      EXPECT_TRUE(p.at(field).is_number()) << name << " " << field;
+    }
+    for (const char* field : {"scale_events", "cold_starts"}) {
+      EXPECT_TRUE(p.at(field).is_number_integer()) << name << " " << field;
+    }
+    EXPECT_GE(p.at("slo_attainment").get<double>(), 0);
+    EXPECT_LE(p.at("slo_attainment").get<double>(), 1);
+    EXPECT_GT(p.at("gpu_hours").get<double>(), 0);
+    // Every request is accounted for.
+    EXPECT_EQ(p.at("served").get<int>() + p.at("unserved").get<int>() + p.at("rejected").get<int>(),
+              960)
+        << name;
+  }
+  EXPECT_EQ(policies.at("static-peak").at("cold_starts"), 0);
+  EXPECT_LE(policies.at("oracle").at("gpu_hours").get<double>(),
+            policies.at("static-peak").at("gpu_hours").get<double>());
+}
+
+TEST_F(CliTest, SimulateServingIsDeterministicAcrossJobs) {
+  const std::string trace = quoted(write("azure.csv", azureTrace()));
+  const Outcome one = tessera("simulate serving -o csv -j 1 --trace " + trace);
+  const Outcome many = tessera("simulate serving -o csv -j 4 --trace " + trace);
+  ASSERT_TRUE(exitedWith(one, 0));
+  ASSERT_TRUE(exitedWith(many, 0));
+  EXPECT_EQ(one.out, many.out);
+  EXPECT_EQ(one.out.rfind("trace,policy,requests,slo_attainment,gpu_hours,", 0), 0u) << one.out;
+  EXPECT_EQ(std::count(one.out.begin(), one.out.end(), '\n'), 8);  // header + 7 policies
+}
+
+TEST_F(CliTest, SimulateServingReadsMooncakeAndWritesTimelines) {
+  const fs::path out = dir_ / "out";
+  const Outcome run = tessera(
+      "simulate serving --policy static-peak,oracle --time-scale 0.5"
+      " --out-dir " +
+      quoted(out.string()) + " --trace " + quoted(write("mooncake.jsonl", kMooncakeTrace)));
+  ASSERT_TRUE(exitedWith(run, 0));
+  EXPECT_NE(run.out.find("static-peak"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("SLO ATTAINMENT"), std::string::npos) << run.out;
+  const std::string timeline = readAll(out / "mooncake-oracle-timeline.csv");
+  EXPECT_EQ(timeline.rfind("time_s,arrivals_per_s,queue,running,replicas_loading,replicas_ready,"
+                           "replicas_draining",
+                           0),
+            0u)
+      << timeline;
+  EXPECT_TRUE(fs::exists(out / "mooncake-static-peak-timeline.csv"));
+  const std::string svg = readAll(out / "mooncake-timeline.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(svg.find("<script"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out / "mooncake-summary.csv"));
+}
+
+TEST_F(CliTest, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
+  std::string csv = azureTrace(10);
+  csv += "\n2023-11-16 18:20:00.0000000,12,many";
+  const Outcome azure =
+      tessera("simulate serving --trace " + quoted(write("bad.csv", csv)) + " --policy oracle");
+  EXPECT_TRUE(exitedWith(azure, 2));
+  EXPECT_NE(azure.err.find("bad.csv:" + std::to_string(2 + 20 + 480)), std::string::npos)
+      << azure.err;
+  EXPECT_NE(azure.err.find("GeneratedTokens"), std::string::npos) << azure.err;
+  EXPECT_TRUE(azure.out.empty());
+
+  const Outcome mooncake =
+      tessera("simulate serving --policy oracle --trace " +
+              quoted(write("bad.jsonl", std::string(kMooncakeTrace) +
+                                            "{\"timestamp\": 9, \"input_length\": -3, "
+                                            "\"output_length\": 1}\n")));
+  EXPECT_TRUE(exitedWith(mooncake, 2));
+  EXPECT_NE(mooncake.err.find("bad.jsonl:4: field input_length"), std::string::npos)
+      << mooncake.err;
+}
+
+TEST_F(CliTest, SimulateServingBadFlagsExitTwo) {
+  const std::string trace = quoted(write("azure.csv", azureTrace(10)));
+  for (const std::string& args :
+       {"--policy hpa,nosuch --trace " + trace, "--time-scale 0 --trace " + trace,
+        "--gpu K80 --trace " + trace, "--format xml --trace " + trace,
+        "--slo-ttft-ms -5 --trace " + trace, "--trace " + quoted(dir_ / "missing.csv"),
+        "--model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) + " --trace " + trace,
+        std::string("--policy hpa")}) {
+    const Outcome run = tessera("simulate serving " + args);
+    EXPECT_TRUE(exitedWith(run, 2)) << args;
+    EXPECT_FALSE(run.err.empty()) << args;
+    EXPECT_TRUE(run.out.empty()) << args;
+  }
+  const Outcome policy = tessera("simulate serving --policy nosuch --trace " + trace);
+  EXPECT_NE(policy.err.find("nosuch"), std::string::npos) << policy.err;
+  EXPECT_NE(policy.err.find("littles-law"), std::string::npos) << policy.err;
+  const Outcome model =
+      tessera("simulate serving --model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) +
+              " --trace " + trace);
+  EXPECT_NE(model.err.find("m.yaml:2"), std::string::npos) << model.err;
+}
+
+TEST_F(CliTest, SimulateServingHelp) {
+  const Outcome run = tessera("simulate serving --help");
+  EXPECT_TRUE(exitedWith(run, 0));
+  for (const char* flag : {"--trace", "--format", "--policy", "--gpu", "--model", "--slo-ttft-ms",
+                           "--time-scale", "--out-dir"}) {
+    EXPECT_NE(run.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace

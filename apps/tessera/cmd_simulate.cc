@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cmd_simulate_serving.h"
 #include "model/gpu_catalog.h"
 #include "sim/experiment.h"
 #include "sim/report.h"
@@ -390,13 +391,18 @@ SimulateCommand::SimulateCommand(CLI::App& app) {
   fgd_->add_option("-o,--output", o.format, "Output format: table, json or csv")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
       ->default_str("table");
+  servingOptions_ = std::make_unique<SimulateServingOptions>();
+  serving_ = addSimulateServing(*simulate_, *servingOptions_);
 }
 
+SimulateCommand::~SimulateCommand() = default;
+
 bool SimulateCommand::parsed() const {
-  return fgd_->parsed();
+  return fgd_->parsed() || serving_->parsed();
 }
 
 int SimulateCommand::run(std::ostream& out, std::ostream& err) const {
+  if (serving_->parsed()) return runSimulateServing(*servingOptions_, out, err);
   return runSimulateFgd(options_, out, err);
 }
 

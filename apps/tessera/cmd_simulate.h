@@ -4,6 +4,7 @@
 // Wiring only: the experiment lives in src/sim (docs/simulator.md).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -35,11 +36,14 @@ struct SimulateFgdOptions {
 // Returns the process exit code (docs/cli.md).
 int runSimulateFgd(const SimulateFgdOptions& options, std::ostream& out, std::ostream& err);
 
-// Registers `simulate` and its subcommand `fgd` on the app. Lives as long as the app; not
-// copyable (the parser holds pointers into it).
+struct SimulateServingOptions;  // cmd_simulate_serving.h
+
+// Registers `simulate` and its subcommands `fgd` and `serving` on the app. Lives as long as the
+// app; not copyable (the parser holds pointers into it).
 class SimulateCommand {
  public:
   explicit SimulateCommand(CLI::App& app);
+  ~SimulateCommand();
   SimulateCommand(const SimulateCommand&) = delete;
   SimulateCommand& operator=(const SimulateCommand&) = delete;
 
@@ -49,7 +53,9 @@ class SimulateCommand {
  private:
   CLI::App* simulate_;
   CLI::App* fgd_;
+  CLI::App* serving_;
   SimulateFgdOptions options_;
+  std::unique_ptr<SimulateServingOptions> servingOptions_;
 };
 
 }  // namespace tessera::cli

@@ -47,6 +47,23 @@ struct DemandOptions {
 std::vector<int> replicaDemand(const ServingTrace& trace, const ReplicaPerf& perf,
                                const DemandOptions& options);
 
+// The configuration each autoscaled policy runs with (docs/serving-simulator.md, "Policies"):
+//   hpa          queuePerReplica 5 and kvCacheUsage 0.8, min 2 / max 10, scale-down window
+//                300 s and at most 1 pod per 120 s
+//   weighted     the recommender's defaults; a 5-minute scale-up stabilisation window stands
+//                in for the 5-minute scale-up cooldown (the contract has no cooldown)
+//   kpa          the recommender's defaults, min 1 / max 10, a sync every 2 s (Knative's tick)
+//   littles-law, tessera   the recommender's defaults, min 1 / max 10
+// Every recommender is scale::makeRecommender's; this only chooses arguments.
+Result<scale::AutoscalerConfig> autoscalerConfigFor(std::string_view policy);
+// Changes one setting for an experiment: minReplicas, maxReplicas, warmReplicas,
+// syncPeriodSeconds, scaleUpWindowSeconds, scaleDownWindowSeconds, or else a recommender
+// argument (replaced or added; the recommender validates it when the autoscaler is built).
+Result<void> overrideSetting(scale::AutoscalerConfig& config, const std::string& key, double value);
+// A controller that asks a scale::Autoscaler built from `config`; it starts with
+// max(1, minReplicas) replicas warm.
+Result<std::unique_ptr<ServingController>> makeAutoscaled(const scale::AutoscalerConfig& config);
+
 std::unique_ptr<ServingController> makeStaticPeak(const std::vector<int>& demand, int maxReplicas);
 // `leadMs`: how long before an interval the oracle asks for its replicas (the cold start).
 std::unique_ptr<ServingController> makeOracle(std::vector<int> demand, int intervalSeconds,

@@ -40,6 +40,7 @@ std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<in
     const auto l = static_cast<double>(head.inputTokens);
     flops += l * perf_.flopsPerToken + perf_.attentionFlopsPerPair * l * l / 2;
     promptTokens += head.inputTokens;
+    waitingPromptTokens_ -= head.inputTokens;
     kvReservedTokens_ += context;
     admitted.push_back(head.id);
     running_.push_back({head, 0});
@@ -59,6 +60,7 @@ std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<in
   const auto us = std::max<Micros>(1, static_cast<Micros>(std::ceil(seconds * 1e6 - 1e-6)));
   iterationStartUs_ = nowUs;
   iterationEndUs_ = nowUs + us;
+  prefillingTokens_ = promptTokens;
   return iterationEndUs_;
 }
 
@@ -66,6 +68,7 @@ void ReplicaEngine::finishIteration(std::vector<int>& firstTokens, std::vector<i
   if (!iterationEndUs_) return;
   busyDoneUs_ += *iterationEndUs_ - iterationStartUs_;
   iterationEndUs_.reset();
+  prefillingTokens_ = 0;
   for (Sequence& s : running_) {
     if (s.generated == 0) firstTokens.push_back(s.job.id);
     ++s.generated;
@@ -90,6 +93,8 @@ ReplicaEngine::Abort ReplicaEngine::abortAll() {
   running_.clear();
   waiting_.clear();
   kvReservedTokens_ = 0;
+  waitingPromptTokens_ = 0;
+  prefillingTokens_ = 0;
   if (iterationEndUs_) {
     busyDoneUs_ += *iterationEndUs_ - iterationStartUs_;  // the GPU did the work anyway
     iterationEndUs_.reset();

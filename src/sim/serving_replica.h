@@ -40,7 +40,10 @@ class ReplicaEngine {
 
   // Whether a request could ever run here (its context fits the KV cache).
   bool fits(const ReplicaJob& job) const;
-  void enqueue(const ReplicaJob& job) { waiting_.push_back(job); }
+  void enqueue(const ReplicaJob& job) {
+    waiting_.push_back(job);
+    waitingPromptTokens_ += job.inputTokens;
+  }
 
   bool inIteration() const { return iterationEndUs_.has_value(); }
   bool hasWork() const { return !waiting_.empty() || !running_.empty(); }
@@ -68,6 +71,9 @@ class ReplicaEngine {
   Micros busyUsUntil(Micros nowUs) const;
   // Requests here: queued + running.
   int outstanding() const { return waiting() + running(); }
+  // Prompt tokens not yet prefilled: queued ones and those in the iteration in flight (what a
+  // token-aware router balances).
+  std::int64_t pendingPromptTokens() const { return waitingPromptTokens_ + prefillingTokens_; }
 
   const ReplicaPerf& perf() const { return perf_; }
 
@@ -81,6 +87,8 @@ class ReplicaEngine {
   std::deque<ReplicaJob> waiting_;
   std::vector<Sequence> running_;
   std::int64_t kvReservedTokens_ = 0;
+  std::int64_t waitingPromptTokens_ = 0;
+  std::int64_t prefillingTokens_ = 0;  // prompts of the iteration in flight
   std::optional<Micros> iterationEndUs_;
   Micros iterationStartUs_ = 0;
   Micros busyDoneUs_ = 0;  // busy time of finished iterations

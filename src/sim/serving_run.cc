@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <queue>
 
+#include "scale/drain.h"
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
 #include "sched/plugin.h"
@@ -21,14 +23,17 @@ constexpr const char* kDeployment = "serving";
 enum class Phase : std::uint8_t { kLoading, kReady, kDraining, kGone };
 
 struct Replica {
+  Replica(std::string replicaId, const ReplicaPerf& perf)
+      : id(std::move(replicaId)), engine(perf) {}
   std::string id;
   Phase phase = Phase::kLoading;
   Micros placedUs = 0;
   Micros readyUs = 0;
   Micros freedUs = -1;
   sched::NodeId node = -1;
-  bool flushing = false;  // past the drain period, waiting for in-flight work
   ReplicaEngine engine;
+  std::optional<scale::ReplicaLifecycle> retiring;  // chosen for scale-down
+  Micros nextLifecycleUs = -1;                      // the lifecycle event scheduled
   Micros scrapedAtUs = 0;  // the last scrape, for GPU utilisation over the scrape interval
   Micros scrapedBusyUs = 0;
 };
@@ -37,8 +42,7 @@ enum class EventType : std::uint8_t {
   kArrival,
   kIterationEnd,
   kReady,
-  kDrainEnd,
-  kFlushDeadline,
+  kLifecycle,  // a retiring replica's drain lifecycle may move on
   kSync,
   kSample,
 };
@@ -126,8 +130,7 @@ class ServingRun {
   void kick(int replica, Micros now);
   Result<void> onIterationEnd(int replica, Micros now);
   Result<void> onReady(int replica, Micros now);
-  Result<void> onDrainEnd(int replica, Micros now);
-  Result<void> onFlushDeadline(int replica, Micros now);
+  Result<void> advanceRetiring(int replica, Micros now);
   Result<void> onSync(Micros now);
   void onSample(Micros now);
   Result<void> release(int replica, Micros now);
@@ -250,7 +253,7 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
     return false;
   }
   const sched::NodeId node = d.placement->node;
-  Replica r{.id = id, .engine = ReplicaEngine(perf_)};
+  Replica r(id, perf_);
   r.node = node;
   r.placedUs = now;
   r.scrapedAtUs = now;
@@ -300,13 +303,17 @@ Result<void> ServingRun::onReady(int index, Micros now) {
 void ServingRun::route(int request) {
   RequestState& s = requests_[static_cast<std::size_t>(request)];
   const ReplicaJob job{request, s.inputTokens, s.outputTokens};
+  // Least loaded: the fewest prompt tokens still to prefill (a long prompt blocks its
+  // replica's queue), then the fewest requests, then the oldest replica.
   int best = -1;
+  std::pair<std::int64_t, int> bestLoad;
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     const Replica& r = replicas_[i];
     if (r.phase != Phase::kReady) continue;
-    if (best < 0 ||
-        r.engine.outstanding() < replicas_[static_cast<std::size_t>(best)].engine.outstanding()) {
+    const std::pair<std::int64_t, int> load{r.engine.pendingPromptTokens(), r.engine.outstanding()};
+    if (best < 0 || load < bestLoad) {
       best = static_cast<int>(i);
+      bestLoad = load;
     }
   }
   if (best < 0) {
@@ -345,7 +352,7 @@ Result<void> ServingRun::onIterationEnd(int index, Micros now) {
     }
   }
   kickLater(index);
-  if (r.flushing && !r.engine.hasWork()) return release(index, now);
+  if (r.retiring) return advanceRetiring(index, now);
   return {};
 }
 
@@ -354,28 +361,31 @@ Result<void> ServingRun::startDrain(int index, Micros now) {
   if (r.phase == Phase::kLoading) return release(index, now);  // nothing to drain: cancel the load
   if (r.phase != Phase::kReady) return {};
   setPhase(r, Phase::kDraining);
-  push(now + Micros{o_.drainSeconds} * kUsPerSecond, EventType::kDrainEnd, index);
-  return {};
+  r.retiring.emplace(r.id, now / 1000, o_.drain);
+  return advanceRetiring(index, now);
 }
 
-Result<void> ServingRun::onDrainEnd(int index, Micros now) {
+Result<void> ServingRun::advanceRetiring(int index, Micros now) {
   Replica& r = replicas_[static_cast<std::size_t>(index)];
-  if (r.phase != Phase::kDraining) return {};
-  r.flushing = true;
-  if (!r.engine.hasWork()) return release(index, now);
-  push(now + Micros{o_.flushSeconds} * kUsPerSecond, EventType::kFlushDeadline, index);
-  return {};
-}
-
-Result<void> ServingRun::onFlushDeadline(int index, Micros now) {
-  Replica& r = replicas_[static_cast<std::size_t>(index)];
-  if (r.phase != Phase::kDraining) return {};
-  ReplicaEngine::Abort a = r.engine.abortAll();
-  for (int id : a.cutOff) requests_[static_cast<std::size_t>(id)].cutOff = true;
-  TESSERA_RETURN_IF_ERROR(release(index, now));
-  for (const ReplicaJob& job : a.unserved) {
-    requests_[static_cast<std::size_t>(job.id)].admittedUs = -1;
-    route(job.id);
+  if (r.phase != Phase::kDraining || !r.retiring) return {};
+  const scale::DrainPhase phase = r.retiring->advance(now / 1000, r.engine.outstanding());
+  if (phase >= scale::DrainPhase::kFreeing && r.engine.hasWork()) {
+    // The flush ran out of time: the engine exits. Requests without a first token go back to
+    // the router (the gateway retries them); the others are cut mid-answer.
+    ReplicaEngine::Abort a = r.engine.abortAll();
+    for (int id : a.cutOff) requests_[static_cast<std::size_t>(id)].cutOff = true;
+    for (const ReplicaJob& job : a.unserved) {
+      requests_[static_cast<std::size_t>(job.id)].admittedUs = -1;
+      route(job.id);
+    }
+  }
+  if (phase == scale::DrainPhase::kGone) return release(index, now);
+  if (const auto deadline = r.retiring->nextDeadlineMs()) {
+    const Micros at = std::max(now, *deadline * 1000);
+    if (at != r.nextLifecycleUs) {
+      r.nextLifecycleUs = at;
+      push(at, EventType::kLifecycle, index);
+    }
   }
   return {};
 }
@@ -435,6 +445,7 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
     s.arrivalRatePerSec =
         static_cast<double>(arrivals_.values.size()) / (static_cast<double>(span) / 1e6);
   }
+  s.bufferedRequests = static_cast<double>(buffer_.size());
   s.meanServiceMs = serviceMs_.mean();
   s.ttftP99Ms = ttftMs_.percentile(0.99);
   s.tpotMs = tpotMs_.mean();
@@ -568,11 +579,8 @@ Result<ServingPolicyResult> ServingRun::run() {
       case EventType::kReady:
         TESSERA_RETURN_IF_ERROR(onReady(e.index, now));
         break;
-      case EventType::kDrainEnd:
-        TESSERA_RETURN_IF_ERROR(onDrainEnd(e.index, now));
-        break;
-      case EventType::kFlushDeadline:
-        TESSERA_RETURN_IF_ERROR(onFlushDeadline(e.index, now));
+      case EventType::kLifecycle:
+        TESSERA_RETURN_IF_ERROR(advanceRetiring(e.index, now));
         break;
       case EventType::kSync:
         TESSERA_RETURN_IF_ERROR(onSync(now));
@@ -669,8 +677,16 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
                       Millis{o.oracleSyncSeconds} * 1000, fleetGpus);
   }
   if (isServingPolicyName(policy)) {
-    return fail(Error::invalid("policy '" + std::string(policy) +
-                               "' needs the autoscaler (src/scale), which is not built yet"));
+    auto config = autoscalerConfigFor(policy);
+    if (!config) return fail(config.error());
+    for (const auto& s : o.policySettings) {
+      if (s.policy != policy) continue;
+      if (auto ok = overrideSetting(*config, s.key, s.value); !ok) {
+        return fail(
+            Error::invalid("--policy-arg " + s.policy + "." + s.key + ": " + ok.error().message));
+      }
+    }
+    return makeAutoscaled(*config);
   }
   std::string known;
   for (auto n : kServingPolicyNames) known += (known.empty() ? "" : ", ") + std::string(n);
@@ -693,6 +709,31 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
                                        const ServingOptions& options, std::string_view policy) {
   auto perf = servingPerf(catalog, options);
   if (!perf) return fail(perf.error());
+  if (policy == "oracle") {
+    // The cheapest plan of the family that meets the SLO target: every utilisation target of
+    // the grid, the fewest GPU-hours among runs reaching oracleSloTarget (else the best
+    // attainment).
+    std::optional<ServingPolicyResult> best;
+    for (double utilization : options.oracleUtilizations) {
+      ServingOptions o = options;
+      o.demand.targetUtilization = utilization;
+      auto controller = makeServingController(policy, trace, *perf, o);
+      if (!controller) return fail(controller.error());
+      auto r = runServingWith(trace, catalog, o, "oracle", **controller);
+      if (!r) return fail(r.error());
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "utilisation target %.2f", utilization);
+      r->detail = detail;
+      const bool meets = r->sloAttainment >= options.oracleSloTarget;
+      const bool bestMeets = best && best->sloAttainment >= options.oracleSloTarget;
+      if (!best || (meets && (!bestMeets || r->gpuHours < best->gpuHours)) ||
+          (!meets && !bestMeets && r->sloAttainment > best->sloAttainment)) {
+        best = std::move(*r);
+      }
+    }
+    if (!best) return fail(Error::invalid("oracle: no utilisation target to try"));
+    return std::move(*best);
+  }
   auto controller = makeServingController(policy, trace, *perf, options);
   if (!controller) return fail(controller.error());
   return runServingWith(trace, catalog, options, std::string(policy), **controller);

@@ -6,10 +6,10 @@
 // real placement engine (sched::PlacementEngine, default profile): ReplicaPlaced when it is
 // asked for, ReplicaLoaded when its weights are in (cold start: engine start-up plus weights
 // read from the node's host-memory cache, its local disk, or the remote store), ReplicaUnloaded
-// when scale-down has drained it (stop routing: drainSeconds; finish in-flight requests: at most
-// flushSeconds; then the GPU is free). A router sends each request to the ready replica with
-// the fewest outstanding requests (a buffer holds requests while none is ready); each replica
-// is a ReplicaEngine (continuous batching).
+// when scale-down has retired it through scale::ReplicaLifecycle (drain: no new requests;
+// flush: in-flight ones finish, within a limit; free: the engine exits; gone: GPU free). A router
+// sends each request to the ready replica with the fewest outstanding requests (a buffer holds
+// requests while none is ready); each replica is a ReplicaEngine (continuous batching).
 //
 // Every request of the trace is counted: those without a first token at the horizon (the last
 // arrival + tailSeconds) and those that could never run (context beyond the model's or the
@@ -26,6 +26,7 @@
 
 #include "common/result.h"
 #include "model/gpu_catalog.h"
+#include "scale/drain.h"
 #include "sim/serving_model.h"
 #include "sim/serving_policy.h"
 #include "sim/serving_trace.h"
@@ -57,12 +58,22 @@ struct ServingOptions {
   double sloPrefillFactor = 2;
   int sampleSeconds = 15;        // timeline resolution
   int signalWindowSeconds = 60;  // arrival rate, service time, TTFT p99 in the signals
-  int drainSeconds = 10;
-  int flushSeconds = 60;
-  int tailSeconds = 120;       // the horizon: last arrival + this
-  int hostCacheSeconds = 600;  // a node keeps weights in host memory this long after use
-  DemandOptions demand;        // static-peak and oracle sizing
+  scale::DrainPlan drain;        // 10 s drain, at most 60 s flush, 1 s to free
+  int tailSeconds = 120;         // the horizon: last arrival + this
+  int hostCacheSeconds = 600;    // a node keeps weights in host memory this long after use
+  DemandOptions demand;          // static-peak and oracle sizing
   int oracleSyncSeconds = 15;
+  // The oracle runs once per utilisation target and keeps the cheapest run that reaches
+  // oracleSloTarget: the least a policy with perfect foresight of this family needs.
+  std::vector<double> oracleUtilizations = {1.2, 1.1, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4};
+  double oracleSloTarget = 0.99;
+  // Experiments: settings changed on an autoscaled policy's configuration (overrideSetting).
+  struct PolicySetting {
+    std::string policy;
+    std::string key;
+    double value = 0;
+  };
+  std::vector<PolicySetting> policySettings;
 };
 
 struct TimelinePoint {
@@ -97,6 +108,7 @@ struct ServingPolicyResult {
   double meanServingReplicas = 0;         // time-average of loading + ready
   double horizonS = 0;
   double wallSeconds = 0;
+  std::string detail;  // how the policy was set up, when that varies (the oracle's target)
   std::vector<TimelinePoint> timeline;
 };
 

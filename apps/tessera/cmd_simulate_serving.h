@@ -1,0 +1,40 @@
+#pragma once
+// `tessera simulate serving`: a request trace (Azure LLM 2023 or Mooncake) replayed against a
+// model deployment on a GPU fleet, one run per scaling policy (docs/serving-simulator.md).
+// Wiring only: the simulation lives in src/sim/serving_*.
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cmd_simulate.h"
+
+namespace tessera::cli {
+
+struct SimulateServingOptions {
+  std::string tracePath;
+  std::optional<std::string> traceFormat;  // azure | mooncake; default from the extension
+  std::string policies = "all";
+  std::string gpuType = "H100-80GB";
+  std::optional<std::string> modelPath;  // a ServingModel YAML; default Llama-3.1-8B
+  double sloTtftMs = 2000;
+  double sloPrefillFactor = 2;
+  double timeScale = 1;
+  int nodes = 4;
+  int gpusPerNode = 8;
+  int jobs = 1;  // 0: one per core
+  std::optional<std::string> outDir;
+  std::vector<std::string> policyArgs;  // POLICY.KEY=VALUE
+  SimulateFormat format = SimulateFormat::kTable;
+};
+
+// Returns the process exit code (docs/cli.md).
+int runSimulateServing(const SimulateServingOptions& options, std::ostream& out, std::ostream& err);
+
+// Adds the `serving` subcommand to `simulate`, writing its flags into `options`.
+CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& options);
+
+}  // namespace tessera::cli

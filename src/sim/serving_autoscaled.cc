@@ -1,0 +1,80 @@
+// The autoscaled policies of the serving simulation: scale::Autoscaler instances with the
+// baseline configurations of the issue. No scaling logic lives here.
+
+#include "sim/serving_policy.h"
+
+namespace tessera::sim {
+namespace {
+
+class Autoscaled final : public ServingController {
+ public:
+  Autoscaled(const scale::AutoscalerConfig& config, std::unique_ptr<scale::Autoscaler> a)
+      : config_(config), autoscaler_(std::move(a)) {}
+  Millis syncPeriodMs() const override { return Millis{config_.syncPeriodSeconds} * 1000; }
+  int initialReplicas() const override { return std::max(1, config_.minReplicas); }
+  scale::Decision evaluate(const scale::DeploymentSignals& signals) override {
+    return autoscaler_->evaluate(signals);
+  }
+
+ private:
+  scale::AutoscalerConfig config_;
+  std::unique_ptr<scale::Autoscaler> autoscaler_;
+};
+
+}  // namespace
+
+Result<scale::AutoscalerConfig> autoscalerConfigFor(std::string_view policy) {
+  scale::AutoscalerConfig c;
+  c.recommender = std::string(policy);
+  c.minReplicas = 1;
+  c.maxReplicas = 10;
+  if (policy == "hpa") {
+    c.args = {{"queuePerReplica", 5}, {"kvCacheUsage", 0.8}};
+    c.minReplicas = 2;
+    c.behavior.scaleDown.stabilizationWindowSeconds = 300;
+    c.behavior.scaleDown.policies = {{scale::PolicyType::kPods, 1, 120}};
+  } else if (policy == "weighted") {
+    c.behavior.scaleUp.stabilizationWindowSeconds = 300;
+  } else if (policy == "kpa") {
+    c.syncPeriodSeconds = 2;  // Knative's tick: its 6 s panic window needs it
+  } else if (policy != "littles-law" && policy != "tessera") {
+    std::string message = "not an autoscaled policy: ";
+    message += policy;
+    return fail(Error::invalid(std::move(message)));
+  }
+  return c;
+}
+
+Result<void> overrideSetting(scale::AutoscalerConfig& c, const std::string& key, double value) {
+  const auto whole = static_cast<int>(value);
+  const bool integral = value == whole;
+  if (key == "minReplicas" || key == "maxReplicas" || key == "warmReplicas" ||
+      key == "syncPeriodSeconds" || key == "scaleUpWindowSeconds" ||
+      key == "scaleDownWindowSeconds") {
+    if (!integral) return fail(Error::invalid(key + " must be a whole number"));
+    if (key == "minReplicas") c.minReplicas = whole;
+    if (key == "maxReplicas") c.maxReplicas = whole;
+    if (key == "warmReplicas") c.warmReplicas = whole;
+    if (key == "syncPeriodSeconds") c.syncPeriodSeconds = whole;
+    if (key == "scaleUpWindowSeconds") c.behavior.scaleUp.stabilizationWindowSeconds = whole;
+    if (key == "scaleDownWindowSeconds") c.behavior.scaleDown.stabilizationWindowSeconds = whole;
+    return {};
+  }
+  for (auto& [name, v] : c.args) {
+    if (name == key) {
+      v = value;
+      return {};
+    }
+  }
+  c.args.emplace_back(key, value);
+  return {};
+}
+
+Result<std::unique_ptr<ServingController>> makeAutoscaled(const scale::AutoscalerConfig& config) {
+  auto a = scale::Autoscaler::create(config);
+  if (!a)
+    return fail(Error::invalid("autoscaler " + config.recommender + ": " + a.error().message));
+  return std::unique_ptr<ServingController>(std::make_unique<Autoscaled>(config, std::move(*a)));
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,47 @@
+#pragma once
+// What a serving simulation reports: JSON, a summary CSV, per-policy timeline CSVs and a
+// self-contained SVG timeline (replicas against load, one panel per policy).
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/serving_run.h"
+
+namespace tessera::sim {
+
+struct ServingReport {
+  std::string trace;
+  int requests = 0;
+  std::string gpuType;
+  std::string model;
+  double sloTtftMs = 0;
+  double sloPrefillFactor = 0;
+  double timeScale = 1;
+  std::vector<ServingPolicyResult> policies;  // in the order asked for
+
+  // The oracle's GPU-hours, if it ran.
+  std::optional<double> oracleGpuHours() const;
+};
+
+// {"trace", "requests", "gpu", "model", "slo_ttft_ms", "slo_prefill_factor", "time_scale",
+//  "policies": {name: {"slo_attainment", "gpu_hours", "ttft_p50_ms", "ttft_p99_ms",
+//  "queue_p50_ms", "queue_p99_ms", "scale_events", "scale_ups", "scale_downs", "cold_starts",
+//  "cold_starts_by_tier": {...}, "served", "unserved", "rejected", "cut_off",
+//  "placement_failures", "peak_replicas", "mean_serving_replicas", "horizon_s",
+//  "wall_seconds"}}}
+nlohmann::json servingJson(const ServingReport& report);
+
+// One row per policy: trace,policy,requests,slo_attainment,gpu_hours,... (the JSON's fields).
+void writeServingCsv(std::ostream& out, const ServingReport& report, bool header = true);
+
+// time_s,arrivals_per_s,queue,running,replicas_loading,replicas_ready,replicas_draining,desired
+void writeTimelineCsv(std::ostream& out, const ServingPolicyResult& result);
+
+// Per policy: arrivals per second (grey, right axis) and replicas ready / loading / draining
+// (left axis) against time. Standalone SVG, no scripts or external resources.
+std::string servingPlotSvg(const ServingReport& report);
+
+}  // namespace tessera::sim
