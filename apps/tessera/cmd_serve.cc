@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "config/loaders.h"
 #include "model/gpu_catalog.h"
+#include "store/store.h"
 
 namespace tessera::cli {
 namespace {
@@ -84,8 +85,12 @@ ServeCommand::ServeCommand(CLI::App& app) {
   command_->add_flag("--insecure-no-auth", o.insecureNoAuth,
                      "Allow mutating calls without a token on a non-loopback address");
   command_
+      ->add_option("--store", o.storePath,
+                   "SQLite database holding the state (created if missing; :memory: for none)")
+      ->capture_default_str();
+  command_
       ->add_option("--cluster", o.clusterPath,
-                   "Cluster file to start from (nodes, models, running replicas)")
+                   "Cluster file to seed an empty store with (nodes, models, running replicas)")
       ->check(CLI::ExistingFile);
   command_->add_option("--profile", o.profilePath, "Placement profile (default: built-in)")
       ->check(CLI::ExistingFile);
@@ -125,10 +130,15 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     planeConfig.profile = std::move(*profile);
   }
   SteadyClock clock;
-  auto plane = api::ControlPlane::create(catalog, clock, std::move(planeConfig));
+  auto store = store::Store::open(o.storePath);
+  if (!store) return reportError(err, kCommand, store.error());
+  auto plane = api::ControlPlane::create(catalog, clock, std::move(planeConfig), store->get());
   if (!plane) return reportError(err, kCommand, plane.error());
   if (cluster) {
-    if (auto seeded = (*plane)->loadCluster(*cluster, *o.clusterPath); !seeded) {
+    if (!(*plane)->listNodes()["nodes"].empty()) {
+      out << "tessera serve: the store " << o.storePath
+          << " already holds nodes; --cluster is only used to seed an empty store" << std::endl;
+    } else if (auto seeded = (*plane)->loadCluster(*cluster, *o.clusterPath); !seeded) {
       return reportError(err, kCommand, seeded.error());
     }
   }
@@ -154,7 +164,8 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   if (!port) return reportError(err, kCommand, port.error());
   out << "tessera serve: listening on " << (o.tlsCert.empty() ? "http" : "https") << "://"
       << listen->first << ":" << *port << " (" << (*token ? "bearer token required" : "no token")
-      << " for mutating calls; extender at /scheduler)" << std::endl;
+      << " for mutating calls; extender at /scheduler; state in " << o.storePath << ")"
+      << std::endl;
 
   // The upkeep loop: lapse reservations every second until a signal arrives.
   const timespec second{1, 0};

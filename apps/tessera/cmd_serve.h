@@ -14,6 +14,7 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:8080";
   std::optional<std::string> tokenFile;  // else $TESSERA_API_TOKEN
   bool insecureNoAuth = false;
+  std::string storePath = "tessera.db";  // ":memory:" keeps nothing across restarts
   std::optional<std::string> clusterPath;
   std::optional<std::string> profilePath;
   std::string tlsCert, tlsKey;

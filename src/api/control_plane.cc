@@ -5,6 +5,7 @@
 #include <regex>
 #include <set>
 
+#include "api/codec.h"
 #include "config/loaders.h"
 #include "config/seed.h"
 #include "sched/state_json.h"
@@ -75,30 +76,130 @@ const char* phaseName(sched::ReplicaPhase p) {
 
 Result<std::unique_ptr<ControlPlane>> ControlPlane::create(const model::GpuCatalog& catalog,
                                                            const Clock& clock,
-                                                           ControlPlaneConfig config) {
+                                                           ControlPlaneConfig config,
+                                                           store::Store* store) {
   sched::PluginRegistry registry;
   sched::registerBuiltinPlugins(registry);
   auto plugins = sched::buildPlugins(config.profile, registry);
   if (!plugins) return fail(plugins.error());
-  return std::unique_ptr<ControlPlane>(
-      new ControlPlane(catalog, clock, std::move(config), std::move(*plugins)));
+  std::unique_ptr<ControlPlane> plane(
+      new ControlPlane(catalog, clock, std::move(config), std::move(*plugins), store));
+  if (store != nullptr) TESSERA_RETURN_IF_ERROR(plane->restore());
+  return plane;
 }
 
 ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
-                           ControlPlaneConfig config, sched::PluginSet plugins)
+                           ControlPlaneConfig config, sched::PluginSet plugins, store::Store* store)
     : catalog_(catalog),
       clock_(clock),
       config_(std::move(config)),
+      store_(store),
       state_(catalog_, clock_, config_.profile.options),
       engine_(std::move(plugins), config_.profile.options) {
   extender_ = std::make_unique<k8s::Extender>(
       state_, engine_, [this](std::string_view name) { return findModel(name); });
 }
 
-void ControlPlane::record(std::string type, std::string subject, std::string message) {
-  events_.push_back(
-      {nextSeq_++, clock_.nowMs(), std::move(type), std::move(subject), std::move(message)});
+void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
+                            std::string message) {
+  events_.push_back({seq, timeMs, std::move(type), std::move(subject), std::move(message)});
+  nextSeq_ = std::max(nextSeq_, seq + 1);
   while (events_.size() > config_.eventHistory) events_.pop_front();
+}
+
+Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::string subject,
+                                  std::string message) {
+  // Events carry Unix time (the books' clock may be monotonic, which does not survive a boot).
+  const Millis now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  std::int64_t seq = nextSeq_;
+  if (store_ != nullptr) {
+    batch.appendEvent("event",
+                      json{{"type", type}, {"subject", subject}, {"message", message}}.dump(), now);
+    auto done = store_->commit(batch);
+    if (!done) {
+      // A revision conflict means another writer got there first: a 409, like any conflict.
+      const ErrorCode code = done.error().code == ErrorCode::kFailedPrecondition
+                                 ? ErrorCode::kFailedPrecondition
+                                 : ErrorCode::kInternal;
+      return fail(Error{code, "the store refused the change (" + done.error().message +
+                                  "); nothing was changed"});
+    }
+    seq = done->lastEventSeq;
+    // Keep the log about twice the history long: the documents are the state, the log only
+    // feeds GET /events and the dashboard.
+    const auto history = static_cast<std::int64_t>(config_.eventHistory);
+    if (seq % 1024 == 0 && seq > 2 * history) (void)store_->compactEventsBefore(seq - history);
+  }
+  remember(seq, now, std::move(type), std::move(subject), std::move(message));
+  return {};
+}
+
+std::int64_t ControlPlane::rankOf(std::string_view node) const {
+  const auto id = state_.findNode(node);
+  return id ? state_.node(*id).rank : 0;
+}
+
+Result<void> ControlPlane::restore() {
+  auto snapshot = store_->loadAll();
+  if (!snapshot) return fail(snapshot.error());
+  const std::string where = "store " + store_->path();
+  // Nodes in their rank order (ranks are stored), then models, then replicas.
+  std::vector<std::pair<std::int64_t, model::NodeSpec>> nodes;
+  for (const store::Document& d : snapshot->documents) {
+    if (d.kind != "node") continue;
+    const json body = json::parse(d.json, nullptr, false);
+    auto spec = parseNode(body);
+    if (!spec)
+      return fail(Error::invalid(where + ": node " + d.name + ": " + spec.error().message));
+    nodes.emplace_back(spec->rank.value_or(0), std::move(*spec));
+  }
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [rank, spec] : nodes) {
+    if (auto added = state_.apply(sched::NodeAdded{spec}); !added) {
+      return fail(Error::invalid(where + ": node " + spec.name + ": " + added.error().message));
+    }
+    nodeSpecs_.emplace(spec.name, std::move(spec));
+  }
+  for (const store::Document& d : snapshot->documents) {
+    if (d.kind != "model") continue;
+    auto file = config::parseRequestsYaml(
+        json{{"models", json::array({json::parse(d.json, nullptr, false)})},
+             {"requests", json::array()}}
+            .dump(1),
+        std::string(kBody), {});
+    if (!file) {
+      return fail(Error::invalid(where + ": model " + d.name + ": " +
+                                 relativeToBody(file.error(), "models").message));
+    }
+    models_.insert_or_assign(file->models.front().name, file->models.front());
+  }
+  for (const store::Document& d : snapshot->documents) {
+    if (d.kind != "replica") continue;
+    auto stored = readReplicaDocument(state_, json::parse(d.json, nullptr, false));
+    if (!stored) {
+      return fail(Error::invalid(where + ": replica " + d.name + ": " + stored.error().message));
+    }
+    if (auto placed = state_.apply(sched::ReplicaPlaced{stored->placement}); !placed) {
+      // The books refuse anything that would over-commit a GPU, also on restore.
+      return fail(Error::invalid(where + ": replica " + d.name + ": " + placed.error().message));
+    }
+    if (stored->loaded) (void)state_.apply(sched::ReplicaLoaded{stored->placement.replicaId});
+  }
+  const std::size_t skip = snapshot->events.size() > config_.eventHistory
+                               ? snapshot->events.size() - config_.eventHistory
+                               : 0;
+  for (std::size_t i = skip; i < snapshot->events.size(); ++i) {
+    const store::Event& e = snapshot->events[i];
+    const json body = json::parse(e.json, nullptr, false);
+    if (!body.is_object()) continue;
+    remember(e.seq, e.timeMs, body.value("type", ""), body.value("subject", ""),
+             body.value("message", ""));
+  }
+  nextSeq_ = std::max(nextSeq_, snapshot->lastEventSeq + 1);
+  return {};
 }
 
 Result<void> ControlPlane::loadCluster(const config::ClusterFile& file, const std::string& source) {
@@ -108,15 +209,25 @@ Result<void> ControlPlane::loadCluster(const config::ClusterFile& file, const st
     }
   }
   TESSERA_RETURN_IF_ERROR(config::seedClusterState(state_, file, source));
+  store::Batch batch;
   for (const model::NodeSpec& n : file.nodes) {
+    batch.upsert("node", n.name, nodeDocument(n, rankOf(n.name)).dump());
     nodeSpecs_.emplace(n.name, n);
-    record("NodeRegistered", n.name, "from " + source);
   }
-  for (const model::ModelProfile& m : file.models) models_.insert_or_assign(m.name, m);
+  for (const model::ModelProfile& m : file.models) {
+    batch.upsert("model", m.name, modelDocument(m).dump());
+    models_.insert_or_assign(m.name, m);
+  }
   for (const config::ExistingReplica& r : file.replicas) {
-    record("ReplicaAdopted", r.replicaId, "running on " + r.node + " (" + source + ")");
+    const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(r.replicaId));
+    batch.upsert(
+        "replica", r.replicaId,
+        replicaDocument(state_, rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
   }
-  return {};
+  return commit(std::move(batch), "ClusterLoaded", source,
+                std::to_string(file.nodes.size()) + " nodes, " +
+                    std::to_string(file.models.size()) + " models, " +
+                    std::to_string(file.replicas.size()) + " replicas");
 }
 
 // ---- nodes ---------------------------------------------------------------------------------
@@ -139,8 +250,15 @@ Result<json> ControlPlane::registerNode(const json& body) {
   }
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeAdded{*spec}));
   const std::string name = spec->name;
-  record("NodeRegistered", name,
-         std::to_string(spec->gpus.size()) + " GPU" + (spec->gpus.size() == 1 ? "" : "s"));
+  store::Batch batch;
+  batch.upsert("node", name, nodeDocument(*spec, rankOf(name)).dump(), store::kMustNotExist);
+  if (auto saved =
+          commit(std::move(batch), "NodeRegistered", name,
+                 std::to_string(spec->gpus.size()) + " GPU" + (spec->gpus.size() == 1 ? "" : "s"));
+      !saved) {
+    (void)state_.apply(sched::NodeRemoved{name, true});
+    return fail(saved.error());
+  }
   nodeSpecs_.emplace(name, std::move(*spec));
   return nodeJson(*state_.findNode(name));
 }
@@ -235,9 +353,12 @@ Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
   model::NodeSpec spec = it->second;
   spec.cordoned = cordoned;
+  store::Batch batch;
+  batch.upsert("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
+  TESSERA_RETURN_IF_ERROR(
+      commit(std::move(batch), cordoned ? "NodeCordoned" : "NodeUncordoned", spec.name, ""));
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeUpdated{spec}));
   it->second = std::move(spec);
-  record(cordoned ? "NodeCordoned" : "NodeUncordoned", std::string(node), "");
   return nodeJson(*state_.findNode(node));
 }
 
@@ -245,10 +366,23 @@ Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  const sched::NodeRecord& rec = state_.node(*state_.findNode(node));
+  if (!rec.replicas.empty() && !force) {
+    return fail(Error::precondition("node " + std::string(node) + " still holds " +
+                                    std::to_string(rec.replicas.size()) +
+                                    " replicas; remove them first, or force"));
+  }
+  store::Batch batch;
+  batch.remove("node", std::string(node));
+  for (sched::ReplicaId r : rec.replicas) {
+    batch.remove("replica", state_.replica(r).placement.replicaId);
+  }
+  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "NodeRemoved", std::string(node),
+                                 force ? "forced, with its replicas" : ""));
   auto removed = state_.apply(sched::NodeRemoved{std::string(node), force});
-  if (!removed) return fail(Error{ErrorCode::kFailedPrecondition, removed.error().message});
+  if (!removed)
+    return fail(Error::internal("books refused a checked removal: " + removed.error().message));
   nodeSpecs_.erase(it);
-  record("NodeRemoved", std::string(node), force ? "forced" : "");
   return json{{"node", std::string(node)}, {"removed", true}};
 }
 
@@ -297,8 +431,11 @@ Result<json> ControlPlane::putModel(const json& body) {
   if (!file) return fail(relativeToBody(file.error(), "models"));
   model::ModelProfile profile = std::move(file->models.front());
   const bool replaced = models_.contains(profile.name);
-  record(replaced ? "ModelUpdated" : "ModelRegistered", profile.name,
-         std::to_string(profile.memoryPerGpuMib()) + " MiB per GPU");
+  store::Batch batch;
+  batch.upsert("model", profile.name, modelDocument(profile).dump());
+  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), replaced ? "ModelUpdated" : "ModelRegistered",
+                                 profile.name,
+                                 std::to_string(profile.memoryPerGpuMib()) + " MiB per GPU"));
   const std::string name = profile.name;
   models_.insert_or_assign(name, std::move(profile));
   return getModel(name);
@@ -356,7 +493,7 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
     if (!d.placement) {
       for (const std::string& id : placed) (void)state_.apply(sched::ReplicaUnloaded{id});
       placements_.add({{"result", "unplaceable"}});
-      record("ReplicaUnplaceable", r.replicaId, d.summary);
+      (void)commit(store::Batch{}, "ReplicaUnplaceable", r.replicaId, d.summary);
       json detail = {{"replica", r.replicaId},
                      {"summary", d.summary},
                      {"rejections", sched::rejectionsJson(d.rejections)}};
@@ -368,12 +505,24 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
     }
     placed.push_back(r.replicaId);
   }
+  store::Batch batch;
+  std::string where;
+  for (const std::string& id : placed) {
+    const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
+    batch.upsert("replica", id, replicaDocument(state_, rec.placement, false).dump(),
+                 store::kMustNotExist);
+    where += (where.empty() ? "" : ", ") + id + " on " + state_.node(rec.placement.node).spec.name;
+  }
+  if (auto saved =
+          commit(std::move(batch), "ReplicaPlaced", placed.size() == 1 ? placed[0] : "", where);
+      !saved) {
+    for (const std::string& id : placed) (void)state_.apply(sched::ReplicaUnloaded{id});
+    return bad(saved.error());
+  }
   json out = json::array();
   for (const std::string& id : placed) {
-    const sched::ReplicaId rid = *state_.findReplica(id);
     placements_.add({{"result", "placed"}});
-    record("ReplicaPlaced", id, "on " + state_.node(state_.replica(rid).placement.node).spec.name);
-    out.push_back(replicaJson(rid));
+    out.push_back(replicaJson(*state_.findReplica(id)));
   }
   return json{{"replicas", std::move(out)}};
 }
@@ -381,16 +530,21 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
 Result<json> ControlPlane::replicaLoaded(std::string_view id) {
   if (!state_.findReplica(id))
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
+  store::Batch batch;
+  batch.upsert("replica", std::string(id), replicaDocument(state_, rec.placement, true).dump());
+  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaLoaded", std::string(id), ""));
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{std::string(id)}));
-  record("ReplicaLoaded", std::string(id), "");
   return replicaJson(*state_.findReplica(id));
 }
 
 Result<json> ControlPlane::removeReplica(std::string_view id) {
   if (!state_.findReplica(id))
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  store::Batch batch;
+  batch.remove("replica", std::string(id));
+  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaRemoved", std::string(id), ""));
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaUnloaded{std::string(id)}));
-  record("ReplicaRemoved", std::string(id), "");
   return json{{"replica", std::string(id)}, {"removed", true}};
 }
 
@@ -442,6 +596,30 @@ Result<json> ControlPlane::explain(const json& body) {
       {"summary", d.summary},
       {"rejectionCounts", std::move(counts)},
       {"rejections", sched::rejectionsJson(d.rejections)}};
+}
+
+Result<json> ControlPlane::extenderBind(const json& args) {
+  auto out = extender_->bind(args);
+  if (!out || !(*out)["Error"].get<std::string>().empty()) return out;
+  // The pod's replica id, as the extender books it.
+  const json* ns = k8s::fieldIgnoringCase(args, "PodNamespace");
+  const json* name = k8s::fieldIgnoringCase(args, "PodName");
+  const std::string id = (ns != nullptr && ns->is_string() && !ns->get<std::string>().empty()
+                              ? ns->get<std::string>()
+                              : std::string("default")) +
+                         "/" +
+                         (name != nullptr && name->is_string() ? name->get<std::string>() : "");
+  const auto rid = state_.findReplica(id);
+  if (!rid) return out;  // not a pod Tessera books
+  const sched::ReplicaRecord& rec = state_.replica(*rid);
+  store::Batch batch;
+  batch.upsert("replica", id, replicaDocument(state_, rec.placement, false).dump());
+  if (auto saved = commit(std::move(batch), "ReplicaBound", id,
+                          "on " + state_.node(rec.placement.node).spec.name);
+      !saved) {
+    return json{{"Error", saved.error().message}};
+  }
+  return out;
 }
 
 // ---- events, metrics, upkeep ---------------------------------------------------------------

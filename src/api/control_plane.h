@@ -31,6 +31,7 @@
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
 #include "sched/profile.h"
+#include "store/store.h"
 
 namespace tessera::api {
 
@@ -47,9 +48,13 @@ struct DetailedError {
 
 class ControlPlane {
  public:
+  // With a store, every change is committed to it (durably) before it is answered, and the
+  // state is first restored from it: nodes, models and replicas exactly as they were booked
+  // (reservations start afresh), and the recent events. `store` is borrowed.
   static Result<std::unique_ptr<ControlPlane>> create(const model::GpuCatalog& catalog,
                                                       const Clock& clock,
-                                                      ControlPlaneConfig config = {});
+                                                      ControlPlaneConfig config = {},
+                                                      store::Store* store = nullptr);
 
   // Seeds the books from a cluster file (nodes, model profiles, replicas already running);
   // for `tessera serve --cluster`. Errors name the file.
@@ -80,6 +85,9 @@ class ControlPlane {
   // Why a request would or would not fit now, with every rejection; books nothing.
   Result<nlohmann::json> explain(const nlohmann::json& body);
 
+  // ---- kube-scheduler extender (bind books, so it is persisted here)
+  Result<nlohmann::json> extenderBind(const nlohmann::json& args);
+
   // ---- events, metrics, upkeep
   nlohmann::json events(std::int64_t after, std::size_t limit) const;
   std::string metricsText() const;
@@ -97,8 +105,15 @@ class ControlPlane {
 
  private:
   ControlPlane(const model::GpuCatalog& catalog, const Clock& clock, ControlPlaneConfig config,
-               sched::PluginSet plugins);
-  void record(std::string type, std::string subject, std::string message);
+               sched::PluginSet plugins, store::Store* store);
+  Result<void> restore();
+  // Commits `batch` plus the event (when there is a store), then adds the event to the
+  // history. On error nothing was written.
+  Result<void> commit(store::Batch batch, std::string type, std::string subject,
+                      std::string message);
+  void remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
+                std::string message);
+  std::int64_t rankOf(std::string_view node) const;
   Result<model::NodeSpec> parseNode(const nlohmann::json& body) const;
   nlohmann::json nodeJson(sched::NodeId id) const;
   nlohmann::json replicaJson(sched::ReplicaId id) const;
@@ -106,6 +121,7 @@ class ControlPlane {
   model::GpuCatalog catalog_;
   const Clock& clock_;
   ControlPlaneConfig config_;
+  store::Store* store_;
   sched::ClusterState state_;
   sched::PlacementEngine engine_;
   std::unique_ptr<k8s::Extender> extender_;

@@ -4,6 +4,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -93,10 +96,16 @@ TEST_F(ServerTest, ProbesAndMetricsAnswer) {
             std::string::npos)
       << m;
   EXPECT_NE(m.find("tessera_fleet_gpus 2"), std::string::npos);
-  EXPECT_NE(
-      m.find("tessera_http_requests_total{method=\"POST\",route=\"/api/v1/nodes\",code=\"201\"} 1"),
-      std::string::npos)
-      << m;
+  // httplib counts a request after its answer went out, so the counter may trail the
+  // answer by a moment: poll for it (bounded).
+  const std::string counted =
+      "tessera_http_requests_total{method=\"POST\",route=\"/api/v1/nodes\",code=\"201\"} 1";
+  std::string latest = m;
+  for (int i = 0; i < 100 && latest.find(counted) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    latest = client_->Get("/metrics")->body;
+  }
+  EXPECT_NE(latest.find(counted), std::string::npos) << latest;
 }
 
 TEST_F(ServerTest, RegistersNodesPlacesReplicasAndExplains) {

@@ -1,0 +1,152 @@
+// The control plane over a real store file: a restart restores exactly what was acknowledged,
+// and the books refuse a stored state that would over-commit a GPU.
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "api/control_plane.h"
+#include "model/gpu_catalog.h"
+#include "store/store.h"
+
+namespace tessera::api {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class PersistenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tessera_persist_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A control plane over the store at dir_/state.db (reopened each call).
+  std::unique_ptr<ControlPlane> open() {
+    auto s = store::Store::open((dir_ / "state.db").string());
+    EXPECT_TRUE(s) << s.error().message;
+    store_ = std::move(*s);
+    auto plane = ControlPlane::create(catalog_, clock_, {}, store_.get());
+    EXPECT_TRUE(plane) << plane.error().message;
+    return plane ? std::move(*plane) : nullptr;
+  }
+
+  // Everything a client can read, minus what is not state (placement time).
+  static json view(const ControlPlane& p) {
+    json replicas = p.listReplicas()["replicas"];
+    for (json& r : replicas) {
+      r.erase("placedAtMs");
+      r.erase("reservationActive");
+    }
+    return {{"nodes", p.listNodes()}, {"models", p.listModels()}, {"replicas", replicas}};
+  }
+
+  static json node(const std::string& name, int gpus, const std::string& type) {
+    json list = json::array();
+    for (int i = 0; i < gpus; ++i) list.push_back({{"type", type}, {"nvlinkGroup", 0}});
+    return {{"name", name},
+            {"cpu", 96},
+            {"hostMemory", "1Ti"},
+            {"gpus", list},
+            {"labels", {{"pool", "a"}}}};
+  }
+
+  fs::path dir_;
+  model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
+  ManualClock clock_{1000};
+  std::unique_ptr<store::Store> store_;
+};
+
+TEST_F(PersistenceTest, ARestartRestoresExactlyWhatWasAcknowledged) {
+  json before;
+  std::int64_t lastSeq = 0;
+  {
+    auto p = open();
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(p->registerNode(node("b-node", 4, "H100-80GB")));
+    ASSERT_TRUE(p->registerNode(node("a-node", 2, "A100-80GB")));
+    ASSERT_TRUE(p->registerNode(node("c-node", 1, "L4")));
+    ASSERT_TRUE(p->putModel({{"name", "llama-70b"},
+                             {"weights", "130Gi"},
+                             {"gpusPerReplica", 2},
+                             {"priority", 5},
+                             {"sharing", "exclusive"}}));
+    ASSERT_TRUE(p->putModel({{"name", "small"}, {"weightsMib", 9000}, {"computeMilli", 300}}));
+    ASSERT_TRUE(p->placeReplicas({{"name", "chat"}, {"count", 2}, {"model", "llama-70b"}}));
+    ASSERT_TRUE(p->placeReplicas({{"name", "tiny"}, {"count", 5}, {"model", "small"}}));
+    ASSERT_TRUE(p->replicaLoaded("chat-0"));
+    ASSERT_TRUE(p->removeReplica("tiny-3"));
+    ASSERT_TRUE(p->setCordoned("c-node", true));
+    EXPECT_FALSE(p->placeReplicas({{"name", "huge"}, {"count", 9}, {"model", "llama-70b"}}));
+    before = view(*p);
+    lastSeq = p->events(0, 10000)["lastSeq"];
+    ASSERT_TRUE(p->state().checkInvariants());
+  }
+  auto p = open();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(view(*p), before);
+  EXPECT_TRUE(p->state().checkInvariants());
+  // Tie-break ranks survive: b-node was registered first.
+  EXPECT_LT(p->state().node(*p->state().findNode("b-node")).rank,
+            p->state().node(*p->state().findNode("a-node")).rank);
+  // The event history continues where it stopped.
+  EXPECT_EQ(p->events(0, 10000)["lastSeq"], lastSeq);
+  ASSERT_TRUE(p->removeReplica("tiny-0"));
+  EXPECT_EQ(p->events(0, 10000)["lastSeq"], lastSeq + 1);
+  EXPECT_EQ(p->events(lastSeq, 10)["events"][0]["type"], "ReplicaRemoved");
+}
+
+TEST_F(PersistenceTest, AStoredStateThatWouldOverCommitAGpuIsRefusedNamingTheReplica) {
+  {
+    auto p = open();
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
+    ASSERT_TRUE(
+        p->placeReplicas({{"replicaId", "r1"}, {"model", {{"name", "m"}, {"weightsMib", 50000}}}}));
+  }
+  // Someone copies r1's document under another name: both cannot fit on the one GPU.
+  {
+    auto s = store::Store::open((dir_ / "state.db").string());
+    ASSERT_TRUE(s);
+    auto doc = (*s)->get("replica", "r1");
+    ASSERT_TRUE(doc);
+    json copy = json::parse(doc->json);
+    copy["placement"]["replicaId"] = "r2";
+    store::Batch b;
+    b.upsert("replica", "r2", copy.dump());
+    ASSERT_TRUE((*s)->commit(b));
+  }
+  auto s = store::Store::open((dir_ / "state.db").string());
+  ASSERT_TRUE(s);
+  auto plane = ControlPlane::create(catalog_, clock_, {}, s->get());
+  ASSERT_FALSE(plane);
+  EXPECT_NE(plane.error().message.find("replica r2"), std::string::npos) << plane.error().message;
+  EXPECT_NE(plane.error().message.find("state.db"), std::string::npos) << plane.error().message;
+}
+
+TEST_F(PersistenceTest, RefusedChangesWriteNothing) {
+  auto p = open();
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
+  auto rev = store_->loadAll();
+  ASSERT_TRUE(rev);
+  EXPECT_FALSE(p->registerNode(node("n", 1, "A100-80GB")));        // exists
+  EXPECT_FALSE(p->registerNode({{"name", "x"}, {"gpus", 3}}));     // malformed
+  EXPECT_FALSE(p->putModel({{"name", "m"}, {"weightsMib", -1}}));  // bad value
+  EXPECT_FALSE(p->removeReplica("nobody"));
+  auto after = store_->loadAll();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->revision, rev->revision);
+  EXPECT_EQ(after->documents, rev->documents);
+}
+
+}  // namespace
+}  // namespace tessera::api
