@@ -69,6 +69,9 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
   so.fleet.gpuType = o.gpuType;
   so.fleet.nodes = o.nodes;
   so.fleet.gpusPerNode = o.gpusPerNode;
+  so.warmStart = !o.startAtMin;
+  if (o.warmupSeconds < 0) return fail(Error::invalid("--warmup-seconds must be >= 0"));
+  so.warmupSeconds = o.warmupSeconds;
   for (const std::string& text : o.policyArgs) {
     const std::size_t dot = text.find('.');
     const std::size_t eq = text.find('=');
@@ -158,6 +161,8 @@ Result<void> writeOutputs(const std::string& dir, const sim::ServingReport& repo
   for (const auto& r : report.policies) {
     TESSERA_RETURN_IF_ERROR(write(report.trace + "-" + r.policy + "-timeline.csv",
                                   [&](std::ostream& f) { sim::writeTimelineCsv(f, r); }));
+    TESSERA_RETURN_IF_ERROR(write(report.trace + "-" + r.policy + "-decisions.csv",
+                                  [&](std::ostream& f) { sim::writeDecisionsCsv(f, r); }));
   }
   TESSERA_RETURN_IF_ERROR(write(report.trace + "-timeline.svg",
                                 [&](std::ostream& f) { f << sim::servingPlotSvg(report); }));
@@ -267,6 +272,12 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
       ->capture_default_str();
   cmd->add_option("--time-scale", o.timeScale,
                   "Multiply inter-arrival times (0.5: twice the request rate)")
+      ->capture_default_str();
+  cmd->add_flag("--start-at-min", o.startAtMin,
+                "Autoscaled policies start at their minimum instead of the trace's first-minute "
+                "demand");
+  cmd->add_option("--warmup-seconds", o.warmupSeconds,
+                  "Replay the trace's first N seconds once before measuring (0: none)")
       ->capture_default_str();
   cmd->add_option("--nodes", o.nodes, "Nodes in the fleet")->capture_default_str();
   cmd->add_option("--gpus-per-node", o.gpusPerNode, "GPUs per node")->capture_default_str();

@@ -3,15 +3,20 @@
 
 #include "sim/serving_policy.h"
 
+#include <algorithm>
+
 namespace tessera::sim {
 namespace {
 
 class Autoscaled final : public ServingController {
  public:
-  Autoscaled(const scale::AutoscalerConfig& config, std::unique_ptr<scale::Autoscaler> a)
-      : config_(config), autoscaler_(std::move(a)) {}
+  Autoscaled(const scale::AutoscalerConfig& config, std::unique_ptr<scale::Autoscaler> a,
+             int initial)
+      : config_(config), autoscaler_(std::move(a)), initial_(initial) {}
   Millis syncPeriodMs() const override { return Millis{config_.syncPeriodSeconds} * 1000; }
-  int initialReplicas() const override { return std::max(1, config_.minReplicas); }
+  int initialReplicas() const override {
+    return std::clamp(initial_, std::max(1, config_.minReplicas), config_.maxReplicas);
+  }
   scale::Decision evaluate(const scale::DeploymentSignals& signals) override {
     return autoscaler_->evaluate(signals);
   }
@@ -19,6 +24,7 @@ class Autoscaled final : public ServingController {
  private:
   scale::AutoscalerConfig config_;
   std::unique_ptr<scale::Autoscaler> autoscaler_;
+  int initial_;
 };
 
 }  // namespace
@@ -70,11 +76,13 @@ Result<void> overrideSetting(scale::AutoscalerConfig& c, const std::string& key,
   return {};
 }
 
-Result<std::unique_ptr<ServingController>> makeAutoscaled(const scale::AutoscalerConfig& config) {
+Result<std::unique_ptr<ServingController>> makeAutoscaled(const scale::AutoscalerConfig& config,
+                                                          int initialReplicas) {
   auto a = scale::Autoscaler::create(config);
   if (!a)
     return fail(Error::invalid("autoscaler " + config.recommender + ": " + a.error().message));
-  return std::unique_ptr<ServingController>(std::make_unique<Autoscaled>(config, std::move(*a)));
+  return std::unique_ptr<ServingController>(
+      std::make_unique<Autoscaled>(config, std::move(*a), initialReplicas));
 }
 
 }  // namespace tessera::sim

@@ -61,8 +61,9 @@ Result<scale::AutoscalerConfig> autoscalerConfigFor(std::string_view policy);
 // argument (replaced or added; the recommender validates it when the autoscaler is built).
 Result<void> overrideSetting(scale::AutoscalerConfig& config, const std::string& key, double value);
 // A controller that asks a scale::Autoscaler built from `config`; it starts with
-// max(1, minReplicas) replicas warm.
-Result<std::unique_ptr<ServingController>> makeAutoscaled(const scale::AutoscalerConfig& config);
+// `initialReplicas` warm, within [max(1, minReplicas), maxReplicas].
+Result<std::unique_ptr<ServingController>> makeAutoscaled(const scale::AutoscalerConfig& config,
+                                                          int initialReplicas = 1);
 
 std::unique_ptr<ServingController> makeStaticPeak(const std::vector<int>& demand, int maxReplicas);
 // `leadMs`: how long before an interval the oracle asks for its replicas (the cold start).

@@ -134,6 +134,16 @@ void writeTimelineCsv(std::ostream& out, const ServingPolicyResult& result) {
   }
 }
 
+void writeDecisionsCsv(std::ostream& out, const ServingPolicyResult& result) {
+  out << "time_s,serving,recommended,desired,drained,reason\n";
+  for (const DecisionRecord& d : result.decisions) {
+    std::string reason;
+    for (char c : d.reason) reason += c == '"' ? std::string("\"\"") : std::string(1, c);
+    out << num(d.timeS, "%.0f") << ',' << d.serving << ',' << d.recommended << ',' << d.desired
+        << ',' << d.drained << ",\"" << reason << "\"\n";
+  }
+}
+
 std::string servingPlotSvg(const ServingReport& report) {
   constexpr double kWidth = 900, kPanel = 170, kLeft = 60, kRight = 60, kTop = 60, kGap = 40;
   const double w = kWidth - kLeft - kRight;

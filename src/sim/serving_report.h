@@ -40,6 +40,9 @@ void writeServingCsv(std::ostream& out, const ServingReport& report, bool header
 // time_s,arrivals_per_s,queue,running,replicas_loading,replicas_ready,replicas_draining,desired
 void writeTimelineCsv(std::ostream& out, const ServingPolicyResult& result);
 
+// time_s,serving,recommended,desired,drained,reason (the reason quoted)
+void writeDecisionsCsv(std::ostream& out, const ServingPolicyResult& result);
+
 // Per policy: arrivals per second (grey, right axis) and replicas ready / loading / draining
 // (left axis) against time. Standalone SVG, no scripts or external resources.
 std::string servingPlotSvg(const ServingReport& report);

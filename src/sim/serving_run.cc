@@ -63,6 +63,7 @@ struct RequestState {
   Micros admittedUs = -1;
   Micros firstTokenUs = -1;
   Micros doneUs = -1;
+  bool counted = true;  // false: a warm-up request
   bool rejected = false;
   bool cutOff = false;
 };
@@ -101,9 +102,12 @@ std::optional<double> Window::percentile(double p) const {
 
 class ServingRun {
  public:
-  ServingRun(const ServingTrace& trace, const model::GpuCatalog& catalog, const ServingOptions& o,
-             const ReplicaPerf& perf, std::string name, ServingController& controller)
+  ServingRun(const ServingTrace& trace, std::size_t firstCounted, Micros measuredFromUs,
+             const model::GpuCatalog& catalog, const ServingOptions& o, const ReplicaPerf& perf,
+             std::string name, ServingController& controller)
       : trace_(trace),
+        firstCounted_(firstCounted),
+        measuredFromUs_(measuredFromUs),
         o_(o),
         perf_(perf),
         name_(std::move(name)),
@@ -143,7 +147,11 @@ class ServingRun {
   void setPhase(Replica& r, Phase p);
   ServingPolicyResult summarize(Micros horizon);
 
+  bool measuring(Micros now) const { return now >= measuredFromUs_; }
+
   const ServingTrace& trace_;
+  std::size_t firstCounted_;  // requests before this index are the warm-up's
+  Micros measuredFromUs_;     // the measured window starts here
   const ServingOptions& o_;
   const ReplicaPerf& perf_;
   std::string name_;
@@ -213,6 +221,7 @@ Result<void> ServingRun::setUp() {
   const double sloFloorUs = o_.sloTtftMs * 1000;
   for (const ServingRequest& r : trace_.requests) {
     RequestState s;
+    s.counted = requests_.size() >= firstCounted_;
     s.arrivalUs = r.arrivalUs;
     s.inputTokens = r.inputTokens;
     s.outputTokens = std::max(1, r.outputTokens);
@@ -249,7 +258,7 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
   const sched::Decision d = engine_->place(state_, req, opts);
   if (!d.placement) {
     if (d.requestRefused) return fail(Error::internal("replica " + id + ": " + d.summary));
-    ++out_.placementFailures;
+    if (measuring(now)) ++out_.placementFailures;
     return false;
   }
   const sched::NodeId node = d.placement->node;
@@ -261,8 +270,10 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
   if (!warm) {
     const CacheTier tier = tierFor(node, now);
     loadUs = static_cast<Micros>(std::ceil(o_.load.seconds(tier, perf_.weightsBytes) * 1e6));
-    ++out_.coldStarts;
-    ++out_.coldStartsByTier[static_cast<std::size_t>(tier)];
+    if (measuring(now)) {
+      ++out_.coldStarts;
+      ++out_.coldStartsByTier[static_cast<std::size_t>(tier)];
+    }
     if (tier == CacheTier::kRemote) {
       // The download fills the node's disk cache (the node agent reports it).
       model::NodeSpec& spec = nodeSpecs_[static_cast<std::size_t>(node)];
@@ -277,7 +288,6 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
   setPhase(replicas_.back(), Phase::kLoading);
   ++liveOnNode_[static_cast<std::size_t>(node)];
   ++holding_;
-  out_.peakReplicas = std::max(out_.peakReplicas, holding_);
   if (warm) {
     TESSERA_RETURN_IF_ERROR(onReady(index, now));
   } else {
@@ -465,7 +475,7 @@ Result<void> ServingRun::apply(const scale::Decision& d, Micros now) {
       if (!*ok) break;
       ++added;
     }
-    if (added > 0) ++out_.scaleUps;
+    if (added > 0 && measuring(now)) ++out_.scaleUps;
     return {};
   }
   if (desired >= current) return {};
@@ -505,21 +515,31 @@ Result<void> ServingRun::apply(const scale::Decision& d, Micros now) {
     if (pick < 0) break;
     TESSERA_RETURN_IF_ERROR(drainIf(pick));
   }
-  if (removed > 0) ++out_.scaleDowns;
+  if (removed > 0 && measuring(now)) ++out_.scaleDowns;
   return {};
 }
 
 Result<void> ServingRun::onSync(Micros now) {
+  const int before = serving();
+  const int drainingBefore = counts_[2];
   const scale::Decision d = controller_.evaluate(signals(now));
   TESSERA_RETURN_IF_ERROR(apply(d, now));
+  const DecisionRecord* last = out_.decisions.empty() ? nullptr : &out_.decisions.back();
+  if (measuring(now) && (!last || last->recommended != d.recommendedReplicas ||
+                         last->desired != d.desiredReplicas || before != serving())) {
+    out_.decisions.push_back({static_cast<double>(now - measuredFromUs_) / 1e6, before,
+                              d.recommendedReplicas, d.desiredReplicas,
+                              std::max(0, counts_[2] - drainingBefore), d.reason});
+  }
   push(now + controller_.syncPeriodMs() * 1000, EventType::kSync);
   return {};
 }
 
 void ServingRun::onSample(Micros now) {
   TimelinePoint p;
-  p.timeS = static_cast<double>(now) / 1e6;
-  p.arrivalsPerS = now > 0 ? arrivalsSinceSample_ / static_cast<double>(o_.sampleSeconds) : 0;
+  p.timeS = static_cast<double>(now - measuredFromUs_) / 1e6;
+  p.arrivalsPerS =
+      now > measuredFromUs_ ? arrivalsSinceSample_ / static_cast<double>(o_.sampleSeconds) : 0;
   arrivalsSinceSample_ = 0;
   p.queue = static_cast<int>(buffer_.size());
   for (const Replica& r : replicas_) {
@@ -550,7 +570,7 @@ Result<ServingPolicyResult> ServingRun::run() {
   for (std::size_t i = 0; i < requests_.size(); ++i) {
     push(requests_[i].arrivalUs, EventType::kArrival, static_cast<int>(i));
   }
-  push(0, EventType::kSample);
+  push(measuredFromUs_, EventType::kSample);
   push(controller_.syncPeriodMs() * 1000, EventType::kSync);
   const ReplicaEngine probe(perf_);
   while (!events_.empty()) {
@@ -558,7 +578,11 @@ Result<ServingPolicyResult> ServingRun::run() {
     if (e.atUs > horizonUs_) break;
     events_.pop();
     const Micros now = e.atUs;
-    servingReplicaUs_ += static_cast<double>(serving()) * static_cast<double>(now - lastCountUs_);
+    if (measuring(now)) {
+      const Micros from = std::max(lastCountUs_, measuredFromUs_);
+      servingReplicaUs_ += static_cast<double>(serving()) * static_cast<double>(now - from);
+      out_.peakReplicas = std::max(out_.peakReplicas, holding_);
+    }
     lastCountUs_ = now;
     switch (e.type) {
       case EventType::kArrival: {
@@ -596,8 +620,8 @@ Result<ServingPolicyResult> ServingRun::run() {
       toKick_.clear();
     }
   }
-  servingReplicaUs_ +=
-      static_cast<double>(serving()) * static_cast<double>(horizonUs_ - lastCountUs_);
+  servingReplicaUs_ += static_cast<double>(serving()) *
+                       static_cast<double>(horizonUs_ - std::max(lastCountUs_, measuredFromUs_));
   ServingPolicyResult result = summarize(horizonUs_);
   result.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -606,12 +630,14 @@ Result<ServingPolicyResult> ServingRun::run() {
 
 ServingPolicyResult ServingRun::summarize(Micros horizon) {
   ServingPolicyResult& r = out_;
-  r.requests = static_cast<int>(requests_.size());
-  r.horizonS = static_cast<double>(horizon) / 1e6;
+  r.requests = static_cast<int>(requests_.size() - firstCounted_);
+  const auto window = static_cast<double>(horizon - measuredFromUs_);
+  r.horizonS = window / 1e6;
   std::vector<double> ttft, queue;
   ttft.reserve(requests_.size());
   queue.reserve(requests_.size());
   for (const RequestState& s : requests_) {
+    if (!s.counted) continue;
     if (s.rejected) {
       ++r.rejected;
       continue;  // never ran: a miss, and no latency to speak of
@@ -635,11 +661,12 @@ ServingPolicyResult ServingRun::summarize(Micros horizon) {
   r.queueP99Ms = nearestRank(queue, 0.99);
   double gpuUs = 0;
   for (const Replica& x : replicas_) {
+    // Whole-GPU replicas (fraction 1), over the measured window only.
     const Micros end = x.freedUs >= 0 ? x.freedUs : horizon;
-    gpuUs += static_cast<double>(end - x.placedUs);  // whole-GPU replicas: fraction 1
+    gpuUs += static_cast<double>(std::max<Micros>(0, end - std::max(x.placedUs, measuredFromUs_)));
   }
   r.gpuHours = gpuUs / 3.6e9;
-  r.meanServingReplicas = horizon > 0 ? servingReplicaUs_ / static_cast<double>(horizon) : 0;
+  r.meanServingReplicas = window > 0 ? servingReplicaUs_ / window : 0;
   return r;
 }
 
@@ -686,7 +713,8 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
             Error::invalid("--policy-arg " + s.policy + "." + s.key + ": " + ok.error().message));
       }
     }
-    return makeAutoscaled(*config);
+    const int initial = o.warmStart ? replicaDemand(trace, perf, o.demand).front() : 1;
+    return makeAutoscaled(*config, initial);
   }
   std::string known;
   for (auto n : kServingPolicyNames) known += (known.empty() ? "" : ", ") + std::string(n);
@@ -694,21 +722,58 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
       Error::invalid("unknown policy '" + std::string(policy) + "' (known: " + known + ")"));
 }
 
+namespace {
+
+// The trace behind a lead-in: its first warmupSeconds replayed once, then the whole trace.
+struct WarmedTrace {
+  ServingTrace trace;
+  std::size_t firstCounted = 0;
+  Micros measuredFromUs = 0;
+};
+
+WarmedTrace withWarmup(const ServingTrace& t, int warmupSeconds) {
+  WarmedTrace w;
+  w.trace.name = t.name;
+  w.measuredFromUs = Micros{std::max(0, warmupSeconds)} * kUsPerSecond;
+  for (const ServingRequest& r : t.requests) {
+    if (r.arrivalUs < w.measuredFromUs) w.trace.requests.push_back(r);
+  }
+  w.firstCounted = w.trace.requests.size();
+  for (ServingRequest r : t.requests) {
+    r.arrivalUs += w.measuredFromUs;
+    w.trace.requests.push_back(r);
+  }
+  return w;
+}
+
+Result<ServingPolicyResult> runWarmed(const WarmedTrace& w, const model::GpuCatalog& catalog,
+                                      const ServingOptions& options, const ReplicaPerf& perf,
+                                      std::string policyName, ServingController& controller) {
+  if (w.firstCounted == w.trace.requests.size()) {
+    return fail(Error::invalid("trace " + w.trace.name + ": no requests"));
+  }
+  ServingRun run(w.trace, w.firstCounted, w.measuredFromUs, catalog, options, perf,
+                 std::move(policyName), controller);
+  return run.run();
+}
+
+}  // namespace
+
 Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
                                            const model::GpuCatalog& catalog,
                                            const ServingOptions& options, std::string policyName,
                                            ServingController& controller) {
   auto perf = servingPerf(catalog, options);
   if (!perf) return fail(perf.error());
-  if (trace.requests.empty()) return fail(Error::invalid("trace " + trace.name + ": no requests"));
-  ServingRun run(trace, catalog, options, *perf, std::move(policyName), controller);
-  return run.run();
+  return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf,
+                   std::move(policyName), controller);
 }
 
 Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::GpuCatalog& catalog,
                                        const ServingOptions& options, std::string_view policy) {
   auto perf = servingPerf(catalog, options);
   if (!perf) return fail(perf.error());
+  const WarmedTrace warmed = withWarmup(trace, options.warmupSeconds);
   if (policy == "oracle") {
     // The cheapest plan of the family that meets the SLO target: every utilisation target of
     // the grid, the fewest GPU-hours among runs reaching oracleSloTarget (else the best
@@ -717,9 +782,9 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
     for (double utilization : options.oracleUtilizations) {
       ServingOptions o = options;
       o.demand.targetUtilization = utilization;
-      auto controller = makeServingController(policy, trace, *perf, o);
+      auto controller = makeServingController(policy, warmed.trace, *perf, o);
       if (!controller) return fail(controller.error());
-      auto r = runServingWith(trace, catalog, o, "oracle", **controller);
+      auto r = runWarmed(warmed, catalog, o, *perf, "oracle", **controller);
       if (!r) return fail(r.error());
       char detail[96];
       std::snprintf(detail, sizeof detail, "utilisation target %.2f", utilization);
@@ -734,9 +799,9 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
     if (!best) return fail(Error::invalid("oracle: no utilisation target to try"));
     return std::move(*best);
   }
-  auto controller = makeServingController(policy, trace, *perf, options);
+  auto controller = makeServingController(policy, warmed.trace, *perf, options);
   if (!controller) return fail(controller.error());
-  return runServingWith(trace, catalog, options, std::string(policy), **controller);
+  return runWarmed(warmed, catalog, options, *perf, std::string(policy), **controller);
 }
 
 }  // namespace tessera::sim

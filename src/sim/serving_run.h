@@ -62,6 +62,14 @@ struct ServingOptions {
   int tailSeconds = 120;         // the horizon: last arrival + this
   int hostCacheSeconds = 600;    // a node keeps weights in host memory this long after use
   DemandOptions demand;          // static-peak and oracle sizing
+  // Autoscaled policies start with the replicas the trace's first interval needs (replicaDemand
+  // at `demand`), within their own min/max, warm: the trace is a window of traffic that a
+  // deployment was already serving. false: they start at max(1, minReplicas).
+  bool warmStart = true;
+  // Before the measured window, the trace's first warmupSeconds are replayed once as a lead-in
+  // (not counted: no requests, GPU-hours, scale events or cold starts), so that signal windows,
+  // stabilisation windows and recommender history are in a steady state when measuring starts.
+  int warmupSeconds = 300;
   int oracleSyncSeconds = 15;
   // The oracle runs once per utilisation target and keeps the cheapest run that reaches
   // oracleSloTarget: the least a policy with perfect foresight of this family needs.
@@ -87,6 +95,16 @@ struct TimelinePoint {
   int desired = 0;  // the policy's last answer
 };
 
+// One answer of the policy, as it was applied.
+struct DecisionRecord {
+  double timeS = 0;
+  int serving = 0;  // loading + ready when asked
+  int recommended = 0;
+  int desired = 0;
+  int drained = 0;  // victims started draining
+  std::string reason;
+};
+
 struct ServingPolicyResult {
   std::string policy;
   int requests = 0;
@@ -110,6 +128,7 @@ struct ServingPolicyResult {
   double wallSeconds = 0;
   std::string detail;  // how the policy was set up, when that varies (the oracle's target)
   std::vector<TimelinePoint> timeline;
+  std::vector<DecisionRecord> decisions;  // every sync whose answer or count changed
 };
 
 // The controller of a policy name (static-peak, oracle, or an autoscaled one).
