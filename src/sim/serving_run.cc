@@ -713,6 +713,11 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
             Error::invalid("--policy-arg " + s.policy + "." + s.key + ": " + ok.error().message));
       }
     }
+    if (config->warmReplicas > 0) {
+      return fail(Error::invalid("policy " + std::string(policy) +
+                                 ": the serving simulation does not model a warm pool "
+                                 "(warmReplicas must be 0)"));
+    }
     const int initial = o.warmStart ? replicaDemand(trace, perf, o.demand).front() : 1;
     return makeAutoscaled(*config, initial);
   }
