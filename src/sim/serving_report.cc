@@ -160,7 +160,9 @@ std::string servingPlotSvg(const ServingReport& report) {
     }
   }
   const auto [rateTop, rateStep] = axis(maxRate);
-  const auto [repTop, repStep] = axis(maxReplicas);
+  // Replica counts are whole: whole ticks.
+  const double repStep = std::max(1, (maxReplicas + 4) / 5);
+  const double repTop = std::ceil(maxReplicas / repStep) * repStep;
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(kWidth) << "\" height=\""
       << num(height) << "\" font-family=\"sans-serif\">\n"
