@@ -63,17 +63,17 @@ Result<sched::Profile> policyProfile(std::string_view policy,
   return p;
 }
 
-sched::Profile tesseraProfile(std::span<const sched::TaskShape> typical) {
+sched::Profile tesseraProfile(std::span<const sched::TaskShape> workload) {
   sched::Profile p;
   p.name = "tessera";
   p.filters = artifactFilters();
   // PackingGradient (sched/plugins/packing_gradient.h, docs/tessera-policy.md): the loss of
-  // the target workload's usable capacity, stranded GPU and GPU-type pressure, one weight set
-  // for every trace. It scores a sharing pod's GPUs one by one; equal costs mean identical
-  // node states, so the lowest GPU index is as good as any.
+  // the expected workload's usable capacity, stranded GPU and GPU-type pressure, one weight
+  // set for every trace. It scores a sharing pod's GPUs one by one; equal costs mean
+  // identical node states, so the lowest GPU index is as good as any.
   p.options.gpuTieBreak = sched::GpuTieBreak::kIndex;
-  sched::PluginArgs args = sched::taskShapesToArgs(typical);
-  args["stranding"] = 2.0;
+  sched::PluginArgs args = sched::taskShapesToArgs(workload);
+  args["stranding"] = 4.0;
   args["cpuPerGpuScale"] = 1.0;
   args["typePressure"] = 4.0;
   p.scores = {{"PackingGradient", 1, std::move(args)}};
@@ -92,8 +92,11 @@ Result<FgdTrace> makeFgdTrace(std::string name, std::vector<model::NodeSpec> nod
   for (const auto& n : t.nodes) t.gpuCount += static_cast<std::int64_t>(n.gpus.size());
   if (t.gpuCount == 0) return fail(Error::invalid("trace " + t.name + ": no GPUs"));
   t.typical = typicalPods(t.pods);
-  if (auto ok = sched::resolveTaskShapes(catalog, t.typical.shapes); !ok) {
-    return fail(Error::invalid("trace " + t.name + ": " + ok.error().message));
+  t.workload = typicalPods(t.pods, 100.0);
+  for (auto* w : {&t.typical, &t.workload}) {
+    if (auto ok = sched::resolveTaskShapes(catalog, w->shapes); !ok) {
+      return fail(Error::invalid("trace " + t.name + ": " + ok.error().message));
+    }
   }
   return t;
 }
@@ -107,8 +110,11 @@ std::optional<double> RunResult::unallocatedAt100() const {
 Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog,
                          const RunSpec& spec, const std::function<void(int)>& progress) {
   const auto started = std::chrono::steady_clock::now();
+  // FGD scores against its target workload; Tessera looks at every shape of the pod list.
   auto profile =
-      policyProfile(spec.policy, trace.typical.shapes, static_cast<std::uint64_t>(spec.seed));
+      spec.policy == "tessera"
+          ? Result<sched::Profile>(tesseraProfile(trace.workload.shapes))
+          : policyProfile(spec.policy, trace.typical.shapes, static_cast<std::uint64_t>(spec.seed));
   if (!profile) return fail(profile.error());
   sched::PluginRegistry registry;
   sched::registerBuiltinPlugins(registry);

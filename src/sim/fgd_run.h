@@ -36,13 +36,15 @@ bool isPolicyName(std::string_view name);
 // its free milli covers g), and the GPU choice on equal scores: lowest index for FGD (its
 // reserve takes the first GPU reaching the best score), best fit for the others (smallest
 // free milli that still fits, then lowest index). `typical` is FGD's target workload; `seed`
-// drives Random.
+// drives Random. "tessera" gives tesseraProfile(typical): pass it FgdTrace::workload, as
+// runFgd does.
 Result<sched::Profile> policyProfile(std::string_view policy,
                                      std::span<const sched::TaskShape> typical, std::uint64_t seed);
 
-// Tessera's own policy for this workload (weights and plugins to be tuned; keep it one
-// function so that tuning changes one place).
-sched::Profile tesseraProfile(std::span<const sched::TaskShape> typical);
+// Tessera's own policy (PackingGradient, docs/tessera-policy.md) for an expected workload:
+// every task shape of the pod list with its frequency (FgdTrace::workload). One weight set
+// for every trace.
+sched::Profile tesseraProfile(std::span<const sched::TaskShape> workload);
 
 // A trace ready to run: nodes (without ranks), pods, and the target workload resolved
 // against the catalogue.
@@ -50,7 +52,8 @@ struct FgdTrace {
   std::string name;
   std::vector<model::NodeSpec> nodes;
   std::vector<TracePod> pods;
-  TypicalWorkload typical;
+  TypicalWorkload typical;   // FGD's target workload (95 % of tasks)
+  TypicalWorkload workload;  // every task shape: Tessera's expected workload
   std::int64_t capacityMilli = 0;
   std::int64_t gpuCount = 0;
 };

@@ -41,7 +41,6 @@ namespace {
 constexpr std::size_t kMemoGpus = 16;
 // Bounds on the memos for long-lived use: past these they start over.
 constexpr std::size_t kMaxMemoStates = std::size_t{1} << 20;
-constexpr std::size_t kMaxPodShapes = 512;
 
 struct StateKey {
   std::int16_t cpuRank = 0;
@@ -64,23 +63,6 @@ struct StateKeyHash {
       h ^= h >> 33;
     }
     return static_cast<std::size_t>(h);
-  }
-};
-
-struct PodShape {
-  std::int64_t cpuMilli = 0;
-  std::int32_t gpuMilli = 0;
-  int gpus = 0;
-  bool operator==(const PodShape&) const = default;
-};
-
-struct PodShapeHash {
-  std::size_t operator()(const PodShape& s) const noexcept {
-    std::uint64_t h = static_cast<std::uint64_t>(s.cpuMilli) * 0x9e3779b97f4a7c15ULL;
-    h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(s.gpuMilli)) << 8) ^
-         static_cast<std::uint64_t>(s.gpus);
-    h *= 0xff51afd7ed558ccdULL;
-    return static_cast<std::size_t>(h ^ (h >> 32));
   }
 };
 
@@ -108,7 +90,7 @@ class FgdScore final : public ScorePlugin {
     prepareFor(ctx.state);
     const ClusterState& state = ctx.state;
     const bool sharing = isSharingPod(ctx.needs);
-    std::vector<Slot>& slots = slotsFor(ctx.needs, state.nodes().size());
+    std::vector<Slot>& slots = slots_.forPod(ctx.needs, state.nodes().size());
     NodeId last = -1;
     const NodeCache* node = nullptr;
     const std::int8_t* scores = nullptr;
@@ -160,25 +142,10 @@ class FgdScore final : public ScorePlugin {
       }
       memo_.clear();
       nodes_.clear();
-      podShapes_.clear();
       slots_.clear();
     }
     if (memo_.size() > kMaxMemoStates) memo_.clear();
     if (nodes_.size() < state.nodes().size()) nodes_.resize(state.nodes().size());
-  }
-
-  // The pod shape's slots, one per node: a decision walks them in node order.
-  std::vector<Slot>& slotsFor(const Needs& needs, std::size_t nodes) const {
-    if (podShapes_.size() >= kMaxPodShapes) {
-      podShapes_.clear();
-      slots_.clear();
-    }
-    const PodShape key{needs.cpuMilli, needs.computeMilli, needs.gpuCount};
-    const auto id = static_cast<std::size_t>(
-        podShapes_.try_emplace(key, static_cast<int>(podShapes_.size())).first->second);
-    if (slots_.size() <= id) slots_.resize(id + 1);
-    if (slots_[id].size() < nodes) slots_[id].resize(nodes);
-    return slots_[id];
   }
 
   const NodeCache& nodeCache(const ClusterState& state, NodeId node) const {
@@ -285,8 +252,7 @@ class FgdScore final : public ScorePlugin {
   mutable std::vector<TaskShape> resolved_;
   mutable NodeViews views_;  // read only when a node or slot is recomputed
   mutable std::vector<NodeCache> nodes_;
-  mutable std::unordered_map<PodShape, int, PodShapeHash> podShapes_;
-  mutable std::vector<std::vector<Slot>> slots_;  // [pod shape id][node]
+  mutable PodShapeSlots<Slot> slots_;
   mutable std::unordered_map<StateKey, double, StateKeyHash> memo_;
   mutable std::vector<std::int32_t> after_;
   mutable std::vector<std::int8_t> uncached_;

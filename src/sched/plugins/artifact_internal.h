@@ -2,8 +2,10 @@
 // Details shared by the artifact policies (artifact_policies.h): their factories and the
 // compact per-node view they all score from.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -56,6 +58,48 @@ class NodeViews {
  private:
   void rebuild(const ClusterState& state, NodeId node, NodeView& view) const;
   std::vector<NodeView> views_;
+};
+
+// Memo slots of the memoising plugins (ArtifactFgd, PackingGradient): per pod shape (CPU,
+// per-GPU milli, GPU count) one Slot per node. Past kMaxShapes shapes (long-lived use) it
+// starts over. Cost: one hash lookup per decision.
+template <typename Slot>
+class PodShapeSlots {
+ public:
+  static constexpr std::size_t kMaxShapes = 512;
+
+  // The pod shape's slots, at least `nodes` of them: a decision walks them in node order.
+  std::vector<Slot>& forPod(const Needs& needs, std::size_t nodes) {
+    if (ids_.size() >= kMaxShapes) clear();
+    const Key key{needs.cpuMilli, needs.computeMilli, needs.gpuCount};
+    const auto id = ids_.try_emplace(key, ids_.size()).first->second;
+    if (slots_.size() <= id) slots_.resize(id + 1);
+    if (slots_[id].size() < nodes) slots_[id].resize(nodes);
+    return slots_[id];
+  }
+  void clear() {
+    ids_.clear();
+    slots_.clear();
+  }
+
+ private:
+  struct Key {
+    std::int64_t cpuMilli = 0;
+    std::int32_t gpuMilli = 0;
+    int gpus = 0;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& s) const noexcept {
+      std::uint64_t h = static_cast<std::uint64_t>(s.cpuMilli) * 0x9e3779b97f4a7c15ULL;
+      h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(s.gpuMilli)) << 8) ^
+           static_cast<std::uint64_t>(s.gpus);
+      h *= 0xff51afd7ed558ccdULL;
+      return static_cast<std::size_t>(h ^ (h >> 32));
+    }
+  };
+  std::unordered_map<Key, std::size_t, KeyHash> ids_;
+  std::vector<std::vector<Slot>> slots_;  // [pod shape id][node]
 };
 
 }  // namespace tessera::sched::artifact

@@ -14,7 +14,6 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,8 +27,6 @@ namespace {
 
 // Nodes with more GPUs than this are scored without the per-shape memo.
 constexpr std::size_t kMemoGpus = 8;
-// Bound on the per-shape memo for long-lived use: past it, it starts over.
-constexpr std::size_t kMaxPodShapes = 512;
 // Raw score units per milli-GPU of cost.
 constexpr double kRawPerMilli = 1000.0;
 
@@ -83,23 +80,6 @@ class Divisor {
   Wide reciprocal_ = 0;
 };
 
-struct PodShape {
-  std::int64_t cpuMilli = 0;
-  std::int32_t gpuMilli = 0;
-  int gpus = 0;
-  bool operator==(const PodShape&) const = default;
-};
-
-struct PodShapeHash {
-  std::size_t operator()(const PodShape& s) const noexcept {
-    std::uint64_t h = static_cast<std::uint64_t>(s.cpuMilli) * 0x9e3779b97f4a7c15ULL;
-    h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(s.gpuMilli)) << 8) ^
-         static_cast<std::uint64_t>(s.gpus);
-    h *= 0xff51afd7ed558ccdULL;
-    return static_cast<std::size_t>(h ^ (h >> 32));
-  }
-};
-
 // One GPU of a hypothetical placement: its free milli before and after.
 struct GpuChange {
   std::int32_t before = 0;
@@ -149,7 +129,7 @@ class PackingGradientScore final : public ScorePlugin {
     // One GPU or none, shared: the engine's options for trace pods; their raw scores are
     // memoised per node and GPU index. Anything else is computed directly.
     const bool memoShape = needs.gpuCount <= 1;
-    std::vector<Slot>* slots = memoShape ? &slotsFor(needs, state.nodes().size()) : nullptr;
+    std::vector<Slot>* slots = memoShape ? &slots_.forPod(needs, state.nodes().size()) : nullptr;
     // The engine lists a node's options together: per node, one cache lookup, one memo slot
     // and one pressure value; per option, one table read.
     NodeId last = -1;
@@ -274,7 +254,6 @@ class PackingGradientScore final : public ScorePlugin {
         }
       }
       nodes_.clear();
-      podShapes_.clear();
       slots_.clear();
     }
     if (nodes_.size() < state.nodes().size()) nodes_.resize(state.nodes().size());
@@ -309,19 +288,6 @@ class PackingGradientScore final : public ScorePlugin {
         pressure_[static_cast<std::size_t>(t)] += demandShare_[i] * total / eligible;
       }
     }
-  }
-
-  std::vector<Slot>& slotsFor(const Needs& needs, std::size_t nodes) const {
-    if (podShapes_.size() >= kMaxPodShapes) {
-      podShapes_.clear();
-      slots_.clear();
-    }
-    const PodShape key{needs.cpuMilli, needs.computeMilli, needs.gpuCount};
-    const auto id = static_cast<std::size_t>(
-        podShapes_.try_emplace(key, static_cast<int>(podShapes_.size())).first->second);
-    if (slots_.size() <= id) slots_.resize(id + 1);
-    if (slots_[id].size() < nodes) slots_[id].resize(nodes);
-    return slots_[id];
   }
 
   // Per active shape: the instances `freeCpuMilli` allows (max when the shape needs none).
@@ -480,8 +446,7 @@ class PackingGradientScore final : public ScorePlugin {
   mutable std::vector<std::vector<ActiveShape>> active_;  // per type; last: no GPUs
   mutable artifact::NodeViews views_;
   mutable std::vector<NodeCache> nodes_;
-  mutable std::unordered_map<PodShape, int, PodShapeHash> podShapes_;
-  mutable std::vector<std::vector<Slot>> slots_;  // [pod shape id][node]
+  mutable artifact::PodShapeSlots<Slot> slots_;
   mutable std::vector<double> freeByType_;
   mutable std::vector<double> pressure_;
   mutable std::vector<std::int64_t> pressureRaw_;  // per type, for a pod of this decision

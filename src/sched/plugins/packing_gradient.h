@@ -3,6 +3,11 @@
 // setting: pods that ask for CPU, host memory and k GPUs × g milli-GPU each, against an
 // expected mix of task shapes). docs/tessera-policy.md explains the design and the numbers.
 //
+// The expected workload should be every task shape of the pod list with its frequency: the
+// simulator's tessera profile passes all of them, not FGD's 95 % "typical" prefix, which in
+// the Alibaba traces leaves out every multi-GPU shape, so that term 1 could not see what
+// breaking up a whole 8-GPU node costs.
+//
 // For each option the plugin computes a cost in milli-GPU (lower is better) from three terms:
 //
 //   1. Usable-capacity loss. For a node state (free CPU c, free milli per GPU r_i, GPU type)
@@ -60,7 +65,7 @@
 namespace tessera::sched {
 
 struct PackingGradientWeights {
-  double stranding = 2.0;       // weight of the stranded-GPU term
+  double stranding = 4.0;       // weight of the stranded-GPU term
   double cpuPerGpuScale = 1.0;  // κ as a multiple of the workload's CPU per milli-GPU
   double typePressure = 4.0;    // weight of the type-pressure term
 };
@@ -74,7 +79,7 @@ double usableCapacityMilli(std::int64_t freeCpuMilli, std::span<const std::int32
 double strandedGpuMilli(std::int64_t freeCpuMilli, std::span<const std::int32_t> freeGpuMilli,
                         double cpuPerGpuMilli);
 
-// args: {workload: [task shapes as parseTaskShapes reads them], stranding = 2,
+// args: {workload: [task shapes as parseTaskShapes reads them], stranding = 4,
 //        cpuPerGpuScale = 1, typePressure = 4}. The workload is required.
 Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& args);
 
