@@ -188,6 +188,7 @@ Result<void> ControlPlane::restore() {
     }
     if (stored->loaded) (void)state_.apply(sched::ReplicaLoaded{stored->placement.replicaId});
   }
+  TESSERA_RETURN_IF_ERROR(restoreDeployments(snapshot->documents));
   const std::size_t skip = snapshot->events.size() > config_.eventHistory
                                ? snapshot->events.size() - config_.eventHistory
                                : 0;
@@ -639,8 +640,11 @@ json ControlPlane::events(std::int64_t after, std::size_t limit) const {
 }
 
 void ControlPlane::tick() {
+  const Millis now = clock_.nowMs();
   const auto next = state_.nextReservationExpiryMs();
-  if (next && *next <= clock_.nowMs()) (void)state_.apply(sched::ReservationsExpired{});
+  if (next && *next <= now) (void)state_.apply(sched::ReservationsExpired{});
+  for (auto& [name, d] : deployments_) reconcile(*d, now);
+  advanceDrains(now);
 }
 
 std::string ControlPlane::metricsText() const {
@@ -739,6 +743,24 @@ std::string ControlPlane::metricsText() const {
   w.sample("tessera_reservations", none, state_.activeReservationCount());
   w.family("tessera_models", "gauge", "Registered model profiles.");
   w.sample("tessera_models", none, static_cast<double>(models_.size()));
+  w.family("tessera_deployment_replicas", "gauge",
+           "Replicas per deployment: desired (the autoscaler's answer), ready, loading, "
+           "draining, pending (asked for, not placeable yet) and warm (standby).");
+  for (const auto& [name, d] : deployments_) {
+    const json status = deploymentJson(*d)["status"];
+    for (const char* state : {"desired", "ready", "loading", "draining", "pending", "warm"}) {
+      w.sample("tessera_deployment_replicas", {{"deployment", name}, {"state", state}},
+               status[state].get<double>());
+    }
+  }
+  w.family("tessera_pending_replicas", "gauge",
+           "Replicas waiting for room, by deployment and the filter that refused most.");
+  for (const auto& [name, d] : deployments_) {
+    if (d->pending > 0) {
+      w.sample("tessera_pending_replicas", {{"deployment", name}, {"reason", d->pendingFilter}},
+               d->pending);
+    }
+  }
   placements_.write(w);
   decisionLatency_.write(w);
   httpRequests.write(w);

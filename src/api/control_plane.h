@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +29,8 @@
 #include "config/loaders.h"
 #include "k8s/extender.h"
 #include "model/gpu_catalog.h"
+#include "scale/autoscaler.h"
+#include "scale/drain.h"
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
 #include "sched/profile.h"
@@ -38,6 +41,13 @@ namespace tessera::api {
 struct ControlPlaneConfig {
   sched::Profile profile = sched::defaultProfile();
   std::size_t eventHistory = 4096;  // events kept for GET /api/v1/events
+  // A new replica's expected load time when its agent has not said: engine start-up plus
+  // its per-GPU weights at this bandwidth (the autoscaler counts loading replicas as
+  // capacity arriving then).
+  double loadBandwidthMiBps = 2000;
+  Millis engineStartMs = 10'000;
+  // Engine signals older than this count as missing (HPA semantics).
+  Millis signalTtlMs = 60'000;
 };
 
 // An error answered with a JSON body beyond the message (e.g. why a replica does not fit).
@@ -88,10 +98,31 @@ class ControlPlane {
   // ---- kube-scheduler extender (bind books, so it is persisted here)
   Result<nlohmann::json> extenderBind(const nlohmann::json& args);
 
+  // ---- deployments: replicas kept at what the autoscaler decides
+  // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs,
+  //  autoscaling: {recommender, args: {name: number}, warmReplicas, syncPeriodSeconds,
+  //                scaleUpStabilizationSeconds, scaleDownStabilizationSeconds}}
+  // Creates (201) or updates (200) it; minReplicas are placed at once, and what does not fit
+  // waits as pending with its reason.
+  Result<nlohmann::json> putDeployment(const nlohmann::json& body);
+  Result<nlohmann::json> deleteDeployment(std::string_view name);  // drains every replica
+  nlohmann::json listDeployments() const;
+  Result<nlohmann::json> getDeployment(std::string_view name) const;
+  bool hasDeployment(std::string_view name) const { return deployments_.contains(name); }
+  // Engine signals of one replica, as a scraper or the node agent reads them:
+  // {waiting, running, kvCacheUsage, gpuUtilization, maxConcurrency, expectedReadyMs}.
+  Result<nlohmann::json> replicaSignals(std::string_view id, const nlohmann::json& body);
+  // Deployment-wide signals from the router: {arrivalRatePerSec, meanServiceMs, ttftP99Ms,
+  // bufferedRequests}.
+  Result<nlohmann::json> deploymentSignals(std::string_view name, const nlohmann::json& body);
+
   // ---- events, metrics, upkeep
   nlohmann::json events(std::int64_t after, std::size_t limit) const;
   std::string metricsText() const;
-  void tick();  // lapses expired reservations; the server calls it every second
+  // Lapses expired reservations, runs each deployment's autoscaler when its sync period is
+  // due, places or drains replicas accordingly and moves drains along. The server calls it
+  // every second.
+  void tick();
 
   k8s::Extender& extender() { return *extender_; }
   const sched::ClusterState& state() const { return state_; }
@@ -118,6 +149,37 @@ class ControlPlane {
   nlohmann::json nodeJson(sched::NodeId id) const;
   nlohmann::json replicaJson(sched::ReplicaId id) const;
 
+  struct Deployment {
+    std::string name, model, version;
+    int minReplicas = 1;
+    int maxReplicas = 10;
+    int priority = 0;
+    std::optional<double> sloTtftMs;
+    scale::AutoscalerConfig config;
+    nlohmann::json spec;  // as given: what the store keeps
+    std::unique_ptr<scale::Autoscaler> autoscaler;
+    int desired = 0;
+    int warm = 0;
+    int nextIndex = 0;
+    int pending = 0;
+    std::string pendingReason;  // the engine's summary
+    std::string pendingFilter;  // the filter that refused most: a bounded metric label
+    Millis lastEvalMs = std::numeric_limits<Millis>::min() / 2;
+    std::string lastReason;
+    // Router-side signals.
+    std::optional<double> arrivalRatePerSec, meanServiceMs, ttftP99Ms, bufferedRequests;
+    Millis signalsAtMs = -1;
+  };
+  Result<std::unique_ptr<Deployment>> parseDeployment(const nlohmann::json& body) const;
+  // Takes over the deployment's placed replicas (numbering); returns how many serve.
+  int adopt(Deployment& d) const;
+  void reconcile(Deployment& d, Millis now);
+  Result<void> addReplicas(Deployment& d, int count, Millis now);
+  void advanceDrains(Millis now);
+  scale::DeploymentSignals signalsOf(const Deployment& d, Millis now) const;
+  nlohmann::json deploymentJson(const Deployment& d) const;
+  Result<void> restoreDeployments(const std::vector<store::Document>& docs);
+
   model::GpuCatalog catalog_;
   const Clock& clock_;
   ControlPlaneConfig config_;
@@ -127,6 +189,15 @@ class ControlPlane {
   std::unique_ptr<k8s::Extender> extender_;
   std::map<std::string, model::NodeSpec, std::less<>> nodeSpecs_;  // as registered
   std::map<std::string, model::ModelProfile, std::less<>> models_;
+  std::map<std::string, std::unique_ptr<Deployment>, std::less<>> deployments_;
+  // Per replica: the last engine signals and, while it drains, its lifecycle.
+  struct ReplicaRuntime {
+    scale::ReplicaSignals signals;
+    Millis signalsAtMs = -1;
+    std::optional<Millis> expectedReadyMs;  // from the agent
+    std::unique_ptr<scale::ReplicaLifecycle> drain;
+  };
+  std::map<std::string, ReplicaRuntime, std::less<>> runtime_;
 
   struct EventRecord {
     std::int64_t seq = 0;

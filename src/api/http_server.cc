@@ -167,7 +167,8 @@ void HttpServer::routes() {
     // The route's pattern would be better than the path, but httplib does not expose it;
     // collapse the object names to keep the label set bounded.
     std::string route = req.path;
-    for (const char* prefix : {"/api/v1/nodes/", "/api/v1/models/", "/api/v1/replicas/"}) {
+    for (const char* prefix :
+         {"/api/v1/nodes/", "/api/v1/models/", "/api/v1/replicas/", "/api/v1/deployments/"}) {
       if (route.starts_with(prefix)) route = std::string(prefix) + ":name";
     }
     if (!route.starts_with("/api/") && !route.starts_with("/scheduler/") && route != "/metrics" &&
@@ -261,6 +262,31 @@ void HttpServer::routes() {
         noBody(200, [this](const Req& r) { return plane_.getReplica(r.matches[1].str()); }));
   s.Delete(R"(/api/v1/replicas/(.+))",
            noBody(200, [this](const Req& r) { return plane_.removeReplica(r.matches[1].str()); }));
+  s.Get("/api/v1/deployments",
+        noBody(200, [this](const Req&) -> R { return plane_.listDeployments(); }));
+  s.Get(R"(/api/v1/deployments/([^/]+))",
+        noBody(200, [this](const Req& r) { return plane_.getDeployment(r.matches[1].str()); }));
+  s.Post("/api/v1/deployments", [this](const Req& req, Res& res) {
+    auto parsed = body(req, res);
+    if (!parsed) return;
+    std::lock_guard lock(mu_);
+    const bool existed = parsed->is_object() && parsed->contains("name") &&
+                         (*parsed)["name"].is_string() &&
+                         plane_.hasDeployment((*parsed)["name"].get<std::string>());
+    auto out = plane_.putDeployment(*parsed);
+    if (!out) return sendError(res, out.error());
+    sendJson(res, existed ? 200 : 201, *out);
+  });
+  s.Delete(R"(/api/v1/deployments/([^/]+))", noBody(200, [this](const Req& r) {
+             return plane_.deleteDeployment(r.matches[1].str());
+           }));
+  s.Post(R"(/api/v1/deployments/([^/]+)/signals)",
+         withBody(200, [this](const Req& r, const json& b) {
+           return plane_.deploymentSignals(r.matches[1].str(), b);
+         }));
+  s.Post(R"(/api/v1/replicas/(.+)/signals)", withBody(200, [this](const Req& r, const json& b) {
+           return plane_.replicaSignals(r.matches[1].str(), b);
+         }));
   s.Post("/api/v1/explain",
          withBody(200, [this](const Req&, const json& b) { return plane_.explain(b); }));
   s.Get("/api/v1/events", [this](const Req& req, Res& res) {

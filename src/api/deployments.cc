@@ -1,0 +1,511 @@
+// Deployments: replica counts kept where each deployment's autoscaler puts them. The
+// autoscaler (scale/) decides from the engine signals that scrapers and node agents report;
+// this file turns its decisions into placements through the engine and into drains.
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "api/codec.h"
+#include "api/control_plane.h"
+#include "sched/state_json.h"
+
+namespace tessera::api {
+
+using nlohmann::json;
+
+namespace {
+
+Error fieldError(std::string_view path, std::string_view problem) {
+  return Error::invalid(std::string(path) + ": " + std::string(problem));
+}
+
+Result<void> onlyKeys(const json& obj, std::string_view path,
+                      std::initializer_list<std::string_view> allowed) {
+  if (!obj.is_object()) return fail(fieldError(path, "expected an object"));
+  for (const auto& [k, v] : obj.items()) {
+    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+      std::string known;
+      for (std::string_view a : allowed) known += (known.empty() ? "" : ", ") + std::string(a);
+      return fail(fieldError(k, "unknown field (known: " + known + ")"));
+    }
+  }
+  return {};
+}
+
+Result<int> readInt(const json& obj, std::string_view key, int min, int max, int fallback) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max) {
+    return fail(fieldError(
+        key, "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max)));
+  }
+  return it->get<int>();
+}
+
+Result<std::optional<double>> readNumber(const json& obj, std::string_view key, double min,
+                                         double max) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<double>();
+  if (!it->is_number() || it->get<double>() < min || it->get<double>() > max) {
+    return fail(fieldError(
+        key, "expected a number from " + std::to_string(min) + " to " + std::to_string(max)));
+  }
+  return std::optional<double>(it->get<double>());
+}
+
+bool validName(std::string_view n) {
+  if (n.empty() || n.size() > 63) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+  });
+}
+
+// "<deployment>-<n>" → n, or -1.
+int replicaIndex(std::string_view deployment, std::string_view id) {
+  if (id.size() <= deployment.size() + 1 || !id.starts_with(deployment) ||
+      id[deployment.size()] != '-') {
+    return -1;
+  }
+  const std::string_view digits = id.substr(deployment.size() + 1);
+  int n = -1;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  return ec == std::errc() && end == digits.data() + digits.size() ? n : -1;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
+    const json& body) const {
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body",
+                                   {"name", "model", "version", "minReplicas", "maxReplicas",
+                                    "priority", "sloTtftMs", "autoscaling"}));
+  auto d = std::make_unique<Deployment>();
+  const auto name = body.find("name");
+  if (name == body.end() || !name->is_string() || !validName(name->get<std::string>())) {
+    return fail(fieldError("name", "required: 1-63 characters of a-z, 0-9, '-' and '.'"));
+  }
+  d->name = name->get<std::string>();
+  const auto model = body.find("model");
+  if (model == body.end() || !model->is_string()) return fail(fieldError("model", "required text"));
+  d->model = model->get<std::string>();
+  if (!models_.contains(d->model)) {
+    return fail(fieldError("model", "unknown model \"" + d->model +
+                                        "\" (register it with POST /api/v1/models first)"));
+  }
+  if (const auto v = body.find("version"); v != body.end()) {
+    if (!v->is_string()) return fail(fieldError("version", "expected text"));
+    d->version = v->get<std::string>();
+  }
+  auto minR = readInt(body, "minReplicas", 0, 1000, 1);
+  if (!minR) return fail(minR.error());
+  auto maxR = readInt(body, "maxReplicas", 1, 1000, std::max(*minR, 10));
+  if (!maxR) return fail(maxR.error());
+  if (*maxR < *minR) return fail(fieldError("maxReplicas", "must be at least minReplicas"));
+  auto prio = readInt(body, "priority", -1000000, 1000000, models_.at(d->model).priority);
+  if (!prio) return fail(prio.error());
+  auto slo = readNumber(body, "sloTtftMs", 1, 3.6e6);
+  if (!slo) return fail(slo.error());
+  d->minReplicas = *minR;
+  d->maxReplicas = *maxR;
+  d->priority = *prio;
+  d->sloTtftMs = *slo;
+
+  scale::AutoscalerConfig& c = d->config;
+  c.minReplicas = d->minReplicas;
+  c.maxReplicas = d->maxReplicas;
+  if (const auto a = body.find("autoscaling"); a != body.end() && !a->is_null()) {
+    if (auto ok = onlyKeys(*a, "autoscaling",
+                           {"recommender", "args", "warmReplicas", "syncPeriodSeconds",
+                            "scaleUpStabilizationSeconds", "scaleDownStabilizationSeconds"});
+        !ok) {
+      return fail(Error::invalid("autoscaling." + ok.error().message));
+    }
+    if (const auto r = a->find("recommender"); r != a->end()) {
+      if (!r->is_string()) return fail(fieldError("autoscaling.recommender", "expected text"));
+      c.recommender = r->get<std::string>();
+    }
+    if (const auto args = a->find("args"); args != a->end()) {
+      if (!args->is_object()) return fail(fieldError("autoscaling.args", "expected an object"));
+      for (const auto& [k, v] : args->items()) {
+        if (!v.is_number()) return fail(fieldError("autoscaling.args." + k, "expected a number"));
+        c.args.emplace_back(k, v.get<double>());
+      }
+    }
+    auto warm = readInt(*a, "warmReplicas", 0, 1000, 0);
+    auto sync = readInt(*a, "syncPeriodSeconds", 1, 3600, 15);
+    auto up = readInt(*a, "scaleUpStabilizationSeconds", 0, 3600, -1);
+    auto down = readInt(*a, "scaleDownStabilizationSeconds", 0, 3600, -1);
+    for (auto* r : {&warm, &sync, &up, &down}) {
+      if (!*r) return fail(Error::invalid("autoscaling." + r->error().message));
+    }
+    c.warmReplicas = *warm;
+    c.syncPeriodSeconds = *sync;
+    if (*up >= 0) c.behavior.scaleUp.stabilizationWindowSeconds = *up;
+    if (*down >= 0) c.behavior.scaleDown.stabilizationWindowSeconds = *down;
+  }
+  auto scaler = scale::Autoscaler::create(c);
+  if (!scaler) return fail(Error::invalid("autoscaling: " + scaler.error().message));
+  d->autoscaler = std::move(*scaler);
+  d->spec = body;
+  return d;
+}
+
+int ControlPlane::adopt(Deployment& d) const {
+  int serving = 0;
+  for (const auto& r : state_.replicas()) {
+    if (r.removed || r.placement.deployment != d.name) continue;
+    d.nextIndex = std::max(d.nextIndex, replicaIndex(d.name, r.placement.replicaId) + 1);
+    const auto rt = runtime_.find(r.placement.replicaId);
+    if (rt == runtime_.end() || !rt->second.drain) ++serving;
+  }
+  return serving;
+}
+
+Result<json> ControlPlane::putDeployment(const json& body) {
+  auto parsed = parseDeployment(body);
+  if (!parsed) return fail(parsed.error());
+  std::unique_ptr<Deployment> d = std::move(*parsed);
+  const scale::AutoscalerConfig& c = d->config;
+  const auto existing = deployments_.find(d->name);
+  const bool update = existing != deployments_.end();
+  store::Batch batch;
+  batch.upsert("deployment", d->name, body.dump());
+  TESSERA_RETURN_IF_ERROR(
+      commit(std::move(batch), update ? "DeploymentUpdated" : "DeploymentCreated", d->name,
+             d->model + ", " + std::to_string(d->minReplicas) + ".." +
+                 std::to_string(d->maxReplicas) + " replicas, " + c.recommender));
+  // Keep what the running deployment knows: its replica numbering and current target.
+  const int serving = adopt(*d);
+  d->desired =
+      std::clamp(update ? existing->second->desired : serving, d->minReplicas, d->maxReplicas);
+  Deployment& ref = *d;
+  deployments_.insert_or_assign(ref.name, std::move(d));
+  if (serving < ref.desired) (void)addReplicas(ref, ref.desired - serving, clock_.nowMs());
+  return getDeployment(ref.name);
+}
+
+Result<json> ControlPlane::deleteDeployment(std::string_view name) {
+  const auto it = deployments_.find(name);
+  if (it == deployments_.end()) {
+    return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
+  }
+  store::Batch batch;
+  batch.remove("deployment", std::string(name));
+  TESSERA_RETURN_IF_ERROR(
+      commit(std::move(batch), "DeploymentDeleted", std::string(name), "draining its replicas"));
+  const Millis now = clock_.nowMs();
+  int draining = 0;
+  for (const auto& r : state_.replicas()) {
+    if (r.removed || r.placement.deployment != name) continue;
+    ReplicaRuntime& rt = runtime_[r.placement.replicaId];
+    if (!rt.drain) {
+      rt.drain = std::make_unique<scale::ReplicaLifecycle>(r.placement.replicaId, now);
+      ++draining;
+    }
+  }
+  deployments_.erase(it);
+  return json{{"deployment", std::string(name)}, {"deleted", true}, {"draining", draining}};
+}
+
+Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now) {
+  (void)now;
+  const auto modelIt = models_.find(d.model);
+  if (modelIt == models_.end()) {
+    d.pending = count;
+    d.pendingReason = "model " + d.model + " is no longer registered";
+    d.pendingFilter = "UnknownModel";
+    return {};
+  }
+  int placedNow = 0;
+  for (int i = 0; i < count; ++i) {
+    model::PlacementRequest r;
+    r.model = modelIt->second;
+    r.model.priority = d.priority;
+    r.deployment = d.name;
+    r.replicaId = d.name + "-" + std::to_string(d.nextIndex);
+    const sched::Decision decision = engine_.place(state_, r);
+    if (!decision.placement) {
+      d.pending = count - placedNow;
+      d.pendingReason = decision.summary;
+      d.pendingFilter = "NoCapacity";
+      int most = -1;
+      for (const auto& rc : decision.rejectionCounts) {
+        if (rc.nodes + rc.gpus > most) {
+          most = rc.nodes + rc.gpus;
+          d.pendingFilter = rc.plugin;
+        }
+      }
+      placements_.add({{"result", "unplaceable"}});
+      (void)commit(store::Batch{}, "ReplicaPending", r.replicaId, decision.summary);
+      return {};
+    }
+    store::Batch batch;
+    batch.upsert("replica", r.replicaId, replicaDocument(state_, *decision.placement, false).dump(),
+                 store::kMustNotExist);
+    if (auto saved = commit(
+            std::move(batch), "ReplicaPlaced", r.replicaId,
+            "for deployment " + d.name + " on " + state_.node(decision.placement->node).spec.name);
+        !saved) {
+      (void)state_.apply(sched::ReplicaUnloaded{r.replicaId});
+      d.pending = count - placedNow;
+      d.pendingReason = saved.error().message;
+      d.pendingFilter = "Store";
+      return fail(saved.error());
+    }
+    placements_.add({{"result", "placed"}});
+    ++d.nextIndex;
+    ++placedNow;
+  }
+  d.pending = 0;
+  d.pendingReason.clear();
+  d.pendingFilter.clear();
+  return {};
+}
+
+scale::DeploymentSignals ControlPlane::signalsOf(const Deployment& d, Millis now) const {
+  scale::DeploymentSignals s;
+  s.nowMs = now;
+  const bool fresh = d.signalsAtMs >= 0 && now - d.signalsAtMs <= config_.signalTtlMs;
+  if (fresh) {
+    s.arrivalRatePerSec = d.arrivalRatePerSec;
+    s.meanServiceMs = d.meanServiceMs;
+    s.ttftP99Ms = d.ttftP99Ms;
+    s.bufferedRequests = d.bufferedRequests;
+  }
+  for (const auto& r : state_.replicas()) {
+    if (r.removed || r.placement.deployment != d.name) continue;
+    scale::ReplicaSignals rs;
+    rs.id = r.placement.replicaId;
+    rs.createdMs = r.placedAtMs;
+    rs.priority = r.placement.priority;
+    double fraction = 0;
+    std::int64_t mib = 0;
+    for (const auto& g : r.placement.gpus) {
+      fraction +=
+          r.placement.mode == model::SharingMode::kExclusive ? 1.0 : g.computeMilli / 1000.0;
+      mib += g.estimateMib;
+    }
+    rs.gpuFraction = fraction;
+    const auto rt = runtime_.find(rs.id);
+    if (rt != runtime_.end() && rt->second.drain) {
+      rs.phase = scale::ReplicaPhase::kDraining;
+    } else if (r.phase == sched::ReplicaPhase::kLoaded) {
+      rs.phase = scale::ReplicaPhase::kReady;
+    } else {
+      rs.phase = scale::ReplicaPhase::kLoading;
+      rs.expectedReadyMs = rt != runtime_.end() && rt->second.expectedReadyMs
+                               ? *rt->second.expectedReadyMs
+                               : r.placedAtMs + config_.engineStartMs +
+                                     static_cast<Millis>(1000.0 * static_cast<double>(mib) /
+                                                         std::max(1.0, config_.loadBandwidthMiBps));
+    }
+    if (rt != runtime_.end()) {
+      rs.maxConcurrency = rt->second.signals.maxConcurrency;
+      if (rt->second.signalsAtMs >= 0 && now - rt->second.signalsAtMs <= config_.signalTtlMs) {
+        rs.waiting = rt->second.signals.waiting;
+        rs.running = rt->second.signals.running;
+        rs.kvCacheUsage = rt->second.signals.kvCacheUsage;
+        rs.gpuUtilization = rt->second.signals.gpuUtilization;
+      }
+    }
+    s.replicas.push_back(std::move(rs));
+  }
+  // Replicas asked for but not placed yet count as loading (capacity on its way), so the
+  // autoscaler does not ask for them again every period.
+  for (int i = 0; i < d.pending; ++i) {
+    scale::ReplicaSignals rs;
+    rs.id = d.name + "-pending-" + std::to_string(i);
+    rs.phase = scale::ReplicaPhase::kLoading;
+    rs.createdMs = now;
+    rs.priority = d.priority;
+    s.replicas.push_back(std::move(rs));
+  }
+  return s;
+}
+
+void ControlPlane::reconcile(Deployment& d, Millis now) {
+  if (now - d.lastEvalMs < static_cast<Millis>(d.config.syncPeriodSeconds) * 1000) return;
+  d.lastEvalMs = now;
+  const scale::DeploymentSignals signals = signalsOf(d, now);
+  const scale::Decision decision = d.autoscaler->evaluate(signals);
+  d.lastReason = decision.reason;
+  int serving = 0;  // placed and not draining
+  for (const auto& r : signals.replicas) {
+    if (r.phase != scale::ReplicaPhase::kDraining && r.id.find("-pending-") == std::string::npos) {
+      ++serving;
+    }
+  }
+  const int before = d.desired;
+  d.desired = decision.desiredReplicas;
+  d.warm = decision.warmReplicas;
+  const int target = d.desired + d.warm;
+  if (target > serving) {
+    (void)addReplicas(d, target - serving, now);
+  } else {
+    d.pending = 0;
+    d.pendingReason.clear();
+    d.pendingFilter.clear();
+    int toDrain = serving - target;
+    for (const std::string& id : decision.victims) {
+      if (toDrain <= 0) break;
+      if (id.find("-pending-") != std::string::npos) continue;
+      ReplicaRuntime& rt = runtime_[id];
+      if (rt.drain) continue;
+      rt.drain = std::make_unique<scale::ReplicaLifecycle>(id, now);
+      (void)commit(store::Batch{}, "ReplicaDraining", id, "scale-down of " + d.name);
+      --toDrain;
+    }
+  }
+  if (d.desired != before) {
+    (void)commit(
+        store::Batch{}, d.desired > before ? "ScaledUp" : "ScaledDown", d.name,
+        std::to_string(before) + " → " + std::to_string(d.desired) + ": " + decision.reason);
+  }
+}
+
+void ControlPlane::advanceDrains(Millis now) {
+  std::vector<std::string> gone;
+  for (auto& [id, rt] : runtime_) {
+    if (!rt.drain) continue;
+    int inFlight = 0;
+    if (rt.signalsAtMs >= 0 && now - rt.signalsAtMs <= config_.signalTtlMs) {
+      inFlight = static_cast<int>(rt.signals.running.value_or(0) + rt.signals.waiting.value_or(0));
+    }
+    if (rt.drain->advance(now, inFlight) == scale::DrainPhase::kGone) gone.push_back(id);
+  }
+  for (const std::string& id : gone) {
+    if (state_.findReplica(id)) {
+      store::Batch batch;
+      batch.remove("replica", id);
+      if (!commit(std::move(batch), "ReplicaRemoved", id, "drained")) continue;  // retry next tick
+      (void)state_.apply(sched::ReplicaUnloaded{id});
+    }
+    runtime_.erase(id);
+  }
+}
+
+Result<json> ControlPlane::replicaSignals(std::string_view id, const json& body) {
+  if (!state_.findReplica(id)) {
+    return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  }
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body",
+                                   {"waiting", "running", "kvCacheUsage", "gpuUtilization",
+                                    "maxConcurrency", "expectedReadyMs"}));
+  auto waiting = readNumber(body, "waiting", 0, 1e9);
+  auto running = readNumber(body, "running", 0, 1e9);
+  auto kv = readNumber(body, "kvCacheUsage", 0, 1);
+  auto gpu = readNumber(body, "gpuUtilization", 0, 1);
+  auto maxC = readInt(body, "maxConcurrency", 0, 1'000'000, -1);
+  auto ready = readNumber(body, "expectedReadyMs", 0, 9e15);
+  for (auto* r : {&waiting, &running, &kv, &gpu, &ready}) {
+    if (!*r) return fail(r->error());
+  }
+  if (!maxC) return fail(maxC.error());
+  ReplicaRuntime& rt = runtime_[std::string(id)];
+  rt.signals.waiting = *waiting;
+  rt.signals.running = *running;
+  rt.signals.kvCacheUsage = *kv;
+  rt.signals.gpuUtilization = *gpu;
+  if (*maxC >= 0) rt.signals.maxConcurrency = *maxC;
+  if (*ready) rt.expectedReadyMs = static_cast<Millis>(**ready);
+  rt.signalsAtMs = clock_.nowMs();
+  return json{{"replica", std::string(id)}, {"accepted", true}};
+}
+
+Result<json> ControlPlane::deploymentSignals(std::string_view name, const json& body) {
+  const auto it = deployments_.find(name);
+  if (it == deployments_.end()) {
+    return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
+  }
+  TESSERA_RETURN_IF_ERROR(onlyKeys(
+      body, "body", {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms", "bufferedRequests"}));
+  auto rate = readNumber(body, "arrivalRatePerSec", 0, 1e9);
+  auto service = readNumber(body, "meanServiceMs", 0, 1e9);
+  auto ttft = readNumber(body, "ttftP99Ms", 0, 1e9);
+  auto buffered = readNumber(body, "bufferedRequests", 0, 1e9);
+  for (auto* r : {&rate, &service, &ttft, &buffered}) {
+    if (!*r) return fail(r->error());
+  }
+  Deployment& d = *it->second;
+  d.arrivalRatePerSec = *rate;
+  d.meanServiceMs = *service;
+  d.ttftP99Ms = *ttft;
+  d.bufferedRequests = *buffered;
+  d.signalsAtMs = clock_.nowMs();
+  return json{{"deployment", std::string(name)}, {"accepted", true}};
+}
+
+json ControlPlane::deploymentJson(const Deployment& d) const {
+  int ready = 0, loading = 0, draining = 0;
+  json replicas = json::array();
+  for (const auto& r : state_.replicas()) {
+    if (r.removed || r.placement.deployment != d.name) continue;
+    const auto rt = runtime_.find(r.placement.replicaId);
+    std::string phase;
+    if (rt != runtime_.end() && rt->second.drain) {
+      ++draining;
+      phase = std::string("draining:") + scale::drainPhaseName(rt->second.drain->phase());
+    } else if (r.phase == sched::ReplicaPhase::kLoaded) {
+      ++ready;
+      phase = "ready";
+    } else {
+      ++loading;
+      phase = "loading";
+    }
+    replicas.push_back({{"replica", r.placement.replicaId},
+                        {"node", state_.node(r.placement.node).spec.name},
+                        {"phase", phase}});
+  }
+  return {{"name", d.name},
+          {"model", d.model},
+          {"version", d.version},
+          {"minReplicas", d.minReplicas},
+          {"maxReplicas", d.maxReplicas},
+          {"priority", d.priority},
+          {"sloTtftMs", d.sloTtftMs ? json(*d.sloTtftMs) : json(nullptr)},
+          {"recommender", d.config.recommender},
+          {"status",
+           {{"desired", d.desired},
+            {"warm", d.warm},
+            {"ready", ready},
+            {"loading", loading},
+            {"draining", draining},
+            {"pending", d.pending},
+            {"pendingReason", d.pendingReason},
+            {"lastDecision", d.lastReason}}},
+          {"replicas", std::move(replicas)}};
+}
+
+json ControlPlane::listDeployments() const {
+  json out = json::array();
+  for (const auto& [name, d] : deployments_) out.push_back(deploymentJson(*d));
+  return json{{"deployments", std::move(out)}};
+}
+
+Result<json> ControlPlane::getDeployment(std::string_view name) const {
+  const auto it = deployments_.find(name);
+  if (it == deployments_.end()) {
+    return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
+  }
+  return deploymentJson(*it->second);
+}
+
+Result<void> ControlPlane::restoreDeployments(const std::vector<store::Document>& docs) {
+  for (const store::Document& doc : docs) {
+    if (doc.kind != "deployment") continue;
+    // The API's own parser checks the stored spec; nothing is placed or written here: the
+    // first tick reconciles (and persists) whatever is missing.
+    auto parsed = parseDeployment(json::parse(doc.json, nullptr, false));
+    if (!parsed) {
+      return fail(Error::invalid("store " + store_->path() + ": deployment " + doc.name + ": " +
+                                 parsed.error().message));
+    }
+    std::unique_ptr<Deployment> d = std::move(*parsed);
+    d->desired = std::clamp(adopt(*d), d->minReplicas, d->maxReplicas);
+    deployments_.insert_or_assign(d->name, std::move(d));
+  }
+  return {};
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,223 @@
+// Deployments in the control plane on a manual clock: the autoscaler's decisions become
+// placements and drains; what does not fit waits as pending with a reason; a restart keeps
+// the deployments and their replicas.
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "api/control_plane.h"
+#include "model/gpu_catalog.h"
+#include "store/store.h"
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+
+class DeploymentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = ControlPlane::create(catalog_, clock_);
+    ASSERT_TRUE(p) << p.error().message;
+    plane_ = std::move(*p);
+  }
+
+  void addNodes(int nodes, int gpus) {
+    for (int n = 0; n < nodes; ++n) {
+      json list = json::array();
+      for (int g = 0; g < gpus; ++g) list.push_back({{"type", "A100-80GB"}});
+      ASSERT_TRUE(plane_->registerNode(
+          {{"name", "node-" + std::to_string(n)}, {"cpu", 128}, {"gpus", list}}));
+    }
+  }
+  json status(const std::string& d) { return (*plane_->getDeployment(d))["status"]; }
+  std::vector<std::string> replicasOf(const std::string& d) {
+    std::vector<std::string> out;
+    const json deployment = *plane_->getDeployment(d);  // the loop must not borrow a temporary
+    for (const json& r : deployment["replicas"]) out.push_back(r["replica"]);
+    return out;
+  }
+  void everyReplicaLoadedAndReporting(const std::string& d, double waiting, double running) {
+    for (const std::string& id : replicasOf(d)) {
+      const json r = *plane_->getReplica(id);
+      if (r["phase"] == "reserved") {
+        ASSERT_TRUE(plane_->replicaLoaded(id));
+      }
+      ASSERT_TRUE(plane_->replicaSignals(id, {{"waiting", waiting},
+                                              {"running", running},
+                                              {"kvCacheUsage", 0.3},
+                                              {"gpuUtilization", 0.6}}));
+    }
+  }
+  // Ticks once a second for `seconds`.
+  void run(int seconds) {
+    for (int i = 0; i < seconds; ++i) {
+      clock_.advance(1000);
+      plane_->tick();
+    }
+  }
+
+  model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
+  ManualClock clock_{1'000'000};
+  std::unique_ptr<ControlPlane> plane_;
+};
+
+json hpaDeployment(int min, int max) {
+  return {{"name", "chat"},
+          {"model", "llama-8b"},
+          {"minReplicas", min},
+          {"maxReplicas", max},
+          {"autoscaling", {{"recommender", "hpa"}, {"args", {{"queuePerReplica", 5}}}}}};
+}
+
+TEST_F(DeploymentTest, QueueDepthScalesUpThenIdleScalesDownThroughDrains) {
+  addNodes(2, 4);
+  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+  auto created = plane_->putDeployment(hpaDeployment(2, 6));
+  ASSERT_TRUE(created) << created.error().message;
+  EXPECT_EQ(status("chat")["desired"], 2);
+  EXPECT_EQ(status("chat")["loading"], 2);  // placed at once, weights loading
+  EXPECT_EQ(replicasOf("chat"), (std::vector<std::string>{"chat-0", "chat-1"}));
+
+  // 20 requests waiting per replica against a target of 5: HPA asks ceil(2 × 4) = 8, the
+  // maximum is 6, and the default scale-up policy (4 pods or 100 % per 15 s) allows +4.
+  everyReplicaLoadedAndReporting("chat", 20, 8);
+  run(15);
+  EXPECT_EQ(status("chat")["desired"], 6);
+  EXPECT_EQ(replicasOf("chat").size(), 6u);
+  EXPECT_EQ(status("chat")["loading"], 4);
+  EXPECT_EQ(status("chat")["pending"], 0);
+  ASSERT_TRUE(plane_->state().checkInvariants());
+
+  // Idle: the 300 s scale-down window holds the count, then drains take replicas out one
+  // phase at a time (drain 10 s, flush until nothing is in flight, free 1 s).
+  for (int i = 0; i < 40; ++i) {  // signals stay fresh (they lapse after 60 s)
+    everyReplicaLoadedAndReporting("chat", 0, 0);
+    run(5);
+  }
+  EXPECT_EQ(status("chat")["desired"], 6) << "still inside the scale-down stabilisation window";
+  for (int i = 0; i < 40; ++i) {
+    everyReplicaLoadedAndReporting("chat", 0, 0);
+    run(5);
+  }
+  EXPECT_EQ(status("chat")["desired"], 2);
+  EXPECT_EQ(status("chat")["draining"], 0);
+  EXPECT_EQ(replicasOf("chat").size(), 2u);
+  EXPECT_EQ(plane_->state().liveReplicaCount(), 2);
+  ASSERT_TRUE(plane_->state().checkInvariants());
+  // The events tell the story.
+  std::vector<std::string> types;
+  const json events = plane_->events(0, 1000);
+  for (const json& e : events["events"]) types.push_back(e["type"]);
+  EXPECT_NE(std::find(types.begin(), types.end(), "ScaledUp"), types.end());
+  EXPECT_NE(std::find(types.begin(), types.end(), "ScaledDown"), types.end());
+  EXPECT_NE(std::find(types.begin(), types.end(), "ReplicaDraining"), types.end());
+}
+
+TEST_F(DeploymentTest, WhatDoesNotFitWaitsAsPendingWithAReason) {
+  addNodes(1, 2);
+  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "60Gi"}}));
+  ASSERT_TRUE(plane_->putDeployment(hpaDeployment(3, 3)));
+  EXPECT_EQ(status("chat")["pending"], 1);
+  EXPECT_NE(status("chat")["pendingReason"].get<std::string>().find("MemoryFit"), std::string::npos)
+      << status("chat");
+  const std::string metrics = plane_->metricsText();
+  EXPECT_NE(metrics.find("tessera_pending_replicas{deployment=\"chat\",reason=\"MemoryFit\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tessera_deployment_replicas{deployment=\"chat\",state=\"desired\"} 3"),
+            std::string::npos);
+  // Room appears: the next sync period places it.
+  addNodes(0, 0);
+  ASSERT_TRUE(
+      plane_->registerNode({{"name", "late"}, {"cpu", 64}, {"gpus", {{{"type", "A100-80GB"}}}}}));
+  run(15);
+  EXPECT_EQ(status("chat")["pending"], 0);
+  EXPECT_EQ(replicasOf("chat").size(), 3u);
+}
+
+TEST_F(DeploymentTest, DeletingADeploymentDrainsItsReplicas) {
+  addNodes(1, 2);
+  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
+  ASSERT_TRUE(plane_->putDeployment(hpaDeployment(2, 4)));
+  // One replica is still serving two requests: its flush waits for them.
+  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"running", 2}, {"waiting", 0}}));
+  auto deleted = plane_->deleteDeployment("chat");
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ((*deleted)["draining"], 2);
+  run(12);  // drain 10 s, flush: chat-1 has nothing in flight, free 1 s
+  EXPECT_FALSE(plane_->getReplica("chat-1"));
+  EXPECT_TRUE(plane_->getReplica("chat-0"));  // still flushing two requests
+  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"running", 0}, {"waiting", 0}}));
+  run(2);
+  EXPECT_FALSE(plane_->getReplica("chat-0"));
+  EXPECT_EQ(plane_->listDeployments()["deployments"].size(), 0u);
+}
+
+TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {
+  addNodes(1, 1);
+  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
+  struct Case {
+    json body;
+    std::string mention;
+  };
+  json unknownArg = hpaDeployment(1, 2);
+  unknownArg["autoscaling"]["args"]["queuePerReplicaa"] = 5;
+  json badRecommender = hpaDeployment(1, 2);
+  badRecommender["autoscaling"]["recommender"] = "magic";
+  json extra = hpaDeployment(1, 2);
+  extra["colour"] = "blue";
+  for (const Case& c :
+       {Case{{{"name", "x"}, {"model", "nope"}}, "nope"}, Case{hpaDeployment(5, 2), "maxReplicas"},
+        Case{{{"name", "Bad Name"}, {"model", "llama-8b"}}, "name"},
+        Case{unknownArg, "queuePerReplicaa"}, Case{badRecommender, "magic"},
+        Case{extra, "colour"}}) {
+    auto out = plane_->putDeployment(c.body);
+    ASSERT_FALSE(out) << c.body;
+    EXPECT_EQ(out.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(out.error().message.find(c.mention), std::string::npos) << out.error().message;
+  }
+  EXPECT_EQ(plane_->listDeployments()["deployments"].size(), 0u);
+  EXPECT_EQ(plane_->state().liveReplicaCount(), 0);
+  EXPECT_FALSE(plane_->replicaSignals("nobody", json::object()));
+  EXPECT_FALSE(plane_->deploymentSignals("nobody", json::object()));
+}
+
+TEST(DeploymentRestart, DeploymentsAndTheirReplicasSurviveARestart) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tessera_dep_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  model::GpuCatalog catalog = model::GpuCatalog::builtin();
+  ManualClock clock{5'000'000};
+  json before;
+  {
+    auto s = store::Store::open((dir / "s.db").string());
+    ASSERT_TRUE(s);
+    auto p = ControlPlane::create(catalog, clock, {}, s->get());
+    ASSERT_TRUE(p);
+    ASSERT_TRUE((*p)->registerNode({{"name", "n"},
+                                    {"cpu", 64},
+                                    {"gpus", {{{"type", "H100-80GB"}}, {{"type", "H100-80GB"}}}}}));
+    ASSERT_TRUE((*p)->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
+    ASSERT_TRUE((*p)->putDeployment(hpaDeployment(3, 5)));
+    before = (*p)->getDeployment("chat")->at("replicas");
+  }
+  auto s = store::Store::open((dir / "s.db").string());
+  ASSERT_TRUE(s);
+  auto p = ControlPlane::create(catalog, clock, {}, s->get());
+  ASSERT_TRUE(p) << p.error().message;
+  auto d = (*p)->getDeployment("chat");
+  ASSERT_TRUE(d);
+  EXPECT_EQ((*d)["replicas"], before);
+  EXPECT_EQ((*d)["status"]["desired"], 3);
+  EXPECT_EQ((*d)["recommender"], "hpa");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessera::api
