@@ -739,7 +739,8 @@ struct WarmedTrace {
 WarmedTrace withWarmup(const ServingTrace& t, int warmupSeconds) {
   WarmedTrace w;
   w.trace.name = t.name;
-  w.measuredFromUs = Micros{std::max(0, warmupSeconds)} * kUsPerSecond;
+  // At most a third of the trace, so that the lead-in stays a prefix of it.
+  w.measuredFromUs = std::min(Micros{std::max(0, warmupSeconds)} * kUsPerSecond, t.spanUs() / 3);
   for (const ServingRequest& r : t.requests) {
     if (r.arrivalUs < w.measuredFromUs) w.trace.requests.push_back(r);
   }

@@ -66,9 +66,10 @@ struct ServingOptions {
   // at `demand`), within their own min/max, warm: the trace is a window of traffic that a
   // deployment was already serving. false: they start at max(1, minReplicas).
   bool warmStart = true;
-  // Before the measured window, the trace's first warmupSeconds are replayed once as a lead-in
-  // (not counted: no requests, GPU-hours, scale events or cold starts), so that signal windows,
-  // stabilisation windows and recommender history are in a steady state when measuring starts.
+  // Before the measured window, the trace's first warmupSeconds (at most a third of the trace)
+  // are replayed once as a lead-in (not counted: no requests, GPU-hours, scale events or cold
+  // starts), so that signal windows, stabilisation windows and recommender history are in a
+  // steady state when measuring starts.
   int warmupSeconds = 300;
   int oracleSyncSeconds = 15;
   // The oracle runs once per utilisation target and keeps the cheapest run that reaches
