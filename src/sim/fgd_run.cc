@@ -73,7 +73,7 @@ sched::Profile tesseraProfile(std::span<const sched::TaskShape> workload) {
   // identical node states, so the lowest GPU index is as good as any.
   p.options.gpuTieBreak = sched::GpuTieBreak::kIndex;
   sched::PluginArgs args = sched::taskShapesToArgs(workload);
-  args["stranding"] = 4.0;
+  args["stranding"] = 2.0;
   args["cpuPerGpuScale"] = 1.0;
   args["typePressure"] = 4.0;
   p.scores = {{"PackingGradient", 1, std::move(args)}};

@@ -65,7 +65,7 @@
 namespace tessera::sched {
 
 struct PackingGradientWeights {
-  double stranding = 4.0;       // weight of the stranded-GPU term
+  double stranding = 2.0;       // weight of the stranded-GPU term
   double cpuPerGpuScale = 1.0;  // κ as a multiple of the workload's CPU per milli-GPU
   double typePressure = 4.0;    // weight of the type-pressure term
 };
@@ -79,7 +79,7 @@ double usableCapacityMilli(std::int64_t freeCpuMilli, std::span<const std::int32
 double strandedGpuMilli(std::int64_t freeCpuMilli, std::span<const std::int32_t> freeGpuMilli,
                         double cpuPerGpuMilli);
 
-// args: {workload: [task shapes as parseTaskShapes reads them], stranding = 4,
+// args: {workload: [task shapes as parseTaskShapes reads them], stranding = 2,
 //        cpuPerGpuScale = 1, typePressure = 4}. The workload is required.
 Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& args);
 
