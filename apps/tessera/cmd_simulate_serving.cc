@@ -70,6 +70,7 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
   so.fleet.nodes = o.nodes;
   so.fleet.gpusPerNode = o.gpusPerNode;
   so.warmStart = !o.startAtMin;
+  so.prefixCache = o.prefixCache;
   if (o.warmupSeconds < 0) return fail(Error::invalid("--warmup-seconds must be >= 0"));
   so.warmupSeconds = o.warmupSeconds;
   for (const std::string& text : o.policyArgs) {
@@ -273,6 +274,9 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
   cmd->add_option("--time-scale", o.timeScale,
                   "Multiply inter-arrival times (0.5: twice the request rate)")
       ->capture_default_str();
+  cmd->add_flag("--prefix-cache", o.prefixCache,
+                "Model prefix caching: replicas skip the prefill of prompt blocks they hold "
+                "(traces with hash_ids)");
   cmd->add_flag("--start-at-min", o.startAtMin,
                 "Autoscaled policies start at their minimum instead of the trace's first-minute "
                 "demand");

@@ -27,8 +27,9 @@ struct SimulateServingOptions {
   int gpusPerNode = 8;
   int jobs = 1;  // 0: one per core
   bool startAtMin = false;
-  int warmupSeconds = 300;  // lead-in replayed before the measured window  // autoscaled policies
-                            // start at min, not the first minute's demand
+  bool prefixCache = false;  // replicas skip the prefill of prompt blocks they hold
+  int warmupSeconds = 300;   // lead-in replayed before the measured window  // autoscaled policies
+                             // start at min, not the first minute's demand
   std::optional<std::string> outDir;
   std::vector<std::string> policyArgs;  // POLICY.KEY=VALUE
   SimulateFormat format = SimulateFormat::kTable;

@@ -26,6 +26,32 @@ Micros ReplicaEngine::busyUsUntil(Micros nowUs) const {
   return busyDoneUs_ + std::clamp(nowUs, iterationStartUs_, *iterationEndUs_) - iterationStartUs_;
 }
 
+std::int64_t ReplicaEngine::cachedTokensOf(const ReplicaJob& job) const {
+  if (cacheCapacity_ <= 0) return 0;
+  std::int64_t hits = 0;
+  for (std::uint32_t block : job.blocks) {
+    if (!cached_.contains(block)) break;
+    ++hits;
+  }
+  return std::min<std::int64_t>(hits * blockTokens_, std::max(0, job.inputTokens - 1));
+}
+
+void ReplicaEngine::remember(const ReplicaJob& job) {
+  if (cacheCapacity_ <= 0) return;
+  for (std::uint32_t block : job.blocks) {
+    if (auto it = cached_.find(block); it != cached_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      continue;
+    }
+    lru_.push_front(block);
+    cached_.emplace(block, lru_.begin());
+    if (static_cast<std::int64_t>(lru_.size()) > cacheCapacity_) {
+      cached_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  }
+}
+
 std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<int>& admitted) {
   if (iterationEndUs_ || !hasWork()) return std::nullopt;
   // Admission, FIFO: the head waits (and everything behind it) until it fits.
@@ -36,10 +62,16 @@ std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<in
     const ReplicaJob& head = waiting_.front();
     const std::int64_t context = contextOf(head);
     if (kvReservedTokens_ + context > perf_.kvCapacityTokens) break;
-    if (promptTokens > 0 && promptTokens + head.inputTokens > perf_.maxBatchedTokens) break;
+    const std::int64_t cachedTokens = cachedTokensOf(head);
+    const std::int64_t computed = head.inputTokens - cachedTokens;
+    if (promptTokens > 0 && promptTokens + computed > perf_.maxBatchedTokens) break;
+    remember(head);
+    cachedPromptTokens_ += cachedTokens;
+    admittedPromptTokens_ += head.inputTokens;
     const auto l = static_cast<double>(head.inputTokens);
-    flops += l * perf_.flopsPerToken + perf_.attentionFlopsPerPair * l * l / 2;
-    promptTokens += head.inputTokens;
+    const auto c = static_cast<double>(cachedTokens);
+    flops += (l - c) * perf_.flopsPerToken + perf_.attentionFlopsPerPair * (l * l - c * c) / 2;
+    promptTokens += computed;
     waitingPromptTokens_ -= head.inputTokens;
     kvReservedTokens_ += context;
     admitted.push_back(head.id);

@@ -5,7 +5,8 @@
 // An iteration starts when the engine is idle and has work. It first admits queued requests
 // in FIFO order while the running set stays within maxNumSeqs, the KV cache can reserve the
 // request's whole context (prompt + output tokens: no preemption, no swapping), and the
-// iteration's prompt tokens stay within maxBatchedTokens (a prompt longer than that goes alone).
+// iteration's prompt tokens to compute stay within maxBatchedTokens (a prompt longer than that
+// goes alone).
 // The iteration then prefills every admitted prompt and advances every running sequence by one
 // token. Its duration is the roofline of the work:
 //   max( sum of FLOPs / effective FLOP/s,  (weights + KV read by decoding sequences) / bandwidth )
@@ -16,11 +17,21 @@
 // that prefilled it (TTFT = queueing + that iteration); each later iteration adds one token; a
 // sequence completes, and frees its KV reservation, with its last token.
 //
+// Prefix caching (optional, `prefixCacheBlocks` > 0): the replica remembers the prompt blocks
+// it prefilled, least recently used first out, up to that many blocks of `blockTokens` tokens.
+// A prompt whose leading blocks are remembered skips their prefill: it computes only the rest
+// (at least one token), attending to the cached part:
+//   prefill FLOPs = (L - c) x flopsPerToken + attentionFlopsPerPair x (L^2 - c^2) / 2
+// The cache is modelled apart from the KV reservations (cached blocks are evictable).
+//
 // Threading: owned by the simulation loop; no locking.
 
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <optional>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/serving_model.h"
@@ -32,11 +43,20 @@ struct ReplicaJob {
   int id = -1;  // the caller's request index
   std::int32_t inputTokens = 0;
   std::int32_t outputTokens = 1;  // >= 1: the first token is the prefill's
+  // The prompt's prefix blocks (prefix caching); borrowed from the trace, which outlives runs.
+  std::span<const std::uint32_t> blocks = {};
 };
 
 class ReplicaEngine {
  public:
-  explicit ReplicaEngine(const ReplicaPerf& perf) : perf_(perf) {}
+  explicit ReplicaEngine(const ReplicaPerf& perf, std::int64_t prefixCacheBlocks = 0,
+                         int blockTokens = 512)
+      : perf_(perf), cacheCapacity_(prefixCacheBlocks), blockTokens_(blockTokens) {}
+  // Not copyable: the prefix cache's index points into its own list.
+  ReplicaEngine(const ReplicaEngine&) = delete;
+  ReplicaEngine& operator=(const ReplicaEngine&) = delete;
+  ReplicaEngine(ReplicaEngine&&) = default;
+  ReplicaEngine& operator=(ReplicaEngine&&) = default;
 
   // Whether a request could ever run here (its context fits the KV cache).
   bool fits(const ReplicaJob& job) const;
@@ -76,6 +96,12 @@ class ReplicaEngine {
   std::int64_t pendingPromptTokens() const { return waitingPromptTokens_ + prefillingTokens_; }
 
   const ReplicaPerf& perf() const { return perf_; }
+  // Tokens of `job`'s prompt the prefix cache holds now (a prefix of whole blocks; at least
+  // the last token is computed: it yields the first output token). 0 without a cache.
+  std::int64_t cachedTokensOf(const ReplicaJob& job) const;
+  // Prompt tokens served from the prefix cache so far, and prompt tokens admitted.
+  std::int64_t cachedPromptTokens() const { return cachedPromptTokens_; }
+  std::int64_t admittedPromptTokens() const { return admittedPromptTokens_; }
 
  private:
   struct Sequence {
@@ -89,6 +115,15 @@ class ReplicaEngine {
   std::int64_t kvReservedTokens_ = 0;
   std::int64_t waitingPromptTokens_ = 0;
   std::int64_t prefillingTokens_ = 0;  // prompts of the iteration in flight
+  // Prefix cache: LRU order (front = most recent) and where each block sits in it.
+  std::int64_t cacheCapacity_;
+  int blockTokens_;
+  std::list<std::uint32_t> lru_;
+  std::unordered_map<std::uint32_t, std::list<std::uint32_t>::iterator> cached_;
+  std::int64_t cachedPromptTokens_ = 0;
+  std::int64_t admittedPromptTokens_ = 0;
+  // Makes `job`'s blocks the most recently used, adding the missing ones.
+  void remember(const ReplicaJob& job);
   std::optional<Micros> iterationEndUs_;
   Micros iterationStartUs_ = 0;
   Micros busyDoneUs_ = 0;  // busy time of finished iterations

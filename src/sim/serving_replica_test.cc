@@ -155,6 +155,37 @@ TEST(ReplicaEngine, DecodeIsBoundByMemoryOrComputeWhicheverIsSlower) {
   EXPECT_EQ(longContext.times[0].done, 5'000'000 + 5'001);  // memory: 5001 tokens x 1 us
 }
 
+TEST(ReplicaEngine, PrefixCacheSkipsThePrefillOfHeldBlocks) {
+  // Blocks of 10 tokens, room for 100.
+  ReplicaEngine e(testPerf(), 100, 10);
+  const std::vector<std::uint32_t> a = {1, 2, 3}, b = {1, 2, 9, 4}, c = {1, 2};
+  std::vector<int> admitted, first, done;
+  auto step = [&](Micros now, ReplicaJob job) {
+    e.enqueue(job);
+    const auto end = e.startIteration(now, admitted);
+    e.finishIteration(first, done);
+    return *end - now;
+  };
+  EXPECT_EQ(step(0, {0, 30, 1, a}), 30'000);        // nothing held: 30 tokens
+  EXPECT_EQ(step(100'000, {1, 40, 1, b}), 20'000);  // 1, 2 held: 20 of 40 tokens computed
+  // Both blocks held, but the last token is always computed: 1 ms of FLOPs, 5 ms of weights.
+  EXPECT_EQ(step(200'000, {2, 20, 1, c}), 5'000);
+  EXPECT_EQ(e.cachedPromptTokens(), 20 + 19);
+  EXPECT_EQ(e.admittedPromptTokens(), 90);
+}
+
+TEST(ReplicaEngine, PrefixCacheForgetsTheLeastRecentlyUsedBlocks) {
+  ReplicaEngine e(testPerf(), 2, 10);  // room for two blocks
+  const std::vector<std::uint32_t> a = {1, 2, 3}, b = {1, 2};
+  std::vector<int> admitted, first, done;
+  e.enqueue({0, 30, 1, a});
+  ASSERT_TRUE(e.startIteration(0, admitted));
+  e.finishIteration(first, done);
+  e.enqueue({1, 20, 1, b});  // block 1 went first: no prefix is held
+  EXPECT_EQ(e.startIteration(50'000, admitted), std::optional<Micros>(70'000));
+  EXPECT_EQ(e.cachedPromptTokens(), 0);
+}
+
 TEST(ReplicaEngine, SignalsWhileBusy) {
   ReplicaEngine e(testPerf());
   e.enqueue({0, 100, 10});

@@ -101,6 +101,7 @@ nlohmann::json servingJson(const ServingReport& report) {
     p["horizon_s"] = round3(r.horizonS);
     p["wall_seconds"] = std::round(r.wallSeconds * 100) / 100;
     if (!r.detail.empty()) p["detail"] = r.detail;
+    if (r.prefixCacheHitRate) p["prefix_cache_hit_rate"] = round3(*r.prefixCacheHitRate);
     policies[r.policy] = std::move(p);
   }
   j["policies"] = std::move(policies);

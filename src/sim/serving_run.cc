@@ -23,8 +23,8 @@ constexpr const char* kDeployment = "serving";
 enum class Phase : std::uint8_t { kLoading, kReady, kDraining, kGone };
 
 struct Replica {
-  Replica(std::string replicaId, const ReplicaPerf& perf)
-      : id(std::move(replicaId)), engine(perf) {}
+  Replica(std::string replicaId, const ReplicaPerf& perf, std::int64_t prefixCacheBlocks)
+      : id(std::move(replicaId)), engine(perf, prefixCacheBlocks, kMooncakeBlockTokens) {}
   std::string id;
   Phase phase = Phase::kLoading;
   Micros placedUs = 0;
@@ -166,9 +166,9 @@ class ServingRun {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t seq_ = 0;
   std::vector<RequestState> requests_;
-  std::vector<Replica> replicas_;
-  std::array<int, 3> counts_{};  // loading, ready, draining
-  std::deque<int> buffer_;       // requests waiting for a ready replica
+  std::deque<Replica> replicas_;  // never relocated: engines keep iterators into themselves
+  std::array<int, 3> counts_{};   // loading, ready, draining
+  std::deque<int> buffer_;        // requests waiting for a ready replica
   std::vector<int> scratchA_, scratchB_;
   std::vector<int> toKick_;
 
@@ -262,7 +262,8 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
     return false;
   }
   const sched::NodeId node = d.placement->node;
-  Replica r(id, perf_);
+  Replica r(id, perf_,
+            o_.prefixCache ? perf_.kvCapacityTokens / kMooncakeBlockTokens : std::int64_t{0});
   r.node = node;
   r.placedUs = now;
   r.scrapedAtUs = now;
@@ -312,15 +313,19 @@ Result<void> ServingRun::onReady(int index, Micros now) {
 
 void ServingRun::route(int request) {
   RequestState& s = requests_[static_cast<std::size_t>(request)];
-  const ReplicaJob job{request, s.inputTokens, s.outputTokens};
-  // Least loaded: the fewest prompt tokens still to prefill (a long prompt blocks its
-  // replica's queue), then the fewest requests, then the oldest replica.
+  const ReplicaJob job{request, s.inputTokens, s.outputTokens,
+                       trace_.requests[static_cast<std::size_t>(request)].blockHashes};
+  // Least loaded: the fewest prompt tokens still to prefill, this prompt's uncached part
+  // included (with prefix caching, where its prefix is held), then the fewest requests, then
+  // the oldest replica.
   int best = -1;
   std::pair<std::int64_t, int> bestLoad;
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     const Replica& r = replicas_[i];
     if (r.phase != Phase::kReady) continue;
-    const std::pair<std::int64_t, int> load{r.engine.pendingPromptTokens(), r.engine.outstanding()};
+    const std::pair<std::int64_t, int> load{
+        r.engine.pendingPromptTokens() + job.inputTokens - r.engine.cachedTokensOf(job),
+        r.engine.outstanding()};
     if (best < 0 || load < bestLoad) {
       best = static_cast<int>(i);
       bestLoad = load;
@@ -666,6 +671,14 @@ ServingPolicyResult ServingRun::summarize(Micros horizon) {
     gpuUs += static_cast<double>(std::max<Micros>(0, end - std::max(x.placedUs, measuredFromUs_)));
   }
   r.gpuHours = gpuUs / 3.6e9;
+  if (o_.prefixCache) {
+    std::int64_t cached = 0, admitted = 0;
+    for (const Replica& x : replicas_) {
+      cached += x.engine.cachedPromptTokens();
+      admitted += x.engine.admittedPromptTokens();
+    }
+    r.prefixCacheHitRate = admitted > 0 ? static_cast<double>(cached) / admitted : 0;
+  }
   r.meanServingReplicas = window > 0 ? servingReplicaUs_ / window : 0;
   return r;
 }

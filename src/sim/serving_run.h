@@ -54,6 +54,9 @@ struct ServingOptions {
   // A request meets the SLO when TTFT <= max(sloTtftMs, sloPrefillFactor x its prompt's
   // unloaded prefill time): prompts too long to prefill within sloTtftMs even alone get a
   // proportional target instead of an impossible one. 0 = the flat SLO.
+  // vLLM's automatic prefix caching: a replica skips the prefill of prompt blocks it still
+  // holds (traces with block hashes: Mooncake). Off by default.
+  bool prefixCache = false;
   double sloTtftMs = 2000;
   double sloPrefillFactor = 2;
   int sampleSeconds = 15;        // timeline resolution
@@ -127,6 +130,7 @@ struct ServingPolicyResult {
   double meanServingReplicas = 0;         // time-average of loading + ready
   double horizonS = 0;
   double wallSeconds = 0;
+  std::optional<double> prefixCacheHitRate;  // prompt tokens from the cache / admitted
   std::string detail;  // how the policy was set up, when that varies (the oracle's target)
   std::vector<TimelinePoint> timeline;
   std::vector<DecisionRecord> decisions;  // every sync whose answer or count changed

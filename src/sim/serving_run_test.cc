@@ -246,6 +246,17 @@ TEST(ServingRun, SharedTracesStaticPeakAndOracle) {
     EXPECT_EQ(peak->requests, static_cast<int>(t->requests.size()));
     EXPECT_EQ(peak->coldStarts, 0);
     EXPECT_LE(oracle->gpuHours, peak->gpuHours) << path;
+    EXPECT_FALSE(peak->prefixCacheHitRate);
+    if (format == ServingTraceFormat::kMooncake) {
+      // Prefix caching: shared prompt blocks are prefilled once per replica.
+      o.prefixCache = true;
+      auto cached = runServing(*t, catalog(), o, "static-peak");
+      ASSERT_TRUE(cached);
+      expectConserved(*cached);
+      ASSERT_TRUE(cached->prefixCacheHitRate);
+      EXPECT_GT(*cached->prefixCacheHitRate, 0.2);
+      EXPECT_LT(cached->ttftP50Ms, peak->ttftP50Ms);
+    }
   }
 }
 

@@ -174,12 +174,23 @@ Result<ServingTrace> parseMooncakeTrace(std::string_view text, std::string label
     if (!in) return fail(in.error());
     auto out = integer("output_length", kMaxTokens);
     if (!out) return fail(out.error());
-    if (const auto h = j.find("hash_ids"); h != j.end() && !h->is_array()) {
-      return fail(Error::invalid(where + "field hash_ids: expected a list, got " + h->dump()));
+    std::vector<std::uint32_t> blocks;
+    if (const auto h = j.find("hash_ids"); h != j.end()) {
+      if (!h->is_array()) {
+        return fail(Error::invalid(where + "field hash_ids: expected a list, got " + h->dump()));
+      }
+      blocks.reserve(h->size());
+      for (const auto& id : *h) {
+        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > 0xffffffffu) {
+          return fail(Error::invalid(
+              where + "field hash_ids: expected non-negative integers, got " + id.dump()));
+        }
+        blocks.push_back(static_cast<std::uint32_t>(id.get<std::uint64_t>()));
+      }
     }
     raw.push_back(*ms * 1000);
-    trace.requests.push_back(
-        {0, static_cast<std::int32_t>(*in), static_cast<std::int32_t>(*out), lineNo});
+    trace.requests.push_back({0, static_cast<std::int32_t>(*in), static_cast<std::int32_t>(*out),
+                              lineNo, std::move(blocks)});
   }
   return finish(std::move(trace), std::move(raw), timeScale, label);
 }

@@ -28,7 +28,11 @@ struct ServingRequest {
   std::int32_t inputTokens = 0;   // prompt tokens
   std::int32_t outputTokens = 0;  // generated tokens as the trace says (may be 0)
   int line = 0;                   // line in the trace file (1-based), for messages
+  // Mooncake: the prompt's prefix blocks (kMooncakeBlockTokens tokens each); equal ids are the
+  // same tokens. Empty when the trace has none (Azure).
+  std::vector<std::uint32_t> blockHashes = {};
 };
+inline constexpr int kMooncakeBlockTokens = 512;
 
 enum class ServingTraceFormat { kAzure, kMooncake };
 

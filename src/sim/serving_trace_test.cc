@@ -50,6 +50,8 @@ TEST(ServingTrace, TimeScaleStretchesInterArrivalTimes) {
       "{\"timestamp\": 1500, \"input_length\": 7, \"output_length\": 3, \"hash_ids\": []}\n",
       "m.jsonl", 2.0);
   ASSERT_TRUE(twice) << twice.error().message;
+  EXPECT_EQ(twice->requests[0].blockHashes, std::vector<std::uint32_t>{0});
+  EXPECT_TRUE(twice->requests[1].blockHashes.empty());
   EXPECT_EQ(twice->requests[0].arrivalUs, 0);
   EXPECT_EQ(twice->requests[1].arrivalUs, 1'000'000);
   EXPECT_FALSE(parseAzureLlmTrace(kAzure, "t.csv", 0));
@@ -97,6 +99,8 @@ TEST(ServingTrace, MooncakeMalformedLinesNameFileLineAndField) {
             "m.jsonl:2: field output_length"},
            {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": 3}",
             "m.jsonl:2: field hash_ids"},
+           {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [-1]}",
+            "m.jsonl:2: field hash_ids: expected non-negative integers"},
            {"{\"timestamp\": 1, \"input_length\": 5,", "m.jsonl:2: not a JSON object"},
            {"[1, 2]", "m.jsonl:2: expected a JSON object"},
        }) {
