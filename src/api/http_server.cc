@@ -5,6 +5,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "api/json_body.h"
+
 namespace tessera::api {
 namespace {
 
@@ -68,20 +70,12 @@ std::optional<json> body(const httplib::Request& req, httplib::Response& res) {
               "body: Content-Type must be application/json, got " + type);
     return std::nullopt;
   }
-  json parsed = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    // Parse again for the position of the problem.
-    try {
-      const json again = json::parse(req.body);
-    } catch (const json::parse_error& e) {
-      sendError(res, 400, "invalid_argument",
-                "body: not valid JSON (byte " + std::to_string(e.byte) + ")");
-      return std::nullopt;
-    }
-    sendError(res, 400, "invalid_argument", "body: not valid JSON");
+  auto parsed = parseJsonBody(req.body);
+  if (!parsed) {
+    sendError(res, parsed.error());
     return std::nullopt;
   }
-  return parsed;
+  return std::move(*parsed);
 }
 
 bool mutating(const std::string& method) {

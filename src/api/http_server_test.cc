@@ -266,5 +266,35 @@ TEST_F(ServerTest, ExtenderEndpointsSpeakTheKubeSchedulerWireFormat) {
             std::string::npos);
 }
 
+TEST_F(ServerTest, DeeplyNestedBodiesAreRefusedAndTheServerStaysUp) {
+  ASSERT_EQ(post("/api/v1/nodes", node("gpu-a", 1)).status, 201);
+  // 30,000 levels fit the 64 KiB body limit; copying and dumping such a value recursed once
+  // per level and could overflow the answering thread's stack (the echo of a passing v1.Node
+  // copies it, the node loader dumps it), taking the whole server down.
+  const std::string deep = std::string(30'000, '[') + std::string(30'000, ']');
+  const std::string filterArgs = R"({"Pod":{"metadata":{"name":"p","uid":"u"},"spec":{}},)"
+                                 R"("Nodes":{"items":[{"metadata":{"name":"gpu-a"},"x":)" +
+                                 deep + "}]}}";
+  auto filter = client_->Post("/scheduler/filter", filterArgs, "application/json");
+  ASSERT_TRUE(filter);
+  EXPECT_EQ(filter->status, 400);
+  EXPECT_NE(filter->body.find("nested deeper than 128 levels"), std::string::npos) << filter->body;
+  Reply nodeReply = reply(client_->Post(
+      "/api/v1/nodes", auth(), R"({"name":"n2","labels":)" + deep + "}", "application/json"));
+  EXPECT_EQ(nodeReply.status, 400);
+  // Still serving, and nothing changed.
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  EXPECT_EQ(get("/api/v1/nodes").body["nodes"].size(), 1u);
+  // Nesting up to the bound is served as before.
+  const std::string ok = std::string(100, '[') + std::string(100, ']');
+  auto fine = client_->Post(
+      "/scheduler/filter",
+      R"({"Pod":{"metadata":{"name":"p","uid":"u"},"spec":{}},"NodeNames":["gpu-a"],"x":)" + ok +
+          "}",
+      "application/json");
+  ASSERT_TRUE(fine);
+  EXPECT_EQ(fine->status, 200) << fine->body;
+}
+
 }  // namespace
 }  // namespace tessera::api

@@ -44,6 +44,14 @@ std::vector<std::string> splitList(std::string_view text) {
   return out;
 }
 
+// Bounds on one container's figures: memory and CPU as the configuration files have them
+// (config/limits.h); counts far beyond the per-pod checks below, which name them better.
+constexpr std::int64_t kMaxGpus = 64;  // per replica, checked on the sums
+constexpr std::int64_t kMaxCount = 1'000'000;
+constexpr std::int64_t kMaxGpuMemoryMib = std::int64_t{16} * 1024 * 1024;    // 16 TiB
+constexpr std::int64_t kMaxCpuMilli = 10'000'000;                            // 10,000 cores
+constexpr std::int64_t kMaxHostMemoryMib = std::int64_t{256} * 1024 * 1024;  // 256 TiB
+
 // Summed resources of the pod's containers (requests, else limits).
 struct Resources {
   std::int64_t wholeGpus = 0;
@@ -83,24 +91,33 @@ Result<void> addContainer(const json& container, const std::string& path, Resour
     }
     return std::optional<Found>();
   };
-  auto read = [&](std::string_view name, auto parse, std::int64_t& into,
-                  bool gpuResource) -> Result<void> {
+  // Each value is bounded (by far more than any machine has) so that the sums over containers
+  // and the figures derived from them cannot overflow.
+  auto read = [&](std::string_view name, auto parse, std::int64_t& into, bool gpuResource,
+                  std::int64_t max, std::string_view unit) -> Result<void> {
     auto found = value(name);
     if (!found) return fail(found.error());
     if (!*found) return {};
     auto parsed = parse((*found)->text);
     if (!parsed) return fail(at((*found)->path, parsed.error().message));
+    if (*parsed > max) {
+      return fail(at((*found)->path, "quantity \"" + (*found)->text + "\": at most " +
+                                         std::to_string(max) + std::string(unit)));
+    }
     if (gpuResource) r.any = true;
     into = name == kResourceGpuMemory || name == kResourceGpuCompute ? std::max(into, *parsed)
                                                                      : into + *parsed;
     return {};
   };
-  TESSERA_RETURN_IF_ERROR(read(kResourceWholeGpu, wholeNumber, r.wholeGpus, true));
-  TESSERA_RETURN_IF_ERROR(read(kResourceGpus, wholeNumber, r.gpus, true));
-  TESSERA_RETURN_IF_ERROR(read(kResourceGpuMemory, wholeNumber, r.gpuMemoryMib, true));
-  TESSERA_RETURN_IF_ERROR(read(kResourceGpuCompute, wholeNumber, r.gpuComputeMilli, true));
-  TESSERA_RETURN_IF_ERROR(read("cpu", cpuMilli, r.cpuMilli, false));
-  TESSERA_RETURN_IF_ERROR(read("memory", bytesToMib, r.memoryMib, false));
+  TESSERA_RETURN_IF_ERROR(read(kResourceWholeGpu, wholeNumber, r.wholeGpus, true, kMaxCount, ""));
+  TESSERA_RETURN_IF_ERROR(read(kResourceGpus, wholeNumber, r.gpus, true, kMaxCount, ""));
+  TESSERA_RETURN_IF_ERROR(
+      read(kResourceGpuMemory, wholeNumber, r.gpuMemoryMib, true, kMaxGpuMemoryMib, " MiB"));
+  TESSERA_RETURN_IF_ERROR(
+      read(kResourceGpuCompute, wholeNumber, r.gpuComputeMilli, true, kMaxCount, ""));
+  TESSERA_RETURN_IF_ERROR(read("cpu", cpuMilli, r.cpuMilli, false, kMaxCpuMilli, " millicores"));
+  TESSERA_RETURN_IF_ERROR(
+      read("memory", bytesToMib, r.memoryMib, false, kMaxHostMemoryMib, " MiB"));
   return {};
 }
 
@@ -235,6 +252,12 @@ Result<PodRequest> readPod(const json& pod, const ModelLookup& models) {
     return fail(at("Pod.spec.containers",
                    "nvidia.com/gpu (whole GPUs) cannot be combined with tessera.io/gpus, "
                    "gpu-memory or gpu-compute (GPU shares)"));
+  }
+  // Summed over containers the counts can pass the bound: refuse before narrowing to int.
+  if (std::max(res.wholeGpus, res.gpus) > kMaxGpus) {
+    return fail(
+        at("Pod.spec.containers",
+           "asks for " + std::to_string(std::max(res.wholeGpus, res.gpus)) + " GPUs per replica"));
   }
   if (res.wholeGpus > 0) {
     req.model.gpusPerReplica = static_cast<int>(res.wholeGpus);

@@ -63,7 +63,16 @@ Result<double> parseQuantity(std::string_view text) {
   const std::string_view suffix = s.substr(i);
   double factor = 1;
   if (!suffix.empty()) {
-    if ((suffix.front() == 'e' || suffix.front() == 'E') && suffix.size() > 1) {
+    // The named suffixes first: "Ei" is exbibytes, not an exponent (nor is "E" alone).
+    bool known = false;
+    for (const Suffix& s2 : kSuffixes) {
+      if (suffix == s2.text) {
+        factor = s2.factor;
+        known = true;
+        break;
+      }
+    }
+    if (!known && (suffix.front() == 'e' || suffix.front() == 'E') && suffix.size() > 1) {
       std::string_view exp = suffix.substr(1);
       bool negative = false;
       if (exp.front() == '+' || exp.front() == '-') {
@@ -76,19 +85,9 @@ Result<double> parseQuantity(std::string_view text) {
         return fail(bad(text, "bad exponent"));
       }
       factor = std::pow(10.0, negative ? -e : e);
-    } else {
-      bool known = false;
-      for (const Suffix& s2 : kSuffixes) {
-        if (suffix == s2.text) {
-          factor = s2.factor;
-          known = true;
-          break;
-        }
-      }
-      if (!known) {
-        return fail(bad(text, "unknown suffix \"" + std::string(suffix) +
-                                  "\" (known: Ki Mi Gi Ti Pi Ei m k M G T P E, or e<exp>)"));
-      }
+    } else if (!known) {
+      return fail(bad(text, "unknown suffix \"" + std::string(suffix) +
+                                "\" (known: Ki Mi Gi Ti Pi Ei m k M G T P E, or e<exp>)"));
     }
   }
   const double value = mantissa * factor;
@@ -100,7 +99,11 @@ Result<std::int64_t> cpuMilli(std::string_view text) {
   auto v = parseQuantity(text);
   if (!v) return fail(v.error());
   // Round up, but do not let binary noise turn 0.25 cores into 251m.
-  return static_cast<std::int64_t>(std::ceil(*v * 1000.0 - 1e-9));
+  const double milli = std::ceil(*v * 1000.0 - 1e-9);
+  // parseQuantity allows up to 9e18; a thousand times that does not fit an int64 (the cast
+  // would be undefined: on x86 it gave INT64_MIN).
+  if (milli > 9e18) return fail(bad(text, "too large"));
+  return static_cast<std::int64_t>(milli);
 }
 
 Result<std::int64_t> bytesToMib(std::string_view text) {

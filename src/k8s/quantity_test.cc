@@ -45,5 +45,29 @@ TEST(Quantity, ConvertsToSchedulerUnits) {
   EXPECT_FALSE(wholeNumber("500m"));
 }
 
+// Regression (fuzz/quantity_fuzz): parseQuantity accepts up to 9e18, and cpuMilli cast a
+// thousand times that to int64 (undefined; INT64_MIN on x86), so "9e18" cores read as a
+// negative CPU request.
+// Regression (fuzz/quantity_fuzz): a suffix starting with 'E' was always read as an exponent,
+// so "1Ei" (exbibytes, as documented) was refused as "bad exponent".
+TEST(Quantity, ReadsExbiAsASuffixNotAnExponent) {
+  auto v = parseQuantity("1Ei");
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_DOUBLE_EQ(*v, 1024.0 * 1024 * 1024 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*parseQuantity("2E"), 2e18);
+  EXPECT_DOUBLE_EQ(*parseQuantity("2E3"), 2e3);
+  EXPECT_DOUBLE_EQ(*parseQuantity("2e-3"), 2e-3);
+  EXPECT_EQ(*bytesToMib("4Ei"), std::int64_t{4} * 1024 * 1024 * 1024 * 1024);
+}
+
+TEST(Quantity, ConversionsRefuseWhatDoesNotFitAnInteger) {
+  auto huge = cpuMilli("9e18");
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().message, "quantity \"9e18\": too large");
+  EXPECT_EQ(*cpuMilli("9e15"), 9'000'000'000'000'000'000);
+  EXPECT_GE(*bytesToMib("9e18"), 0);
+  EXPECT_EQ(*wholeNumber("9e18"), 9'000'000'000'000'000'000);
+}
+
 }  // namespace
 }  // namespace tessera::k8s
