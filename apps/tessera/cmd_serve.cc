@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "api/http_server.h"
+#include "api/log.h"
 #include "cli.h"
 #include "config/loaders.h"
+#include "config/serve_config.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
 
@@ -102,9 +104,87 @@ ServeCommand::ServeCommand(CLI::App& app) {
   command_->add_option("--threads", o.threads, "HTTP worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  command_->add_option("--log-format", o.logFormat, "Logs on stderr: text or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  command_
+      ->add_option("--config", o.configPath,
+                   "Server file (docs/configuration.md); flags and $TESSERA_* variables win")
+      ->check(CLI::ExistingFile);
+  command_->footer(
+      "Every option can also come from the environment ($TESSERA_LISTEN, $TESSERA_STORE, "
+      "$TESSERA_TOKEN_FILE, $TESSERA_CLUSTER, $TESSERA_PROFILE, $TESSERA_TLS_CERT, "
+      "$TESSERA_TLS_KEY, $TESSERA_MAX_BODY_BYTES, $TESSERA_THREADS, $TESSERA_LOG_FORMAT, "
+      "$TESSERA_INSECURE_NO_AUTH=true) or the --config file; flags win, then the environment.");
+}
+
+Result<void> ServeCommand::resolve() {
+  ServeOptions& o = options_;
+  config::ServeFile file;
+  if (o.configPath) {
+    auto loaded = config::loadServeFile(*o.configPath);
+    if (!loaded) return fail(loaded.error());
+    file = std::move(*loaded);
+  }
+  // One option: the flag if given, else the variable, else the file.
+  auto text = [&](const char* flag, const char* env, const std::optional<std::string>& fromFile,
+                  auto assign) {
+    if (command_->count(flag) > 0) return;
+    if (const char* v = std::getenv(env); v != nullptr && *v != '\0') {
+      assign(std::string(v));
+    } else if (fromFile) {
+      assign(*fromFile);
+    }
+  };
+  text("--listen", "TESSERA_LISTEN", file.listen, [&](std::string v) { o.listen = v; });
+  text("--store", "TESSERA_STORE", file.store, [&](std::string v) { o.storePath = v; });
+  text("--token-file", "TESSERA_TOKEN_FILE", file.tokenFile,
+       [&](std::string v) { o.tokenFile = v; });
+  text("--cluster", "TESSERA_CLUSTER", file.cluster, [&](std::string v) { o.clusterPath = v; });
+  text("--profile", "TESSERA_PROFILE", file.profile, [&](std::string v) { o.profilePath = v; });
+  text("--tls-cert", "TESSERA_TLS_CERT", file.tlsCert, [&](std::string v) { o.tlsCert = v; });
+  text("--tls-key", "TESSERA_TLS_KEY", file.tlsKey, [&](std::string v) { o.tlsKey = v; });
+  text("--log-format", "TESSERA_LOG_FORMAT", file.logFormat,
+       [&](std::string v) { o.logFormat = v; });
+  std::optional<std::string> bodyText, threadsText, insecureText;
+  if (file.maxBodyBytes) bodyText = std::to_string(*file.maxBodyBytes);
+  if (file.threads) threadsText = std::to_string(*file.threads);
+  if (file.insecureNoAuth) insecureText = *file.insecureNoAuth ? "true" : "false";
+  Error bad = Error::invalid("");
+  auto number = [&](const char* what, std::int64_t lo, std::int64_t hi, auto set) {
+    return [&, what, lo, hi, set](std::string v) {
+      try {
+        std::size_t used = 0;
+        const long long n = std::stoll(v, &used);
+        if (used != v.size() || n < lo || n > hi) throw std::out_of_range(v);
+        set(n);
+      } catch (const std::exception&) {
+        bad = Error::invalid(std::string(what) + ": expected a whole number from " +
+                             std::to_string(lo) + " to " + std::to_string(hi) + ", got \"" + v +
+                             "\"");
+      }
+    };
+  };
+  text("--max-body-bytes", "TESSERA_MAX_BODY_BYTES", bodyText,
+       number("max body bytes", 1024, std::int64_t{1} << 30,
+              [&](long long n) { o.maxBodyBytes = static_cast<std::size_t>(n); }));
+  text("--threads", "TESSERA_THREADS", threadsText,
+       number("threads", 1, 256, [&](long long n) { o.threads = static_cast<int>(n); }));
+  text("--insecure-no-auth", "TESSERA_INSECURE_NO_AUTH", insecureText, [&](std::string v) {
+    if (v != "true" && v != "false") {
+      bad = Error::invalid("TESSERA_INSECURE_NO_AUTH: expected true or false, got \"" + v + "\"");
+    }
+    o.insecureNoAuth = v == "true";
+  });
+  if (!bad.message.empty()) return fail(bad);
+  if (o.logFormat != "text" && o.logFormat != "json") {
+    return fail(Error::invalid("log format: expected text or json, got \"" + o.logFormat + "\""));
+  }
+  return {};
 }
 
 int ServeCommand::run(std::ostream& out, std::ostream& err) {
+  if (auto resolved = resolve(); !resolved) return reportError(err, kCommand, resolved.error());
   const ServeOptions& o = options_;
   auto listen = splitListen(o.listen);
   if (!listen) return reportError(err, kCommand, listen.error());
@@ -151,7 +231,15 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  api::Logger logger(o.logFormat == "json" ? api::LogFormat::kJson : api::LogFormat::kText, err);
+  (*plane)->setEventSink([&logger](const nlohmann::json& e) {
+    logger.info("event", {{"seq", e["seq"]},
+                          {"type", e["type"]},
+                          {"subject", e["subject"]},
+                          {"detail", e["message"]}});
+  });
   api::ServerConfig serverConfig;
+  serverConfig.logger = &logger;
   serverConfig.host = listen->first;
   serverConfig.port = listen->second;
   serverConfig.token = *token;
@@ -166,8 +254,15 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
       << listen->first << ":" << *port << " (" << (*token ? "bearer token required" : "no token")
       << " for mutating calls; extender at /scheduler; state in " << o.storePath << ")"
       << std::endl;
+  logger.info("serving", {{"address", listen->first + ":" + std::to_string(*port)},
+                          {"tls", !o.tlsCert.empty()},
+                          {"auth", token->has_value()},
+                          {"store", o.storePath},
+                          {"nodes", (*plane)->listNodes()["nodes"].size()},
+                          {"deployments", (*plane)->listDeployments()["deployments"].size()}});
 
-  // The upkeep loop: lapse reservations every second until a signal arrives.
+  // The upkeep loop: once a second, lapse reservations, run the autoscalers and move drains
+  // along, until a signal arrives.
   const timespec second{1, 0};
   for (;;) {
     const int sig = sigtimedwait(&signals, nullptr, &second);
@@ -176,7 +271,9 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     server.withPlane([](api::ControlPlane& p) { p.tick(); });
   }
   out << "tessera serve: shutting down (finishing in-flight requests)" << std::endl;
+  logger.info("shutting down", {{"reason", "signal"}});
   server.stop();
+  logger.info("stopped", {{"store", o.storePath}});
   return kExitOk;
 }
 

@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/result.h"
+
 namespace tessera::cli {
 
 struct ServeOptions {
@@ -20,6 +22,8 @@ struct ServeOptions {
   std::string tlsCert, tlsKey;
   std::size_t maxBodyBytes = 8u << 20;
   int threads = 8;
+  std::string logFormat = "text";
+  std::optional<std::string> configPath;
 };
 
 class ServeCommand {
@@ -29,6 +33,9 @@ class ServeCommand {
   int run(std::ostream& out, std::ostream& err);
 
  private:
+  // Fills what no flag set from $TESSERA_* variables, then from the --config file.
+  Result<void> resolve();
+
   CLI::App* command_;
   ServeOptions options_;
 };

@@ -102,6 +102,13 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
 
 void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
                             std::string message) {
+  if (sink_) {
+    sink_(json{{"seq", seq},
+               {"timeMs", timeMs},
+               {"type", type},
+               {"subject", subject},
+               {"message", message}});
+  }
   events_.push_back({seq, timeMs, std::move(type), std::move(subject), std::move(message)});
   nextSeq_ = std::max(nextSeq_, seq + 1);
   while (events_.size() > config_.eventHistory) events_.pop_front();

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -124,6 +125,10 @@ class ControlPlane {
   // every second.
   void tick();
 
+  // Called with every event as it is recorded ({seq, timeMs, type, subject, message}); the
+  // server logs them.
+  void setEventSink(std::function<void(const nlohmann::json&)> sink) { sink_ = std::move(sink); }
+
   k8s::Extender& extender() { return *extender_; }
   const sched::ClusterState& state() const { return state_; }
 
@@ -205,6 +210,7 @@ class ControlPlane {
     std::string type, subject, message;
   };
   std::deque<EventRecord> events_;
+  std::function<void(const nlohmann::json&)> sink_;
   std::int64_t nextSeq_ = 1;
 
   CounterFamily placements_{"tessera_placements_total",

@@ -171,6 +171,19 @@ void HttpServer::routes() {
     }
     plane_.httpRequests.add(
         {{"method", req.method}, {"route", route}, {"code", std::to_string(res.status)}});
+    if (config_.logger != nullptr && (res.status >= 400 || mutating(req.method))) {
+      const nlohmann::json fields = {{"method", req.method},
+                                     {"path", req.path},
+                                     {"status", res.status},
+                                     {"remote", req.remote_addr}};
+      if (res.status >= 500) {
+        config_.logger->error("request failed", fields);
+      } else if (res.status >= 400) {
+        config_.logger->warn("request refused", fields);
+      } else {
+        config_.logger->info("request", fields);
+      }
+    }
   });
   s.set_exception_handler([](const Req&, Res& res, std::exception_ptr) {
     sendError(res, 500, "internal", "the server failed on this request");

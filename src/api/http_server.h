@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "api/control_plane.h"
+#include "api/log.h"
 #include "common/result.h"
 
 namespace httplib {
@@ -38,6 +39,8 @@ struct ServerConfig {
   std::size_t maxBodyBytes = 8u << 20;
   int threads = 8;
   std::string tlsCertFile, tlsKeyFile;  // both or neither
+  // Requests answered with a 4xx or 5xx, and every mutating call, are logged here.
+  Logger* logger = nullptr;
 };
 
 class HttpServer {
