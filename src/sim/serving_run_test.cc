@@ -175,6 +175,7 @@ TEST(ServingRun, StaticPeakNeverColdStarts) {
 
 TEST(ServingRun, OracleUsesNoMoreGpuHoursThanStaticPeak) {
   ServingOptions o;
+  o.oracleUtilizations = {1.0, 0.8, 0.6};  // a shorter search keeps sanitizer builds quick
   ServingTrace t = phasedTrace({{300, 2}, {180, 40}, {300, 2}});
   auto peak = runServing(t, catalog(), o, "static-peak");
   auto oracle = runServing(t, catalog(), o, "oracle");
@@ -198,6 +199,7 @@ TEST(ServingRun, OracleUsesNoMoreGpuHoursThanStaticPeak) {
 
 TEST(ServingRun, Deterministic) {
   ServingOptions o;
+  o.oracleUtilizations = {0.8};
   ServingTrace t = phasedTrace({{200, 3}, {100, 30}, {200, 3}}, 1500, 300);
   auto a = runServing(t, catalog(), o, "oracle");
   auto b = runServing(t, catalog(), o, "oracle");
@@ -238,6 +240,7 @@ TEST(ServingRun, SharedTracesStaticPeakAndOracle) {
     auto t = readServingTrace(path, format);
     ASSERT_TRUE(t) << t.error().message;
     ServingOptions o;
+    o.oracleUtilizations = {1.0, 0.7};
     auto peak = runServing(*t, catalog(), o, "static-peak");
     auto oracle = runServing(*t, catalog(), o, "oracle");
     ASSERT_TRUE(peak && oracle);
