@@ -10,6 +10,7 @@
 //   kvCacheUsage     vllm:kv_cache_usage_perc     —                                    —
 //   gpuUtilization   DCGM_FI_DEV_GPU_UTIL / 100 or nv_gpu_utilization (0..1)
 //   ttft / tpot      vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds
+//   meanPrefillMs    vllm:request_prefill_time_seconds (rate of _sum / rate of _count)
 // clang-format on
 //
 // A metric a replica did not report is std::nullopt ("missing" in HPA terms), never 0.
@@ -58,6 +59,11 @@ struct DeploymentSignals {
   std::optional<double> meanServiceMs;  // mean time a request spends being served
   std::optional<double> ttftP99Ms;      // time to first token, p99
   std::optional<double> tpotMs;         // time per output token, mean
+  // Mean prefill time of the requests that got their first token in the window: from the
+  // request's first scheduling to its first token (vLLM `vllm:request_prefill_time_seconds`,
+  // its histogram's _sum / _count over the window). λ × meanPrefillMs is the share of a
+  // replica's time the deployment's prompts occupy: what a prefill-bound deployment is sized by.
+  std::optional<double> meanPrefillMs;
 };
 
 }  // namespace tessera::scale

@@ -1,6 +1,7 @@
-// Tessera's own recommender: size the deployment for the concurrency its requests need now
-// plus the backlog it must drain, counting the replicas that are loading as capacity arriving
-// at their expectedReadyMs. Queue and KV cache are guards for when the model's inputs are off.
+// Tessera's own recommender: size the deployment for the concurrency and the prefill time its
+// requests need now plus the backlog it must drain, counting the replicas that are loading as
+// capacity arriving at their expectedReadyMs. Queue and KV cache are guards for when the
+// model's inputs are off.
 //
 //   R, L    ready and loading replicas (draining ones are not capacity)
 //   mc      per-replica concurrency: the `maxConcurrency` argument, else the replicas' mean
@@ -12,20 +13,27 @@
 //   H       when a replica added now could serve: max(cold start, latest expectedReadyMs − now),
 //           where cold start = the last seen load time (expectedReadyMs − createdMs of a
 //           loading replica, when at most 15 min), else `coldStartSeconds`
-//   X       the backlog at now + H: Σ waiting now (plus bufferedRequests), growing by λ − k·mc/S
-//   with k ready
-//           replicas, k stepping up as each loading replica reaches its expectedReadyMs
+//   P       meanPrefillMs (when measured): the mean time a prompt holds its replica's prefill
+//   μ       what a ready replica serves per second: mc / S, and at most 1 / P (a replica
+//           prefills one batch of prompts at a time: without chunked prefill a long prompt
+//           holds the whole GPU for P)
+//   X       the backlog at now + H: Σ waiting now (plus bufferedRequests), growing by λ − k·μ
+//           with k ready replicas, k stepping up as each loading replica reaches its
+//           expectedReadyMs
 //   need    D + X × S / T                               (T = backlogDrainSeconds)
-//   up      ceil(need / c)
-//   down    ceil(need / (c × (1 − scaleDownTolerance)))   (scale-down keeps extra headroom)
+//   pre     λ × P + X × P / T                           (prefill occupancy, in replicas)
+//   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
+//   down    max(ceil(need / (c × (1 − tol))), ceil(pre / (u × (1 − tol))))
+//           (tol = scaleDownTolerance: a scale-down keeps extra headroom)
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
 //   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
 //           call with the same ready replicas, nothing is loading and n <= current: the model
 //           underestimates, n = current + 1
 // Without λ or S: D = Σ running, need = D + Σ waiting (one slot per queued request), no
-// projection. Because the loading replicas are in the projection, a backlog that builds while
-// they load does not add more replicas unless they cannot absorb it within T of arriving.
+// projection, no prefill term; without P: no prefill term, μ = mc / S. Because the loading replicas
+// are in the projection, a backlog that builds while they load does not add more replicas unless
+// they cannot absorb it within T of arriving.
 //
 // preferGpuShare (on a scale-up): requests queue (mean waiting per ready replica >= 1) while the
 // mean GPU utilisation is below gpuShareUtilization and the KV cache is below its target: the
@@ -34,7 +42,7 @@
 //
 // Arguments (defaults): targetUtilization 0.8, maxConcurrency 0 (from the replicas),
 // backlogDrainSeconds 60, coldStartSeconds 60, kvCacheUsage 0.85, queuePerReplica 4,
-// scaleDownTolerance 0.1, gpuShareUtilization 0.4.
+// scaleDownTolerance 0.1, gpuShareUtilization 0.4, prefillTargetUtilization 0.6.
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +64,10 @@ struct TesseraParams {
   double queuePerReplica = 4;
   double scaleDownTolerance = 0.1;
   double gpuShareUtilization = 0.4;
+  // Share of a replica's time its prompts' prefills may occupy. Lower than the concurrency
+  // target: TTFT queues behind whole prefills, and its wait grows as 1 / (1 − occupancy).
+  double prefillTargetUtilization = 0.6;
+  double sloTtftMs = 2000;
 };
 
 std::string fmt(double v) {
@@ -124,24 +136,38 @@ class TesseraRecommender final : public Recommender {
     const double meanWaiting = ready > 0 ? (backlog - buffered) / ready : 0;
 
     double need = 0;
+    double prefill = 0;  // prefill occupancy, in replicas (0: not measured)
     std::string how;
     const bool rates =
         signals.arrivalRatePerSec && signals.meanServiceMs && *signals.meanServiceMs > 0;
     if (rates) {
       const double lambda = *signals.arrivalRatePerSec;
       const double serviceSec = *signals.meanServiceMs / 1000.0;
+      const double prefillSec =
+          signals.meanPrefillMs && *signals.meanPrefillMs > 0 ? *signals.meanPrefillMs / 1000 : 0;
+      double perReplicaRate = mc / serviceSec;
+      if (prefillSec > 0) perReplicaRate = std::min(perReplicaRate, 1 / prefillSec);
       const double projected =
-          projectBacklog(now, backlog, lambda, serviceSec, mc, ready, arrivals);
+          projectBacklog(now, backlog, lambda, perReplicaRate, ready, arrivals);
       need = lambda * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
+      prefill = (lambda + projected / p_.backlogDrainSeconds) * prefillSec;
       how = "demand " + fmt(lambda * serviceSec) + " + backlog " + fmt(projected) + " over " +
             fmt(p_.backlogDrainSeconds) + " s";
+      if (prefillSec > 0) how += ", prefill " + fmt(prefill);
     } else {
       need = running + backlog;
       how = "running " + fmt(running) + " + waiting " + fmt(backlog) + " (no rates)";
     }
 
-    const int up = ceilCount(need / perReplica);
-    const int down = ceilCount(need / (perReplica * (1 - p_.scaleDownTolerance)));
+    const double keep = 1 - p_.scaleDownTolerance;
+    // The prefill term adds replicas only while TTFT shows pressure (p99 above half the SLO);
+    // it always holds the ones there on a scale-down.
+    const bool ttftPressure =
+        p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
+    const int up = std::max(ceilCount(need / perReplica),
+                            ttftPressure ? ceilCount(prefill / p_.prefillTargetUtilization) : 0);
+    const int down = std::max(ceilCount(need / (perReplica * keep)),
+                              ceilCount(prefill / (p_.prefillTargetUtilization * keep)));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));
@@ -173,10 +199,10 @@ class TesseraRecommender final : public Recommender {
   }
 
   // The backlog when a replica asked for now could serve: waiting requests grow with arrivals
-  // beyond what the ready replicas serve at full concurrency, and loading replicas join at
-  // their expected ready times.
-  double projectBacklog(Millis now, double backlog, double lambda, double serviceSec, double mc,
-                        int ready, std::vector<Millis> arrivals) const {
+  // beyond what the ready replicas serve (perReplicaRate each, per second), and loading
+  // replicas join at their expected ready times.
+  double projectBacklog(Millis now, double backlog, double lambda, double perReplicaRate, int ready,
+                        std::vector<Millis> arrivals) const {
     std::sort(arrivals.begin(), arrivals.end());
     Millis horizon = now + coldStartMs();
     if (!arrivals.empty()) horizon = std::max(horizon, arrivals.back());
@@ -185,7 +211,7 @@ class TesseraRecommender final : public Recommender {
     auto runUntil = [&](Millis until) {
       if (until <= t) return;
       const double seconds = static_cast<double>(until - t) / 1000.0;
-      backlog = std::max(0.0, backlog + (lambda - serving * mc / serviceSec) * seconds);
+      backlog = std::max(0.0, backlog + (lambda - serving * perReplicaRate) * seconds);
       t = until;
     };
     for (Millis at : arrivals) {
@@ -215,6 +241,8 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   p.kvCacheUsage = r.fraction("kvCacheUsage", p.kvCacheUsage);
   p.queuePerReplica = r.nonNegative("queuePerReplica", p.queuePerReplica);
   p.gpuShareUtilization = r.fraction("gpuShareUtilization", p.gpuShareUtilization);
+  p.prefillTargetUtilization = r.fraction("prefillTargetUtilization", p.prefillTargetUtilization);
+  p.sloTtftMs = r.nonNegative("sloTtftMs", p.sloTtftMs);
   const std::optional<double> tol = r.find("scaleDownTolerance");
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (tol) {

@@ -199,6 +199,64 @@ TEST(Tessera, PrefersGpuSharesWhenQueueingOnIdleGpus) {
   EXPECT_FALSE(r->recommend(signals(0, {ready("a", 3, 0).gpu(0.1)}, 1), 1).preferGpuShare);
 }
 
+// The prefill term. Prompts that hold a replica's prefill for P = 750 ms: a replica serves at
+// most 1 / 0.75 = 1.33 prompts per second, however many sequences it could hold.
+DeploymentSignals prefillSignals(Millis now, int readyCount, double rate,
+                                 std::optional<double> ttftP99Ms = std::nullopt) {
+  std::vector<ReplicaSignals> reps;
+  for (int i = 0; i < readyCount; ++i) reps.push_back(ready("r" + std::to_string(i), 2, 0));
+  DeploymentSignals s = signals(now, std::move(reps), rate);
+  s.meanPrefillMs = 750;
+  s.ttftP99Ms = ttftP99Ms;
+  return s;
+}
+
+TEST(Tessera, PrefillBoundTrafficIsSizedByPrefillOccupancy) {
+  auto r = tessera();
+  // 2.6/s: 3 ready serve 4/s, no backlog. Concurrency: 2.6 × 2 = 5.2 → ceil(5.2 / 8) = 1.
+  // Prefill: 2.6 × 0.75 = 1.95 replicas busy → ceil(1.95 / 0.6) = ceil(3.25) = 4
+  const Recommendation rec = r->recommend(prefillSignals(0, 3, 2.6), 3);
+  EXPECT_EQ(rec.replicas, 4);
+  EXPECT_NE(rec.reason.find("prefill 1.95"), std::string::npos) << rec.reason;
+  // Without the prefill signal only concurrency counts: down = ceil(5.2 / 7.2) = 1
+  DeploymentSignals none = prefillSignals(15 * kSec, 3, 2.6);
+  none.meanPrefillMs.reset();
+  EXPECT_EQ(r->recommend(none, 3).replicas, 1);
+}
+
+TEST(Tessera, PrefillBoundBacklogProjectsAtThePrefillRate) {
+  auto r = tessera();
+  // 4/s on 2 ready: they serve min(10 / 2 s, 1 / 0.75 s) = 1.33/s each, 2.67/s in all; the
+  // backlog grows 1.33/s over the 60-s cold start → 80.
+  // Concurrency: 8 + 80 × 2 / 60 = 10.67 → ceil(1.33) = 2.
+  // Prefill: (4 + 80 / 60) × 0.75 = 4 → ceil(4 / 0.6) = ceil(6.67) = 7
+  EXPECT_EQ(r->recommend(prefillSignals(0, 2, 4), 2).replicas, 7);
+}
+
+TEST(Tessera, PrefillScaleDownKeepsHeadroom) {
+  auto r = tessera();
+  // 6 ready at 2/s: prefill 1.5, up ceil(2.5) = 3; down ceil(1.5 / (0.6 × 0.9)) = ceil(2.78) = 3
+  EXPECT_EQ(r->recommend(prefillSignals(0, 6, 2), 6).replicas, 3);
+  // 2.2/s: prefill 1.65, up ceil(2.75) = 3, down ceil(3.06) = 4 → 4
+  EXPECT_EQ(r->recommend(prefillSignals(15 * kSec, 6, 2.2), 6).replicas, 4);
+}
+
+TEST(Tessera, PrefillAddsReplicasOnlyUnderTtftPressure) {
+  auto r = tessera();
+  // As PrefillBoundTrafficIsSizedByPrefillOccupancy, with TTFT p99 900 ms ≤ 2000 / 2: the
+  // prefill term adds nothing (up = 1), but it holds the 3 there: down = max(1, ceil(1.95 /
+  // 0.54) = 4) → min(current 3, 4) = 3
+  EXPECT_EQ(r->recommend(prefillSignals(0, 3, 2.6, 900), 3).replicas, 3);
+  // p99 1500 ms > 1000 ms: 4
+  EXPECT_EQ(r->recommend(prefillSignals(15 * kSec, 3, 2.6, 1500), 3).replicas, 4);
+  // sloTtftMs 0: no gate
+  auto ungated = tessera({{"sloTtftMs", 0}});
+  EXPECT_EQ(ungated->recommend(prefillSignals(0, 3, 2.6, 900), 3).replicas, 4);
+  // a larger SLO: 1500 ms ≤ 4000 / 2, no pressure
+  auto lax = tessera({{"sloTtftMs", 4000}});
+  EXPECT_EQ(lax->recommend(prefillSignals(0, 3, 2.6, 1500), 3).replicas, 3);
+}
+
 TEST(Tessera, ArgumentsAreValidated) {
   for (const auto& [key, value] :
        std::vector<std::pair<std::string, double>>{{"targetUtilization", 1.5},
@@ -206,7 +264,9 @@ TEST(Tessera, ArgumentsAreValidated) {
                                                    {"kvCacheUsage", 0},
                                                    {"scaleDownTolerance", 1},
                                                    {"coldStartSeconds", -1},
-                                                   {"gpuShare", 0.4}}) {
+                                                   {"gpuShare", 0.4},
+                                                   {"prefillTargetUtilization", 0},
+                                                   {"sloTtftMs", -1}}) {
     auto r = makeRecommender("tessera", {{key, value}});
     ASSERT_FALSE(r) << key;
     EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().message;

@@ -172,7 +172,7 @@ class ServingRun {
   std::vector<int> scratchA_, scratchB_;
   std::vector<int> toKick_;
 
-  Window arrivals_, contexts_, serviceMs_, ttftMs_, tpotMs_;
+  Window arrivals_, contexts_, serviceMs_, ttftMs_, tpotMs_, prefillMs_;
   int arrivalsSinceSample_ = 0;
   int lastDesired_ = 0;
   ServingPolicyResult out_;
@@ -357,6 +357,8 @@ Result<void> ServingRun::onIterationEnd(int index, Micros now) {
     RequestState& s = requests_[static_cast<std::size_t>(id)];
     s.firstTokenUs = now;
     ttftMs_.add(now, static_cast<double>(now - s.arrivalUs) / 1000);
+    // vllm:request_prefill_time_seconds: first scheduled (admitted) to first token.
+    prefillMs_.add(now, static_cast<double>(now - s.admittedUs) / 1000);
   }
   for (int id : scratchB_) {
     RequestState& s = requests_[static_cast<std::size_t>(id)];
@@ -421,7 +423,9 @@ Result<void> ServingRun::release(int index, Micros now) {
 
 scale::DeploymentSignals ServingRun::signals(Micros now) {
   const Micros from = now - Micros{o_.signalWindowSeconds} * kUsPerSecond;
-  for (Window* w : {&arrivals_, &contexts_, &serviceMs_, &ttftMs_, &tpotMs_}) w->trim(from);
+  for (Window* w : {&arrivals_, &contexts_, &serviceMs_, &ttftMs_, &tpotMs_, &prefillMs_}) {
+    w->trim(from);
+  }
   scale::DeploymentSignals s;
   s.nowMs = now / 1000;
   const double contextTokens = contexts_.mean().value_or(2048);
@@ -464,6 +468,7 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
   s.meanServiceMs = serviceMs_.mean();
   s.ttftP99Ms = ttftMs_.percentile(0.99);
   s.tpotMs = tpotMs_.mean();
+  s.meanPrefillMs = prefillMs_.mean();
   return s;
 }
 

@@ -112,6 +112,49 @@ TEST(ServingRun, SignalsAreWhatAScraperSees) {
   EXPECT_DOUBLE_EQ(*s.arrivalRatePerSec, 0);  // the trace ended more than a window ago
 }
 
+// One replica; keeps the signals of every sync.
+class Recording final : public ServingController {
+ public:
+  Millis syncPeriodMs() const override { return 15'000; }
+  int initialReplicas() const override { return 1; }
+  scale::Decision evaluate(const scale::DeploymentSignals& s) override {
+    seen.push_back(s);
+    scale::Decision d;
+    d.desiredReplicas = 1;
+    return d;
+  }
+  std::vector<scale::DeploymentSignals> seen;
+};
+
+TEST(ServingRun, MeanPrefillIsScheduledToFirstToken) {
+  ServingOptions o;
+  o.warmupSeconds = 0;
+  ServingTrace t;
+  t.name = "prefill";
+  // Alone at 0: prefilled in one iteration. At 20 s two prompts arrive together and share one
+  // iteration: each reports that whole iteration (as vllm:request_prefill_time_seconds does).
+  t.requests = {{0, 1000, 5, 2}, {20'000'000, 1000, 1, 3}, {20'000'000, 3000, 1, 4}};
+  Recording rec;
+  auto r = runServingWith(t, catalog(), o, "recording", rec);
+  ASSERT_TRUE(r) << r.error().message;
+  auto perf = servingPerf(catalog(), o);
+  ASSERT_TRUE(perf);
+  ASSERT_GE(rec.seen.size(), 2u);
+  const double alone = std::ceil(perf->prefillSeconds(1000) * 1e6 - 1e-6) / 1000;
+  // The sync at 15 s: the first request only.
+  ASSERT_TRUE(rec.seen[0].meanPrefillMs);
+  EXPECT_DOUBLE_EQ(*rec.seen[0].meanPrefillMs, alone);
+  // At 30 s: (alone + 2 x together) / 3, together = FLOPs of both prompts at once.
+  const double together =
+      std::ceil((4000 * perf->flopsPerToken +
+                 perf->attentionFlopsPerPair * (1000.0 * 1000 + 3000.0 * 3000) / 2) /
+                    perf->flopsPerSec * 1e6 -
+                1e-6) /
+      1000;
+  ASSERT_TRUE(rec.seen[1].meanPrefillMs);
+  EXPECT_NEAR(*rec.seen[1].meanPrefillMs, (alone + 2 * together) / 3, 1e-9);
+}
+
 // Two replicas until a minute in, then one.
 class StepDown final : public ServingController {
  public:
