@@ -114,7 +114,7 @@ class ControlPlane {
   // {waiting, running, kvCacheUsage, gpuUtilization, maxConcurrency, expectedReadyMs}.
   Result<nlohmann::json> replicaSignals(std::string_view id, const nlohmann::json& body);
   // Deployment-wide signals from the router: {arrivalRatePerSec, meanServiceMs, ttftP99Ms,
-  // bufferedRequests}.
+  // meanPrefillMs, bufferedRequests}.
   Result<nlohmann::json> deploymentSignals(std::string_view name, const nlohmann::json& body);
 
   // ---- events, metrics, upkeep
@@ -172,7 +172,8 @@ class ControlPlane {
     Millis lastEvalMs = std::numeric_limits<Millis>::min() / 2;
     std::string lastReason;
     // Router-side signals.
-    std::optional<double> arrivalRatePerSec, meanServiceMs, ttftP99Ms, bufferedRequests;
+    std::optional<double> arrivalRatePerSec, meanServiceMs, ttftP99Ms, meanPrefillMs,
+        bufferedRequests;
     Millis signalsAtMs = -1;
   };
   Result<std::unique_ptr<Deployment>> parseDeployment(const nlohmann::json& body) const;

@@ -271,6 +271,7 @@ scale::DeploymentSignals ControlPlane::signalsOf(const Deployment& d, Millis now
     s.arrivalRatePerSec = d.arrivalRatePerSec;
     s.meanServiceMs = d.meanServiceMs;
     s.ttftP99Ms = d.ttftP99Ms;
+    s.meanPrefillMs = d.meanPrefillMs;
     s.bufferedRequests = d.bufferedRequests;
   }
   for (const auto& r : state_.replicas()) {
@@ -419,18 +420,21 @@ Result<json> ControlPlane::deploymentSignals(std::string_view name, const json& 
     return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
   }
   TESSERA_RETURN_IF_ERROR(onlyKeys(
-      body, "body", {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms", "bufferedRequests"}));
+      body, "body",
+      {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms", "meanPrefillMs", "bufferedRequests"}));
   auto rate = readNumber(body, "arrivalRatePerSec", 0, 1e9);
   auto service = readNumber(body, "meanServiceMs", 0, 1e9);
   auto ttft = readNumber(body, "ttftP99Ms", 0, 1e9);
+  auto prefill = readNumber(body, "meanPrefillMs", 0, 1e9);
   auto buffered = readNumber(body, "bufferedRequests", 0, 1e9);
-  for (auto* r : {&rate, &service, &ttft, &buffered}) {
+  for (auto* r : {&rate, &service, &ttft, &prefill, &buffered}) {
     if (!*r) return fail(r->error());
   }
   Deployment& d = *it->second;
   d.arrivalRatePerSec = *rate;
   d.meanServiceMs = *service;
   d.ttftP99Ms = *ttft;
+  d.meanPrefillMs = *prefill;
   d.bufferedRequests = *buffered;
   d.signalsAtMs = clock_.nowMs();
   return json{{"deployment", std::string(name)}, {"accepted", true}};

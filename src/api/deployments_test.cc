@@ -118,6 +118,34 @@ TEST_F(DeploymentTest, QueueDepthScalesUpThenIdleScalesDownThroughDrains) {
   EXPECT_NE(std::find(types.begin(), types.end(), "ReplicaDraining"), types.end());
 }
 
+TEST_F(DeploymentTest, RouterPrefillTimeReachesTessera) {
+  addNodes(2, 4);
+  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
+                                     {"model", "llama-8b"},
+                                     {"minReplicas", 1},
+                                     {"maxReplicas", 6},
+                                     {"autoscaling", {{"recommender", "tessera"}}}}));
+  ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
+  auto report = [&](std::optional<double> prefillMs) {
+    ASSERT_TRUE(plane_->replicaSignals("chat-0",
+                                       {{"waiting", 0}, {"running", 2}, {"maxConcurrency", 100}}));
+    json router = {{"arrivalRatePerSec", 2.6}, {"meanServiceMs", 2000}, {"ttftP99Ms", 1500}};
+    if (prefillMs) router["meanPrefillMs"] = *prefillMs;
+    ASSERT_TRUE(plane_->deploymentSignals("chat", router));
+  };
+  // Concurrency alone: 2.6/s × 2 s = 5.2 in service of 80 → 1.
+  report(std::nullopt);
+  run(15);
+  EXPECT_EQ(status("chat")["desired"], 1);
+  // Prompts hold the replica 750 ms: it serves 1.33/s, the backlog grows 1.27/s for the 60-s
+  // cold start → 76; prefill (2.6 + 76 / 60) × 0.75 = 2.9 replicas → ceil(2.9 / 0.6) = 5.
+  report(750);
+  run(15);
+  EXPECT_EQ(status("chat")["desired"], 5);
+  EXPECT_FALSE(plane_->deploymentSignals("chat", {{"meanPrefillMs", -1}}));
+}
+
 TEST_F(DeploymentTest, WhatDoesNotFitWaitsAsPendingWithAReason) {
   addNodes(1, 2);
   ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "60Gi"}}));
