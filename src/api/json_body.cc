@@ -52,6 +52,10 @@ Result<nlohmann::json> parseJsonBody(std::string_view text, std::size_t maxDepth
     const nlohmann::json again = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     return fail(Error::invalid("body: not valid JSON (byte " + std::to_string(e.byte) + ")"));
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond a double ("1e999") is out_of_range, not a parse_error: it used to
+    // escape to the server's exception handler and come back as a 500.
+    return fail(Error::invalid(std::string("body: not valid JSON (") + e.what() + ")"));
   }
   return fail(Error::invalid("body: not valid JSON"));
 }

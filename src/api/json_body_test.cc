@@ -35,6 +35,13 @@ TEST(JsonBody, NamesTheByteOfASyntaxError) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message, "body: not valid JSON (byte 10)");
   EXPECT_FALSE(parseJsonBody(""));
+  // Regression (fuzz/extender_fuzz): a number beyond a double threw out_of_range, which the
+  // server answered with a 500.
+  auto huge = parseJsonBody(R"({"Pod": -42949E7297})");
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().message,
+            "body: not valid JSON ([json.exception.out_of_range.406] number overflow parsing "
+            "'-42949E7297')");
   auto good = parseJsonBody(R"({"Pod": {"metadata": {"name": "p"}}})");
   ASSERT_TRUE(good);
   EXPECT_EQ((*good)["Pod"]["metadata"]["name"], "p");
