@@ -118,6 +118,12 @@ Result<int> HttpServer::start() {
   const int threads = std::max(1, config_.threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(config_.maxBodyBytes);
+  // Answers go out as several small writes (headers, body): without TCP_NODELAY, Nagle's
+  // algorithm holds the last one until the client's delayed ACK, 40 ms later, on every
+  // keep-alive request. And keep connections for many requests (httplib closes them after 5
+  // by default), as kube-scheduler sends two calls per pod on one connection.
+  server_->set_tcp_nodelay(true);
+  server_->set_keep_alive_max_count(10'000);
   routes();
   int port = config_.port;
   if (port == 0) {
@@ -315,13 +321,18 @@ void HttpServer::routes() {
       const auto start = std::chrono::steady_clock::now();
       auto parsed = body(req, res);
       if (!parsed) return;
-      std::lock_guard lock(mu_);
-      auto out = fn(*parsed);
+      // Only the extender call holds the lock: the answer (a name or a score per candidate
+      // node) is serialised outside it, as the body was parsed outside it.
+      Result<json> out = [&] {
+        std::lock_guard lock(mu_);
+        return fn(*parsed);
+      }();
       if (!out) {
         sendError(res, out.error());
       } else {
         sendJson(res, 200, *out);
       }
+      std::lock_guard lock(mu_);
       plane_.extenderLatency.observe(
           {{"verb", name}},
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

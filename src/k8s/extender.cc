@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace tessera::k8s {
@@ -161,67 +163,152 @@ void Extender::remember(const PodRequest& pod) {
   }
 }
 
+// Everything a PlacementRequest holds (keep in step with model/workload.h): two requests with
+// the same key get the same answer from the engine on the same state.
+std::string Extender::requestKey(const model::PlacementRequest& r, bool withReplicaId) {
+  const model::ModelProfile& m = r.model;
+  std::string key;
+  key.reserve(256);
+  auto add = [&key](std::string_view v) {
+    key += v;
+    key += '\x1f';
+  };
+  auto num = [&add](auto v) { add(std::to_string(v)); };
+  if (withReplicaId) add(r.replicaId);
+  add(r.deployment);
+  add(m.name);
+  num(m.weightsMib);
+  num(m.kvCacheMib);
+  num(m.overheadMib);
+  num(m.computeMilli);
+  num(m.memoryBandwidthGBps);
+  num(m.gpusPerReplica);
+  num(static_cast<int>(m.nvlinkRequired));
+  num(static_cast<int>(m.numaAligned));
+  num(m.priority);
+  num(static_cast<int>(m.sharing));
+  add(m.migProfile);
+  num(m.cpuMilli);
+  num(m.hostMemoryMib);
+  for (const std::string& t : r.gpuTypes) add(t);
+  key += '\x1e';
+  for (const auto& [k, v] : r.nodeSelector) {
+    add(k);
+    add(v);
+  }
+  key += '\x1e';
+  for (const model::Toleration& t : r.tolerations) {
+    add(t.key);
+    add(t.op);
+    add(t.value);
+    add(t.effect);
+  }
+  return key;
+}
+
+const std::vector<sched::PlacementEngine::NodeScore>& Extender::feasibleScores(
+    const PodRequest& pod) {
+  std::string key = requestKey(pod.request, /*withReplicaId=*/true);
+  const std::uint64_t generation = state_.generation();
+  for (const Scored& s : scored_) {
+    if (s.generation == generation && s.key == key) return s.scores;
+  }
+  sched::DecideOptions quick;
+  quick.explainFailures = false;
+  quick.diagnoseFailures = false;
+  if (scored_.size() >= kScoredCache) scored_.pop_front();
+  scored_.push_back({generation, std::move(key), engine_.scoreNodes(state_, pod.request, quick)});
+  return scored_.back().scores;
+}
+
 Result<json> Extender::filter(const json& args) {
   auto p = pod(args);
   if (!p) return fail(p.error());
   auto c = candidates(args);
   if (!c) return fail(c.error());
 
-  std::vector<bool> pass(c->names.size(), true);
+  const std::size_t n = c->names.size();
+  std::vector<char> pass(n, 1);
   json failed = json::object();
   json unresolvable = json::object();
   std::string error;
   if (p->managed) {
-    sched::DecideOptions quick;
-    quick.explainFailures = false;
-    quick.diagnoseFailures = false;
-    std::set<std::string> feasible;
-    for (const auto& ns : engine_.scoreNodes(state_, p->request, quick)) {
-      feasible.insert(state_.node(ns.node).spec.name);
+    std::vector<char> feasible(state_.nodes().size(), 0);
+    for (const auto& ns : feasibleScores(*p)) feasible[static_cast<std::size_t>(ns.node)] = 1;
+    std::vector<std::optional<sched::NodeId>> ids(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ids[i] = state_.findNode(c->names[i]);
+      pass[i] = ids[i] && feasible[static_cast<std::size_t>(*ids[i])];
     }
-    bool needReasons = false;
-    for (std::size_t i = 0; i < c->names.size(); ++i) {
-      pass[i] = feasible.contains(c->names[i]);
-      needReasons = needReasons || (!pass[i] && state_.findNode(c->names[i]).has_value());
-    }
-    std::map<std::string, NodeVerdict> why;
-    if (needReasons) {
-      sched::DecideOptions explain;
-      explain.explain = true;
-      const sched::Decision d = engine_.decide(state_, p->request, explain);
-      if (d.requestRefused) error = "tessera refused the pod's request: " + d.summary;
-      why = verdicts(state_, d, sched::deriveNeeds(p->request, state_.options()));
-    }
-    for (std::size_t i = 0; i < c->names.size(); ++i) {
+    // Reasons only for the candidates that fail, each explained alone: explaining the whole
+    // cluster would also score every feasible option and describe every GPU that fails on a
+    // node that passes. A node's reason is kept until the node changes (its generation) or
+    // a pod of another shape asks; the first failing node is always explained afresh, which
+    // also tells whether the request itself is refused (e.g. the replica is already placed).
+    const sched::Needs needs = sched::deriveNeeds(p->request, state_.options());
+    const std::string shape = requestKey(p->request, /*withReplicaId=*/false);
+    if (reasons_.size() < state_.nodes().size()) reasons_.resize(state_.nodes().size());
+    bool refused = false, explainedOne = false;
+    for (std::size_t i = 0; i < n; ++i) {
       if (pass[i]) continue;
       const std::string& name = c->names[i];
-      const auto node = state_.findNode(name);
-      if (!node || state_.node(*node).removed) {
+      if (!ids[i] || state_.node(*ids[i]).removed) {
         unresolvable[name] = "node is not registered with Tessera (no node agent reports it)";
         continue;
       }
-      const auto it = why.find(name);
-      if (it == why.end()) {
-        failed[name] = "no set of its GPUs satisfies the request together";
-      } else if (it->second.resolvable) {
-        failed[name] = it->second.reason;
-      } else {
-        unresolvable[name] = it->second.reason;
+      const std::uint64_t generation = state_.node(*ids[i]).generation;
+      NodeReason& cached = reasons_[static_cast<std::size_t>(*ids[i])];
+      NodeReason fresh;
+      const NodeReason* use = &cached;
+      if (!explainedOne || refused || cached.nodeGeneration != generation ||
+          cached.shape != shape) {
+        sched::DecideOptions explain;
+        explain.explain = true;
+        explain.onlyNode = *ids[i];
+        const sched::Decision d = engine_.decide(state_, p->request, explain);
+        explainedOne = true;
+        refused = refused || d.requestRefused;
+        const auto why = verdicts(state_, d, needs);
+        const auto it = why.find(name);
+        fresh.nodeGeneration = generation;
+        fresh.shape = shape;
+        fresh.known = it != why.end();
+        if (fresh.known) {
+          fresh.reason = it->second.reason;
+          fresh.resolvable = it->second.resolvable;
+        }
+        if (!d.requestRefused) cached = fresh;
+        use = &fresh;
       }
+      if (!use->known) {
+        failed[name] = "no set of its GPUs satisfies the request together";
+      } else if (use->resolvable) {
+        failed[name] = use->reason;
+      } else {
+        unresolvable[name] = use->reason;
+      }
+    }
+    if (refused) {
+      // The request itself is refused: say so as the whole cluster sees it.
+      sched::DecideOptions explain;
+      explain.explain = true;
+      error = "tessera refused the pod's request: " +
+              engine_.decide(state_, p->request, explain).summary;
     }
   }
 
   json out;
   if (c->nodeCacheCapable) {
     json names = json::array();
-    for (std::size_t i = 0; i < c->names.size(); ++i) {
+    names.get_ref<json::array_t&>().reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
       if (pass[i]) names.push_back(c->names[i]);
     }
     out["Nodes"] = nullptr;
     out["NodeNames"] = std::move(names);
   } else {
     json items = json::array();
-    for (std::size_t i = 0; i < c->names.size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
       if (pass[i]) items.push_back((*c->items)[i]);
     }
     out["Nodes"] = {{"metadata", json::object()}, {"items", std::move(items)}};
@@ -238,37 +325,37 @@ Result<json> Extender::prioritize(const json& args) {
   if (!p) return fail(p.error());
   auto c = candidates(args);
   if (!c) return fail(c.error());
-  std::map<std::string, std::int64_t> raw;
+  // Raw engine score per node id; kInfeasible for nodes with no placement.
+  constexpr std::int64_t kInfeasible = std::numeric_limits<std::int64_t>::min();
+  std::vector<std::int64_t> raw(state_.nodes().size(), kInfeasible);
   if (p->managed) {
-    sched::DecideOptions quick;
-    quick.explainFailures = false;
-    quick.diagnoseFailures = false;
-    for (const auto& ns : engine_.scoreNodes(state_, p->request, quick)) {
-      raw[state_.node(ns.node).spec.name] = ns.score;
-    }
+    for (const auto& ns : feasibleScores(*p)) raw[static_cast<std::size_t>(ns.node)] = ns.score;
   }
+  std::vector<std::int64_t> candidate(c->names.size(), kInfeasible);
   // Scale the candidates' feasible scores onto 1..10 (0 is kept for infeasible nodes).
   std::int64_t lo = 0, hi = 0;
   bool any = false;
-  for (const std::string& n : c->names) {
-    const auto it = raw.find(n);
-    if (it == raw.end()) continue;
-    lo = any ? std::min(lo, it->second) : it->second;
-    hi = any ? std::max(hi, it->second) : it->second;
+  for (std::size_t i = 0; i < c->names.size(); ++i) {
+    const auto id = state_.findNode(c->names[i]);
+    if (!id) continue;
+    candidate[i] = raw[static_cast<std::size_t>(*id)];
+    if (candidate[i] == kInfeasible) continue;
+    lo = any ? std::min(lo, candidate[i]) : candidate[i];
+    hi = any ? std::max(hi, candidate[i]) : candidate[i];
     any = true;
   }
   json out = json::array();
-  for (const std::string& n : c->names) {
-    const auto it = raw.find(n);
+  out.get_ref<json::array_t&>().reserve(c->names.size());
+  for (std::size_t i = 0; i < c->names.size(); ++i) {
     std::int64_t score = 0;
-    if (it != raw.end()) {
+    if (candidate[i] != kInfeasible) {
       score = hi == lo
                   ? 10
-                  : 1 + static_cast<std::int64_t>((9.0 * static_cast<double>(it->second - lo)) /
+                  : 1 + static_cast<std::int64_t>((9.0 * static_cast<double>(candidate[i] - lo)) /
                                                       static_cast<double>(hi - lo) +
                                                   0.5);
     }
-    out.push_back({{"Host", n}, {"Score", score}});
+    out.push_back({{"Host", c->names[i]}, {"Score", score}});
   }
   return out;
 }

@@ -36,11 +36,13 @@
 // Threading: not thread-safe; the server calls it from its event loop.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -78,6 +80,12 @@ class Extender {
     bool nodeCacheCapable = false;
   };
   Result<Candidates> candidates(const nlohmann::json& args) const;
+  // The engine's feasible nodes and scores for the pod on the current state. The last few
+  // answers are kept by (state generation, request): kube-scheduler calls prioritize right
+  // after filter with the same pod, and the second call does not score the cluster again.
+  const std::vector<sched::PlacementEngine::NodeScore>& feasibleScores(const PodRequest& pod);
+  // Everything the engine reads from a request (the replica id only when asked).
+  static std::string requestKey(const model::PlacementRequest& request, bool withReplicaId);
   Result<PodRequest> pod(const nlohmann::json& args);
   void remember(const PodRequest& pod);
 
@@ -88,6 +96,23 @@ class Extender {
   // UID → pod request (for bind), oldest first in order_.
   std::unordered_map<std::string, PodRequest> pods_;
   std::list<std::string> order_;
+  struct Scored {
+    std::uint64_t generation = 0;
+    std::string key;
+    std::vector<sched::PlacementEngine::NodeScore> scores;
+  };
+  static constexpr std::size_t kScoredCache = 16;
+  std::deque<Scored> scored_;
+  // Per node id: why the node last failed filter, for a request shape (requestKey without
+  // the replica id) at a node generation.
+  struct NodeReason {
+    std::uint64_t nodeGeneration = 0;
+    std::string shape;
+    bool known = false;  // the engine named a reason
+    std::string reason;
+    bool resolvable = true;
+  };
+  std::vector<NodeReason> reasons_;
   // Pod UID → replica id of pods Tessera bound (for preemption's meta victims).
   std::unordered_map<std::string, std::string> boundUids_;
 };
