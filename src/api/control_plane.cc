@@ -370,6 +370,30 @@ Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
   return nodeJson(*state_.findNode(node));
 }
 
+Result<json> ControlPlane::drainNode(std::string_view node) {
+  const auto it = nodeSpecs_.find(node);
+  if (it == nodeSpecs_.end()) {
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  }
+  if (!it->second.cordoned) {
+    auto cordoned = setCordoned(node, true);
+    if (!cordoned) return fail(cordoned.error());
+  }
+  const Millis now = clock_.nowMs();
+  json draining = json::array();
+  for (sched::ReplicaId r : state_.node(*state_.findNode(node)).replicas) {
+    const std::string& id = state_.replica(r).placement.replicaId;
+    ReplicaRuntime& rt = runtime_[id];
+    if (!rt.drain) rt.drain = std::make_unique<scale::ReplicaLifecycle>(id, now);
+    draining.push_back(id);
+  }
+  TESSERA_RETURN_IF_ERROR(commit(store::Batch{}, "NodeDraining", std::string(node),
+                                 std::to_string(draining.size()) + " replicas draining"));
+  // Deployments replace what drains at their next sync period (a draining replica is not
+  // capacity), on other nodes since this one is cordoned.
+  return json{{"node", std::string(node)}, {"cordoned", true}, {"draining", std::move(draining)}};
+}
+
 Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
@@ -693,6 +717,13 @@ std::string ControlPlane::metricsText() const {
   for (const auto* g : live) {
     if (g->hasTelemetry)
       w.sample("tessera_gpu_utilization_ratio", gpuLabels(*g), g->utilizationMilli / 1000.0);
+  }
+  w.family("tessera_gpu_fragment_bytes", "gauge",
+           "Free memory on a GPU that already holds replicas (0 on an empty GPU): the part of "
+           "the card a whole-card replica can no longer use.");
+  for (const auto* g : live) {
+    w.sample("tessera_gpu_fragment_bytes", gpuLabels(*g),
+             g->replicas.empty() ? 0.0 : std::max<std::int64_t>(0, g->freeMemoryMib()) * kMib);
   }
   // Fleet: allocation vs utilisation, the "paid but idle" figure.
   double allocated = 0, busy = 0, freeFragments = 0, freeWhole = 0;

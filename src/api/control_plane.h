@@ -75,6 +75,9 @@ class ControlPlane {
   Result<nlohmann::json> registerNode(const nlohmann::json& body);  // 201; 409 if it exists
   Result<nlohmann::json> heartbeat(std::string_view node, const nlohmann::json& body);
   Result<nlohmann::json> setCordoned(std::string_view node, bool cordoned);
+  // Cordons the node and drains every replica on it (drain, flush, free); deployments
+  // replace them elsewhere at their next sync period.
+  Result<nlohmann::json> drainNode(std::string_view node);
   Result<nlohmann::json> removeNode(std::string_view node, bool force);
   nlohmann::json listNodes() const;
   Result<nlohmann::json> getNode(std::string_view node) const;

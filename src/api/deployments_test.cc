@@ -186,6 +186,26 @@ TEST_F(DeploymentTest, DeletingADeploymentDrainsItsReplicas) {
   EXPECT_EQ(plane_->listDeployments()["deployments"].size(), 0u);
 }
 
+TEST_F(DeploymentTest, DrainingANodeMovesItsReplicasElsewhere) {
+  addNodes(3, 1);
+  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "30Gi"}}));
+  ASSERT_TRUE(plane_->putDeployment(hpaDeployment(2, 2)));
+  const json before = *plane_->getDeployment("chat");
+  const std::string victimNode = before["replicas"][0]["node"];
+  auto drained = plane_->drainNode(victimNode);
+  ASSERT_TRUE(drained) << drained.error().message;
+  const json onNode = (*plane_->getNode(victimNode))["replicas"];
+  EXPECT_EQ((*drained)["draining"], onNode);  // every replica there, however many
+  EXPECT_TRUE((*plane_->getNode(victimNode))["cordoned"]);
+  run(15);  // the next sync period replaces the draining replica on the free node
+  const json after = *plane_->getDeployment("chat");
+  EXPECT_EQ(after["status"]["draining"], 0) << after;  // drained: 10 s + flush + 1 s
+  ASSERT_EQ(after["replicas"].size(), 2u) << after;
+  for (const json& r : after["replicas"]) EXPECT_NE(r["node"], victimNode) << after;
+  EXPECT_TRUE((*plane_->getNode(victimNode))["replicas"].empty());
+  EXPECT_FALSE(plane_->drainNode("ghost"));
+}
+
 TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {
   addNodes(1, 1);
   ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));

@@ -1,6 +1,7 @@
 #include "api/http_server.h"
 
 #include <chrono>
+#include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -134,6 +135,12 @@ Result<int> HttpServer::start() {
                                " (in use, or not allowed)"));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // Wait until the accept loop runs: httplib's stop() does nothing before that, so a stop
+  // right after start (a SIGTERM during start-up) would otherwise leave the loop running and
+  // the join hanging.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   ready_ = true;
   return port;
 }
@@ -247,6 +254,8 @@ void HttpServer::routes() {
   s.Post(R"(/api/v1/nodes/([^/]+)/cordon)", noBody(200, [this](const Req& r) {
            return plane_.setCordoned(r.matches[1].str(), true);
          }));
+  s.Post(R"(/api/v1/nodes/([^/]+)/drain)",
+         noBody(200, [this](const Req& r) { return plane_.drainNode(r.matches[1].str()); }));
   s.Post(R"(/api/v1/nodes/([^/]+)/uncordon)", noBody(200, [this](const Req& r) {
            return plane_.setCordoned(r.matches[1].str(), false);
          }));
