@@ -6,6 +6,7 @@
 #include <set>
 
 #include "api/codec.h"
+#include "api/json_fields.h"
 #include "config/loaders.h"
 #include "config/seed.h"
 #include "sched/state_json.h"
@@ -37,10 +38,6 @@ Result<const json*> member(const json& obj, std::string_view key, std::string_vi
   return &*it;
 }
 
-Error fieldError(std::string_view path, std::string_view problem) {
-  return Error::invalid(std::string(path) + ": " + std::string(problem));
-}
-
 Result<std::int64_t> intField(const json& obj, std::string_view key, std::string_view path,
                               std::int64_t min, std::int64_t max, std::int64_t fallback) {
   auto m = member(obj, key, path);
@@ -53,19 +50,6 @@ Result<std::int64_t> intField(const json& obj, std::string_view key, std::string
                                       std::to_string(max) + ", got " + std::to_string(v)));
   }
   return v;
-}
-
-Result<void> onlyKeys(const json& obj, std::string_view path,
-                      std::initializer_list<std::string_view> allowed) {
-  if (!obj.is_object()) return fail(fieldError(path, "expected an object"));
-  for (const auto& [k, v] : obj.items()) {
-    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-      std::string known;
-      for (std::string_view a : allowed) known += (known.empty() ? "" : ", ") + std::string(a);
-      return fail(fieldError(std::string(path) + "." + k, "unknown field (known: " + known + ")"));
-    }
-  }
-  return {};
 }
 
 const char* phaseName(sched::ReplicaPhase p) {
@@ -275,7 +259,7 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body", {"gpus", "cachedModels", "healthy"}));
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"gpus", "cachedModels", "healthy"}));
   // Validate everything before applying anything.
   std::vector<sched::GpuTelemetry> telemetry;
   if (auto gpus = member(body, "gpus", "body"); *gpus != nullptr) {

@@ -8,6 +8,7 @@
 
 #include "api/codec.h"
 #include "api/control_plane.h"
+#include "api/json_fields.h"
 #include "sched/state_json.h"
 
 namespace tessera::api {
@@ -15,23 +16,6 @@ namespace tessera::api {
 using nlohmann::json;
 
 namespace {
-
-Error fieldError(std::string_view path, std::string_view problem) {
-  return Error::invalid(std::string(path) + ": " + std::string(problem));
-}
-
-Result<void> onlyKeys(const json& obj, std::string_view path,
-                      std::initializer_list<std::string_view> allowed) {
-  if (!obj.is_object()) return fail(fieldError(path, "expected an object"));
-  for (const auto& [k, v] : obj.items()) {
-    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-      std::string known;
-      for (std::string_view a : allowed) known += (known.empty() ? "" : ", ") + std::string(a);
-      return fail(fieldError(k, "unknown field (known: " + known + ")"));
-    }
-  }
-  return {};
-}
 
 Result<int> readInt(const json& obj, std::string_view key, int min, int max, int fallback) {
   const auto it = obj.find(key);
@@ -77,7 +61,7 @@ int replicaIndex(std::string_view deployment, std::string_view id) {
 
 Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
     const json& body) const {
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body",
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "",
                                    {"name", "model", "version", "minReplicas", "maxReplicas",
                                     "priority", "sloTtftMs", "autoscaling"}));
   auto d = std::make_unique<Deployment>();
@@ -115,12 +99,10 @@ Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
   c.minReplicas = d->minReplicas;
   c.maxReplicas = d->maxReplicas;
   if (const auto a = body.find("autoscaling"); a != body.end() && !a->is_null()) {
-    if (auto ok = onlyKeys(*a, "autoscaling",
-                           {"recommender", "args", "warmReplicas", "syncPeriodSeconds",
-                            "scaleUpStabilizationSeconds", "scaleDownStabilizationSeconds"});
-        !ok) {
-      return fail(Error::invalid("autoscaling." + ok.error().message));
-    }
+    TESSERA_RETURN_IF_ERROR(
+        onlyKeys(*a, "autoscaling",
+                 {"recommender", "args", "warmReplicas", "syncPeriodSeconds",
+                  "scaleUpStabilizationSeconds", "scaleDownStabilizationSeconds"}));
     if (const auto r = a->find("recommender"); r != a->end()) {
       if (!r->is_string()) return fail(fieldError("autoscaling.recommender", "expected text"));
       c.recommender = r->get<std::string>();
@@ -390,7 +372,7 @@ Result<json> ControlPlane::replicaSignals(std::string_view id, const json& body)
   if (!state_.findReplica(id)) {
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
   }
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body",
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "",
                                    {"waiting", "running", "kvCacheUsage", "gpuUtilization",
                                     "maxConcurrency", "expectedReadyMs"}));
   auto waiting = readNumber(body, "waiting", 0, 1e9);
