@@ -27,24 +27,24 @@ Error relativeToBody(const Error& e, std::string_view wrapper) {
   const std::string item = std::string(wrapper) + "[0].";
   if (m.starts_with(item)) m.erase(0, item.size());
   const std::string whole = std::string(wrapper) + "[0]: ";
-  if (m.starts_with(whole)) m.erase(0, whole.size() - 2);
+  if (m.starts_with(whole)) m = "body: " + m.substr(whole.size());
   return Error{e.code, m};
 }
 
-Result<const json*> member(const json& obj, std::string_view key, std::string_view path) {
+// obj[key], or nullptr when absent or null.
+const json* member(const json& obj, std::string_view key) {
   const auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return static_cast<const json*>(nullptr);
-  (void)path;
-  return &*it;
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
 Result<std::int64_t> intField(const json& obj, std::string_view key, std::string_view path,
                               std::int64_t min, std::int64_t max, std::int64_t fallback) {
-  auto m = member(obj, key, path);
-  if (*m == nullptr) return fallback;
-  const std::string where = std::string(path) + "." + std::string(key);
-  if (!(*m)->is_number_integer()) return fail(fieldError(where, "expected an integer"));
-  const auto v = (*m)->get<std::int64_t>();
+  const json* m = member(obj, key);
+  if (m == nullptr) return fallback;
+  const std::string where =
+      path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
+  if (!m->is_number_integer()) return fail(fieldError(where, "expected an integer"));
+  const auto v = m->get<std::int64_t>();
   if (v < min || v > max) {
     return fail(fieldError(where, "must be between " + std::to_string(min) + " and " +
                                       std::to_string(max) + ", got " + std::to_string(v)));
@@ -262,10 +262,10 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
   TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"gpus", "cachedModels", "healthy"}));
   // Validate everything before applying anything.
   std::vector<sched::GpuTelemetry> telemetry;
-  if (auto gpus = member(body, "gpus", "body"); *gpus != nullptr) {
-    if (!(*gpus)->is_array()) return fail(fieldError("gpus", "expected an array"));
-    for (std::size_t i = 0; i < (*gpus)->size(); ++i) {
-      const json& g = (**gpus)[i];
+  if (const json* gpus = member(body, "gpus"); gpus != nullptr) {
+    if (!gpus->is_array()) return fail(fieldError("gpus", "expected an array"));
+    for (std::size_t i = 0; i < gpus->size(); ++i) {
+      const json& g = (*gpus)[i];
       const std::string path = "gpus[" + std::to_string(i) + "]";
       TESSERA_RETURN_IF_ERROR(
           onlyKeys(g, path, {"id", "usedMib", "utilization", "healthy", "replicaUsedMib"}));
