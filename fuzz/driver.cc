@@ -99,9 +99,11 @@ void saveInput(const char* path, const char* what) {
   writeString(2, " (replay: <target> -runs=0 <that file>)\n");
 }
 
+#ifdef TESSERA_FUZZ_HAVE_SANITIZER
 void onDeath() {
   saveInput(gCrashPath, "crash");
 }
+#endif
 
 void onSignal(int sig) {
   if (sig == SIGALRM) {
