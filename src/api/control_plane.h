@@ -183,7 +183,10 @@ class ControlPlane {
   // Takes over the deployment's placed replicas (numbering); returns how many serve.
   int adopt(Deployment& d) const;
   void reconcile(Deployment& d, Millis now);
-  Result<void> addReplicas(Deployment& d, int count, Millis now);
+  // `shareMilli`: book this much compute per new replica, on a shared GPU (the autoscaler's
+  // GPU-share hint); nullopt: the model profile's figure.
+  Result<void> addReplicas(Deployment& d, int count, Millis now,
+                           std::optional<std::int32_t> shareMilli = std::nullopt);
   void advanceDrains(Millis now);
   scale::DeploymentSignals signalsOf(const Deployment& d, Millis now) const;
   nlohmann::json deploymentJson(const Deployment& d) const;

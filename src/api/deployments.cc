@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 #include "api/codec.h"
@@ -190,7 +191,8 @@ Result<json> ControlPlane::deleteDeployment(std::string_view name) {
   return json{{"deployment", std::string(name)}, {"deleted", true}, {"draining", draining}};
 }
 
-Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now) {
+Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now,
+                                       std::optional<std::int32_t> shareMilli) {
   (void)now;
   const auto modelIt = models_.find(d.model);
   if (modelIt == models_.end()) {
@@ -206,6 +208,15 @@ Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now) {
     r.model.priority = d.priority;
     r.deployment = d.name;
     r.replicaId = d.name + "-" + std::to_string(d.nextIndex);
+    // The autoscaler saw requests queue while GPU compute idles: the replicas are bound by
+    // concurrency, not compute, so a new one books the compute a replica actually uses
+    // (`shareMilli`) instead of its profile's, and shares a card with other replicas when the
+    // model allows sharing. The engine still decides where.
+    if (shareMilli && model::allows(r.model.sharing, model::SharingMode::kShared) &&
+        r.model.computeMilli > *shareMilli) {
+      r.model.computeMilli = *shareMilli;
+      r.model.sharing = static_cast<model::SharingModes>(model::SharingMode::kShared);
+    }
     const sched::Decision decision = engine_.place(state_, r);
     if (!decision.placement) {
       d.pending = count - placedNow;
@@ -324,7 +335,23 @@ void ControlPlane::reconcile(Deployment& d, Millis now) {
   d.warm = decision.warmReplicas;
   const int target = d.desired + d.warm;
   if (target > serving) {
-    (void)addReplicas(d, target - serving, now);
+    std::optional<std::int32_t> share;
+    if (decision.placementHint == scale::PlacementHint::kGpuShare) {
+      // The compute the serving replicas use, at a 70 % target, in tenths of a GPU.
+      double sum = 0;
+      int n = 0;
+      for (const auto& r : signals.replicas) {
+        if (r.phase == scale::ReplicaPhase::kReady && r.gpuUtilization) {
+          sum += *r.gpuUtilization * r.gpuFraction;
+          ++n;
+        }
+      }
+      if (n > 0) {
+        const double used = sum / n / 0.7;
+        share = std::clamp(static_cast<std::int32_t>(std::ceil(used * 10)) * 100, 100, 1000);
+      }
+    }
+    (void)addReplicas(d, target - serving, now, share);
   } else {
     d.pending = 0;
     d.pendingReason.clear();

@@ -206,6 +206,40 @@ TEST_F(DeploymentTest, DrainingANodeMovesItsReplicasElsewhere) {
   EXPECT_FALSE(plane_->drainNode("ghost"));
 }
 
+TEST_F(DeploymentTest, AQueueBesideAnIdleGpuScalesOutOnGpuShares) {
+  addNodes(2, 1);
+  // The profile books a whole GPU's compute per replica.
+  ASSERT_TRUE(
+      plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 1000}}));
+  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
+                                     {"model", "llama-8b"},
+                                     {"minReplicas", 1},
+                                     {"maxReplicas", 4},
+                                     {"autoscaling", {{"recommender", "tessera"}}}}));
+  ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
+  // Requests queue while the GPU computes 20 % of the time: concurrency-bound.
+  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 8},
+                                                {"running", 4},
+                                                {"kvCacheUsage", 0.3},
+                                                {"gpuUtilization", 0.2},
+                                                {"maxConcurrency", 64}}));
+  ASSERT_TRUE(
+      plane_->deploymentSignals("chat", {{"arrivalRatePerSec", 20}, {"meanServiceMs", 8000}}));
+  run(15);
+  const json d = *plane_->getDeployment("chat");
+  EXPECT_EQ(d["status"]["desired"], 4) << d;
+  EXPECT_EQ(d["status"]["pending"], 0) << d;  // whole-GPU replicas would leave 2 pending
+  ASSERT_EQ(d["replicas"].size(), 4u) << d;
+  // Each new replica books what one uses: 0.2 / 0.7 target → 0.3 of a GPU, shared.
+  for (const char* id : {"chat-1", "chat-2", "chat-3"}) {
+    const json r = *plane_->getReplica(id);
+    EXPECT_EQ(r["mode"], "shared") << r;
+    EXPECT_EQ(r["gpus"][0]["computeMilli"], 300) << r;
+  }
+  EXPECT_EQ((*plane_->getReplica("chat-0"))["gpus"][0]["computeMilli"], 1000);
+  ASSERT_TRUE(plane_->state().checkInvariants());
+}
+
 TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {
   addNodes(1, 1);
   ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
