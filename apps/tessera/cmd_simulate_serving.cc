@@ -73,6 +73,22 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
   so.prefixCache = o.prefixCache;
   if (o.warmupSeconds < 0) return fail(Error::invalid("--warmup-seconds must be >= 0"));
   so.warmupSeconds = o.warmupSeconds;
+  if (o.replicaShare == "auto") {
+    so.replicaShare = 0;
+  } else {
+    double share = 0;
+    std::size_t used = 0;
+    try {
+      share = std::stod(o.replicaShare, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != o.replicaShare.size() || !(share > 0 && share <= 1)) {
+      return fail(Error::invalid("--replica-share must be auto or in (0, 1], got '" +
+                                 o.replicaShare + "'"));
+    }
+    so.replicaShare = share;
+  }
   for (const std::string& text : o.policyArgs) {
     const std::size_t dot = text.find('.');
     const std::size_t eq = text.find('=');
@@ -282,6 +298,10 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                 "demand");
   cmd->add_option("--warmup-seconds", o.warmupSeconds,
                   "Replay the trace's first N seconds once before measuring (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--replica-share", o.replicaShare,
+                  "GPU share of each tessera replica: auto (a share when the lead-in's demand "
+                  "is under one GPU) or a value in (0, 1]; other policies take whole GPUs")
       ->capture_default_str();
   cmd->add_option("--nodes", o.nodes, "Nodes in the fleet")->capture_default_str();
   cmd->add_option("--gpus-per-node", o.gpusPerNode, "GPUs per node")->capture_default_str();

@@ -27,9 +27,10 @@ struct SimulateServingOptions {
   int gpusPerNode = 8;
   int jobs = 1;  // 0: one per core
   bool startAtMin = false;
-  bool prefixCache = false;  // replicas skip the prefill of prompt blocks they hold
-  int warmupSeconds = 300;   // lead-in replayed before the measured window  // autoscaled policies
-                             // start at min, not the first minute's demand
+  bool prefixCache = false;           // replicas skip the prefill of prompt blocks they hold
+  std::string replicaShare = "auto";  // tessera's GPU share per replica: auto or (0, 1]
+  int warmupSeconds = 300;  // lead-in replayed before the measured window  // autoscaled policies
+                            // start at min, not the first minute's demand
   std::optional<std::string> outDir;
   std::vector<std::string> policyArgs;  // POLICY.KEY=VALUE
   SimulateFormat format = SimulateFormat::kTable;

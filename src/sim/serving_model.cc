@@ -90,9 +90,29 @@ double LoadTimes::seconds(CacheTier tier, double weightsBytes) const {
   return engineStartupSeconds + weightsBytes / (gbps * 1e9);
 }
 
+Result<ReplicaPerf> sharePerf(const ReplicaPerf& whole, const ServingModel& model, double share) {
+  if (!(share > 0 && share <= 1)) {
+    return fail(Error::invalid("GPU share must be in (0, 1], got " + std::to_string(share)));
+  }
+  ReplicaPerf p = whole;
+  p.flopsPerSec = whole.flopsPerSec * share;
+  p.bytesPerSec = whole.bytesPerSec * share;
+  p.memoryMib =
+      static_cast<std::int64_t>(std::floor(static_cast<double>(whole.memoryMib) * share + 1e-9));
+  const std::int64_t kvMib = p.memoryMib - model.weightsMib - model.overheadMib;
+  if (kvMib <= 0 || model.kvBytesPerToken <= 0) {
+    return fail(
+        Error::invalid("model " + model.name + " does not fit on a " + std::to_string(share) +
+                       " GPU share: " + std::to_string(p.memoryMib) + " MiB leave no KV cache"));
+  }
+  p.kvCapacityTokens = static_cast<std::int64_t>(static_cast<double>(kvMib) * kBytesPerMib /
+                                                 static_cast<double>(model.kvBytesPerToken));
+  return p;
+}
+
 model::PlacementRequest replicaRequest(const ServingModel& model, const ReplicaPerf& perf,
                                        const std::string& replicaId, const std::string& gpuType,
-                                       const std::string& deployment) {
+                                       const std::string& deployment, double share) {
   model::PlacementRequest r;
   r.replicaId = replicaId;
   r.deployment = deployment;
@@ -101,9 +121,14 @@ model::PlacementRequest replicaRequest(const ServingModel& model, const ReplicaP
   r.model.weightsMib = model.weightsMib;
   r.model.overheadMib = model.overheadMib;
   r.model.kvCacheMib = perf.memoryMib - model.weightsMib - model.overheadMib;
-  r.model.computeMilli = 1000;
   r.model.gpusPerReplica = 1;
-  r.model.sharing = static_cast<model::SharingModes>(model::SharingMode::kExclusive);
+  if (share < 1) {
+    r.model.computeMilli = static_cast<std::int32_t>(std::lround(share * 1000));
+    r.model.sharing = static_cast<model::SharingModes>(model::SharingMode::kShared);
+  } else {
+    r.model.computeMilli = 1000;
+    r.model.sharing = static_cast<model::SharingModes>(model::SharingMode::kExclusive);
+  }
   return r;
 }
 

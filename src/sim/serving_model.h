@@ -77,10 +77,17 @@ struct LoadTimes {
   double seconds(CacheTier tier, double weightsBytes) const;
 };
 
-// The placement request of one replica: the whole GPU, exclusive, with the memory the engine
-// takes (weights + overhead + KV cache = gpuMemoryUtilization x card).
+// A replica on a share f in (0, 1] of one GPU (time-slicing / MPS): f of the whole-GPU
+// replica's FLOP/s and HBM bandwidth (every iteration takes 1/f as long) and f of the memory
+// the engine takes (memoryMib = floor(f x whole.memoryMib)), so a smaller KV cache. Fails when
+// the weights and overhead leave no KV cache on the share.
+Result<ReplicaPerf> sharePerf(const ReplicaPerf& whole, const ServingModel& model, double share);
+
+// The placement request of one replica, with the memory the engine takes (weights + overhead +
+// KV cache = perf.memoryMib): share 1 = the whole GPU, exclusive; share < 1 = a shared
+// placement booking computeMilli = share x 1000 (perf from sharePerf).
 model::PlacementRequest replicaRequest(const ServingModel& model, const ReplicaPerf& perf,
                                        const std::string& replicaId, const std::string& gpuType,
-                                       const std::string& deployment);
+                                       const std::string& deployment, double share = 1);
 
 }  // namespace tessera::sim

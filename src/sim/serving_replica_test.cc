@@ -208,5 +208,27 @@ TEST(ReplicaEngine, SignalsWhileBusy) {
   EXPECT_DOUBLE_EQ(e.kvCacheUsage(), 0);
 }
 
+TEST(ReplicaEngine, HalfAGpuTakesTwiceAsLongForTheSamePrompt) {
+  ReplicaPerf whole = testPerf();
+  whole.memoryMib = 1000;
+  ServingModel m;
+  m.weightsMib = 0;
+  m.overheadMib = 0;
+  m.kvBytesPerToken = 1000;
+  auto half = sharePerf(whole, m, 0.5);
+  ASSERT_TRUE(half) << half.error().message;
+  // 500 MiB of KV at 1000 B a token.
+  EXPECT_EQ(half->kvCapacityTokens, 500 * 1024 * 1024 / 1000);
+  Driver a(whole), b(*half);
+  a.run({{0, 100, 3}});
+  b.run({{0, 100, 3}});
+  // The 100-token prompt: 100 ms on the GPU, 200 ms on half of it; each decode step 5.1 ms
+  // (weights + 101..102 tokens of KV read) on the GPU, twice that on half.
+  EXPECT_EQ(a.times[0].first, 100'000);
+  EXPECT_EQ(b.times[0].first, 200'000);
+  EXPECT_EQ(a.times[0].done, 100'000 + 5'101 + 5'102);
+  EXPECT_EQ(b.times[0].done, 200'000 + 10'202 + 10'204);
+}
+
 }  // namespace
 }  // namespace tessera::sim

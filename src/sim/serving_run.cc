@@ -104,12 +104,15 @@ class ServingRun {
  public:
   ServingRun(const ServingTrace& trace, std::size_t firstCounted, Micros measuredFromUs,
              const model::GpuCatalog& catalog, const ServingOptions& o, const ReplicaPerf& perf,
-             std::string name, ServingController& controller)
+             const ReplicaPerf& replicaPerf, double share, std::string name,
+             ServingController& controller)
       : trace_(trace),
         firstCounted_(firstCounted),
         measuredFromUs_(measuredFromUs),
         o_(o),
         perf_(perf),
+        rperf_(replicaPerf),
+        share_(share),
         name_(std::move(name)),
         controller_(controller),
         state_(catalog, clock_, engineOptions()) {}
@@ -153,7 +156,9 @@ class ServingRun {
   std::size_t firstCounted_;  // requests before this index are the warm-up's
   Micros measuredFromUs_;     // the measured window starts here
   const ServingOptions& o_;
-  const ReplicaPerf& perf_;
+  const ReplicaPerf& perf_;   // a whole GPU: the SLO's unloaded prefill
+  const ReplicaPerf& rperf_;  // a replica on its share
+  double share_;
   std::string name_;
   ServingController& controller_;
   ManualClock clock_;
@@ -250,7 +255,7 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
   setClock(now);
   const std::string id = name_ + "-" + std::to_string(replicas_.size());
   const model::PlacementRequest req =
-      replicaRequest(o_.model, perf_, id, o_.fleet.gpuType, kDeployment);
+      replicaRequest(o_.model, rperf_, id, o_.fleet.gpuType, kDeployment, share_);
   sched::DecideOptions opts;
   opts.explain = false;
   opts.explainFailures = false;
@@ -262,15 +267,16 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
     return false;
   }
   const sched::NodeId node = d.placement->node;
-  Replica r(id, perf_,
-            o_.prefixCache ? perf_.kvCapacityTokens / kMooncakeBlockTokens : std::int64_t{0});
+  if (!d.placement->gpus.empty()) out_.placedComputeMilli = d.placement->gpus.front().computeMilli;
+  Replica r(id, rperf_,
+            o_.prefixCache ? rperf_.kvCapacityTokens / kMooncakeBlockTokens : std::int64_t{0});
   r.node = node;
   r.placedUs = now;
   r.scrapedAtUs = now;
   Micros loadUs = 0;
   if (!warm) {
     const CacheTier tier = tierFor(node, now);
-    loadUs = static_cast<Micros>(std::ceil(o_.load.seconds(tier, perf_.weightsBytes) * 1e6));
+    loadUs = static_cast<Micros>(std::ceil(o_.load.seconds(tier, rperf_.weightsBytes) * 1e6));
     if (measuring(now)) {
       ++out_.coldStarts;
       ++out_.coldStartsByTier[static_cast<std::size_t>(tier)];
@@ -429,9 +435,9 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
   scale::DeploymentSignals s;
   s.nowMs = now / 1000;
   const double contextTokens = contexts_.mean().value_or(2048);
-  const int maxConcurrency = static_cast<int>(
-      std::clamp<double>(static_cast<double>(perf_.kvCapacityTokens) / std::max(1.0, contextTokens),
-                         1, perf_.maxNumSeqs));
+  const int maxConcurrency = static_cast<int>(std::clamp<double>(
+      static_cast<double>(rperf_.kvCapacityTokens) / std::max(1.0, contextTokens), 1,
+      rperf_.maxNumSeqs));
   for (Replica& r : replicas_) {
     if (r.phase == Phase::kGone) continue;
     scale::ReplicaSignals x;
@@ -582,7 +588,7 @@ Result<ServingPolicyResult> ServingRun::run() {
   }
   push(measuredFromUs_, EventType::kSample);
   push(controller_.syncPeriodMs() * 1000, EventType::kSync);
-  const ReplicaEngine probe(perf_);
+  const ReplicaEngine probe(rperf_);
   while (!events_.empty()) {
     const Event e = events_.top();
     if (e.atUs > horizonUs_) break;
@@ -671,11 +677,13 @@ ServingPolicyResult ServingRun::summarize(Micros horizon) {
   r.queueP99Ms = nearestRank(queue, 0.99);
   double gpuUs = 0;
   for (const Replica& x : replicas_) {
-    // Whole-GPU replicas (fraction 1), over the measured window only.
+    // Each replica counts its GPU share, over the measured window only.
     const Micros end = x.freedUs >= 0 ? x.freedUs : horizon;
-    gpuUs += static_cast<double>(std::max<Micros>(0, end - std::max(x.placedUs, measuredFromUs_)));
+    gpuUs += share_ *
+             static_cast<double>(std::max<Micros>(0, end - std::max(x.placedUs, measuredFromUs_)));
   }
   r.gpuHours = gpuUs / 3.6e9;
+  r.replicaShare = share_;
   if (o_.prefixCache) {
     std::int64_t cached = 0, admitted = 0;
     for (const Replica& x : replicas_) {
@@ -772,13 +780,42 @@ WarmedTrace withWarmup(const ServingTrace& t, int warmupSeconds) {
 
 Result<ServingPolicyResult> runWarmed(const WarmedTrace& w, const model::GpuCatalog& catalog,
                                       const ServingOptions& options, const ReplicaPerf& perf,
+                                      const ReplicaPerf& replicaPerf, double share,
                                       std::string policyName, ServingController& controller) {
   if (w.firstCounted == w.trace.requests.size()) {
     return fail(Error::invalid("trace " + w.trace.name + ": no requests"));
   }
-  ServingRun run(w.trace, w.firstCounted, w.measuredFromUs, catalog, options, perf,
-                 std::move(policyName), controller);
+  ServingRun run(w.trace, w.firstCounted, w.measuredFromUs, catalog, options, perf, replicaPerf,
+                 share, std::move(policyName), controller);
   return run.run();
+}
+
+// The share `policy` runs on (ServingOptions::replicaShare) and its replica's performance.
+struct ShareChoice {
+  double share = 1;
+  ReplicaPerf perf;
+};
+
+Result<ShareChoice> chooseShare(const WarmedTrace& w, const ReplicaPerf& whole,
+                                const ServingOptions& o, std::string_view policy) {
+  ShareChoice c{1, whole};
+  if (policy != "tessera" || o.replicaShare == 1) return c;
+  if (o.replicaShare > 0) {
+    auto p = sharePerf(whole, o.model, o.replicaShare);
+    if (!p) return fail(p.error());
+    return ShareChoice{o.replicaShare, *p};
+  }
+  // Auto: the lead-in's peak prefill demand (the first interval's without a lead-in), in whole
+  // GPUs at tessera's prefill target utilisation (its recommender's prefillTargetUtilization).
+  const Micros until = std::max(w.measuredFromUs, Micros{o.demand.intervalSeconds} * kUsPerSecond);
+  DemandOptions d = o.demand;
+  d.targetUtilization = o.sharePrefillTargetUtilization;
+  const double demand = peakPrefillDemand(w.trace, whole, d, until);
+  for (double share : kReplicaShares) {
+    if (share >= 1 || share + 1e-9 < demand) continue;
+    if (auto p = sharePerf(whole, o.model, share)) return ShareChoice{share, *p};
+  }
+  return c;
 }
 
 }  // namespace
@@ -789,8 +826,14 @@ Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
                                            ServingController& controller) {
   auto perf = servingPerf(catalog, options);
   if (!perf) return fail(perf.error());
-  return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf,
-                   std::move(policyName), controller);
+  ShareChoice c{1, *perf};
+  if (options.replicaShare > 0 && options.replicaShare < 1) {
+    auto p = sharePerf(*perf, options.model, options.replicaShare);
+    if (!p) return fail(p.error());
+    c = ShareChoice{options.replicaShare, *p};
+  }
+  return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf, c.perf,
+                   c.share, std::move(policyName), controller);
 }
 
 Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::GpuCatalog& catalog,
@@ -808,7 +851,7 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
       o.demand.targetUtilization = utilization;
       auto controller = makeServingController(policy, warmed.trace, *perf, o);
       if (!controller) return fail(controller.error());
-      auto r = runWarmed(warmed, catalog, o, *perf, "oracle", **controller);
+      auto r = runWarmed(warmed, catalog, o, *perf, *perf, 1, "oracle", **controller);
       if (!r) return fail(r.error());
       char detail[96];
       std::snprintf(detail, sizeof detail, "utilisation target %.2f", utilization);
@@ -823,9 +866,19 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
     if (!best) return fail(Error::invalid("oracle: no utilisation target to try"));
     return std::move(*best);
   }
-  auto controller = makeServingController(policy, warmed.trace, *perf, options);
+  auto share = chooseShare(warmed, *perf, options, policy);
+  if (!share) return fail(share.error());
+  // The warm start sizes in replicas of the chosen share.
+  auto controller = makeServingController(policy, warmed.trace, share->perf, options);
   if (!controller) return fail(controller.error());
-  return runWarmed(warmed, catalog, options, *perf, std::string(policy), **controller);
+  auto r = runWarmed(warmed, catalog, options, *perf, share->perf, share->share,
+                     std::string(policy), **controller);
+  if (r && share->share < 1) {
+    char detail[64];
+    std::snprintf(detail, sizeof detail, "replicas on %.2f GPU shares", share->share);
+    r->detail = detail;
+  }
+  return r;
 }
 
 }  // namespace tessera::sim

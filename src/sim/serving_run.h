@@ -86,7 +86,17 @@ struct ServingOptions {
     double value = 0;
   };
   std::vector<PolicySetting> policySettings;
+  // The GPU share each `tessera` replica holds (docs/serving-simulator.md, "GPU shares"):
+  // 0 = auto: the smallest of kReplicaShares below 1 that covers the lead-in's peak prefill
+  // demand (peakPrefillDemand at sharePrefillTargetUtilization) and leaves the weights a KV
+  // cache, else 1; a value in (0, 1] fixes it. Every other policy takes whole GPUs (they have no
+  // notion of a share). runServingWith applies a fixed value to its controller; auto is 1 there.
+  double replicaShare = 0;
+  double sharePrefillTargetUtilization = 0.6;  // tessera's prefillTargetUtilization default
 };
+
+// The shares auto chooses from (quarter GPUs, as time-slicing/MPS set-ups commonly split).
+inline constexpr std::array<double, 4> kReplicaShares = {0.25, 0.5, 0.75, 1.0};
 
 struct TimelinePoint {
   double timeS = 0;
@@ -119,6 +129,8 @@ struct ServingPolicyResult {
   int cutOff = 0;            // stopped mid-decode by a flush that ran out of time (TTFT counted)
   double sloAttainment = 0;  // sloMet / requests
   double gpuHours = 0;       // GPU share x time from placement to freed (or the horizon)
+  double replicaShare = 1;   // the GPU share every replica held
+  std::int64_t placedComputeMilli = 0;    // what the engine booked on the last replica's GPU
   double ttftP50Ms = 0, ttftP99Ms = 0;    // unserved ones count as horizon - arrival
   double queueP50Ms = 0, queueP99Ms = 0;  // arrival to admission
   int scaleUps = 0, scaleDowns = 0;       // syncs that added / removed replicas

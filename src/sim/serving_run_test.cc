@@ -80,6 +80,75 @@ TEST(ServingRun, AnIsolatedRequestWaitsOnlyForItsPrefill) {
   EXPECT_DOUBLE_EQ(r->gpuHours, 150.0 / 3600);
 }
 
+TEST(ServingRun, AReplicaOnHalfAGpuTakesTwiceAsLongAndCountsHalf) {
+  ServingOptions o;
+  ServingTrace t;
+  t.name = "one";
+  t.requests = {{0, 1000, 20, 2}, {30'000'000, 4000, 1, 3}};
+  o.replicaShare = 0.5;
+  Fixed one(1);
+  auto r = runServingWith(t, catalog(), o, "fixed", one);
+  ASSERT_TRUE(r) << r.error().message;
+  auto perf = servingPerf(catalog(), o);
+  ASSERT_TRUE(perf);
+  // Half the FLOP/s: the lone 1000-token prompt's 41.24 ms prefill takes 82.48 ms.
+  const double first = std::ceil(2 * perf->prefillSeconds(1000) * 1e6 - 1e-6) / 1000;
+  EXPECT_NEAR(first, 82.48, 0.01);
+  EXPECT_DOUBLE_EQ(r->ttftP50Ms, first);
+  EXPECT_DOUBLE_EQ(r->replicaShare, 0.5);
+  // The engine booked half the GPU's compute for it (a shared placement).
+  EXPECT_EQ(r->placedComputeMilli, 500);
+  // Half a GPU from 0 to the horizon (150 s).
+  EXPECT_DOUBLE_EQ(r->horizonS, 150);
+  EXPECT_DOUBLE_EQ(r->gpuHours, 0.5 * 150 / 3600);
+
+  o.replicaShare = 1;
+  auto whole = runServingWith(t, catalog(), o, "fixed", one);
+  ASSERT_TRUE(whole) << whole.error().message;
+  EXPECT_EQ(whole->placedComputeMilli, 1000);
+  EXPECT_DOUBLE_EQ(whole->gpuHours, 150.0 / 3600);
+}
+
+TEST(ServingRun, AShareHoldsItsPartOfTheMemory) {
+  ServingOptions o;
+  auto perf = servingPerf(catalog(), o);
+  ASSERT_TRUE(perf);
+  // H100-80GB: 0.9 x 81,920 = 73,728 MiB; half is 36,864 - weights 15,317 - overhead 4,096 =
+  // 17,451 MiB of KV at 128 KiB a token.
+  auto half = sharePerf(*perf, o.model, 0.5);
+  ASSERT_TRUE(half) << half.error().message;
+  EXPECT_EQ(half->memoryMib, 36'864);
+  EXPECT_EQ(half->kvCapacityTokens, 17'451 * 8);
+  EXPECT_DOUBLE_EQ(half->flopsPerSec, perf->flopsPerSec / 2);
+  EXPECT_DOUBLE_EQ(half->bytesPerSec, perf->bytesPerSec / 2);
+  // A quarter (18,432 MiB) cannot hold the weights and overhead (19,413 MiB).
+  EXPECT_FALSE(sharePerf(*perf, o.model, 0.25));
+  EXPECT_FALSE(sharePerf(*perf, o.model, 0));
+  const auto req = replicaRequest(o.model, *half, "r", "H100-80GB", "d", 0.5);
+  EXPECT_EQ(req.model.computeMilli, 500);
+  EXPECT_EQ(req.model.kvCacheMib, 17'451);
+}
+
+TEST(ServingRun, TesseraTakesAShareOnlyWhenPrefillDemandIsUnderAGpu) {
+  ServingOptions o;
+  // Light: 1 request/s of 1000 tokens is 0.07 GPUs of prefill at 0.6: half a GPU (a quarter
+  // cannot hold the weights).
+  ServingTrace light = phasedTrace({{900, 1}});
+  auto t = runServing(light, catalog(), o, "tessera");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_DOUBLE_EQ(t->replicaShare, 0.5);
+  EXPECT_EQ(t->placedComputeMilli, 500);
+  auto baseline = runServing(light, catalog(), o, "littles-law");
+  ASSERT_TRUE(baseline) << baseline.error().message;
+  EXPECT_DOUBLE_EQ(baseline->replicaShare, 1);  // baselines take whole GPUs
+  EXPECT_LT(t->gpuHours, baseline->gpuHours);
+  // Heavy: 30 requests/s of 4000 tokens is ~7 GPUs of prefill: whole GPUs.
+  ServingTrace heavy = phasedTrace({{900, 30}}, 4000, 50);
+  auto h = runServing(heavy, catalog(), o, "tessera");
+  ASSERT_TRUE(h) << h.error().message;
+  EXPECT_DOUBLE_EQ(h->replicaShare, 1);
+}
+
 TEST(ServingRun, EveryRequestIsCounted) {
   ServingOptions o;
   o.tailSeconds = 5;  // too short for the backlog: some requests end unserved
