@@ -208,7 +208,12 @@ std::string Extender::requestKey(const model::PlacementRequest& r, bool withRepl
 
 const std::vector<sched::PlacementEngine::NodeScore>& Extender::feasibleScores(
     const PodRequest& pod) {
-  std::string key = requestKey(pod.request, /*withReplicaId=*/true);
+  // Keyed by shape, not by pod: the engine's scoreNodes reads the replica id only to refuse
+  // an empty one (no plugin reads it), so every pod of one shape gets the same answer on the
+  // same state. kube-scheduler sends many pods of a deployment in a row; each one after the
+  // first is answered from here until the state changes.
+  std::string key = requestKey(pod.request, /*withReplicaId=*/false);
+  key += pod.request.replicaId.empty() ? '0' : '1';
   const std::uint64_t generation = state_.generation();
   for (const Scored& s : scored_) {
     if (s.generation == generation && s.key == key) return s.scores;

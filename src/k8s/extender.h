@@ -81,8 +81,9 @@ class Extender {
   };
   Result<Candidates> candidates(const nlohmann::json& args) const;
   // The engine's feasible nodes and scores for the pod on the current state. The last few
-  // answers are kept by (state generation, request): kube-scheduler calls prioritize right
-  // after filter with the same pod, and the second call does not score the cluster again.
+  // answers are kept by (state generation, request shape: requestKey without the replica
+  // id): kube-scheduler calls prioritize right after filter with the same pod, and pods of
+  // one deployment share a shape, so neither scores the cluster again until it changes.
   const std::vector<sched::PlacementEngine::NodeScore>& feasibleScores(const PodRequest& pod);
   // Everything the engine reads from a request (the replica id only when asked).
   static std::string requestKey(const model::PlacementRequest& request, bool withReplicaId);

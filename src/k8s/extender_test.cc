@@ -11,6 +11,7 @@
 #include "k8s/pod.h"
 #include "model/gpu_catalog.h"
 #include "sched/cluster_state.h"
+#include "sched/testing/random_cluster.h"
 
 namespace tessera::k8s {
 namespace {
@@ -321,6 +322,134 @@ TEST_F(ExtenderTest, MalformedArgumentsNameTheFieldAndChangeNothing) {
   auto preempt = extender_->preempt(json{{"Pod", good["Pod"]}, {"NodeNameToVictims", 3}});
   ASSERT_FALSE(preempt);
   EXPECT_NE(preempt.error().message.find("NodeNameToVictims"), std::string::npos);
+}
+
+// The extender keeps the engine's answer for a request shape on a state generation and each
+// failing node's reason by node generation; a fresh Extender (no cache) must answer every
+// filter and prioritize exactly alike, over random clusters, pods of a few shapes and a
+// stream of placements, unloads, node updates and removals. Reproduce with TESSERA_SEED.
+TEST(ExtenderCacheTest, CachedAnswersEqualFreshOnesOverRandomClustersAndEvents) {
+  const std::uint64_t master = sched::testkit::fuzzSeed();
+  std::printf("ExtenderCacheTest seed: TESSERA_SEED=%llu\n",
+              static_cast<unsigned long long>(master));
+  const model::GpuCatalog catalog = model::GpuCatalog::builtin();
+  sched::PluginRegistry registry;
+  sched::registerBuiltinPlugins(registry);
+  const sched::Profile profile = sched::defaultProfile();
+  const int cases = sched::testkit::fuzzIterations(25);
+  for (int c = 0; c < cases; ++c) {
+    const std::uint64_t seed = sched::testkit::caseSeed(master, c);
+    SCOPED_TRACE("case " + std::to_string(c) + " seed " + std::to_string(seed));
+    sched::testkit::Rng rng(seed);
+    ManualClock clock{0};
+    sched::ClusterState state{catalog, clock, profile.options};
+    auto plugins = sched::buildPlugins(profile, registry);
+    ASSERT_TRUE(plugins);
+    sched::PlacementEngine engine(std::move(*plugins), profile.options);
+    sched::testkit::ClusterShape clusterShape;
+    std::vector<model::NodeSpec> specs = sched::testkit::randomCluster(rng, catalog, clusterShape);
+    for (const auto& n : specs) ASSERT_TRUE(state.apply(sched::NodeAdded{n}));
+    // A few deployments; pods name them by the model annotation.
+    sched::testkit::RequestShape requestShape;
+    requestShape.invalidProbability = 0.05;
+    std::vector<model::PlacementRequest> deployments;
+    for (int d = rng.between(1, 4); d > 0; --d) {
+      deployments.push_back(sched::testkit::randomDeployment(
+          rng, catalog, "model-" + std::to_string(deployments.size()), requestShape));
+    }
+    ModelLookup lookup =
+        [&deployments](std::string_view name) -> std::optional<model::ModelProfile> {
+      for (const auto& d : deployments) {
+        if (d.model.name == name) return d.model;
+      }
+      return std::nullopt;
+    };
+    Extender cached(state, engine, lookup);
+    int podIndex = 0, placed = 0;
+    auto podArgs = [&](int deployment, int index) {
+      const model::PlacementRequest& d = deployments[static_cast<std::size_t>(deployment)];
+      json annotations = {{"tessera.io/model", d.model.name}};
+      if (!d.gpuTypes.empty()) {
+        std::string types;
+        for (const auto& t : d.gpuTypes) types += (types.empty() ? "" : ",") + t;
+        annotations["tessera.io/gpu-types"] = types;
+      }
+      json spec = {{"containers", json::array({{{"name", "server"}}})}};
+      if (!d.nodeSelector.empty()) spec["nodeSelector"] = d.nodeSelector;
+      if (!d.tolerations.empty()) {
+        json tols = json::array();
+        for (const auto& t : d.tolerations) {
+          json tj = {{"operator", t.op.empty() ? "Equal" : t.op}};
+          if (!t.key.empty()) tj["key"] = t.key;
+          if (!t.value.empty()) tj["value"] = t.value;
+          if (!t.effect.empty()) tj["effect"] = t.effect;
+          tols.push_back(tj);
+        }
+        spec["tolerations"] = tols;
+      }
+      json pod = {{"metadata",
+                   {{"name", d.model.name + "-" + std::to_string(index)},
+                    {"namespace", "serving"},
+                    {"uid", "uid-" + std::to_string(index)},
+                    {"annotations", annotations}}},
+                  {"spec", spec}};
+      json names = json::array();
+      for (const auto& n : state.nodes()) {
+        if (rng.chance(0.9)) names.push_back(n.spec.name);
+      }
+      if (rng.chance(0.2)) names.push_back("not-tessera");
+      return json{{"Pod", pod}, {"NodeNames", names}};
+    };
+    const int steps = static_cast<int>(rng.between(20, 60));
+    for (int step = 0; step < steps; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      const std::size_t what = rng.weighted({10, 3, 2, 1});
+      const int deployment = rng.upTo(static_cast<int>(deployments.size()) - 1);
+      if (what == 0) {
+        // A pod (sometimes one seen before) through filter then prioritize.
+        const int index = podIndex > 0 && rng.chance(0.2) ? rng.upTo(podIndex - 1) : podIndex++;
+        const json args = podArgs(deployment, index);
+        Extender fresh(state, engine, lookup);
+        auto a = cached.filter(args);
+        auto b = fresh.filter(args);
+        ASSERT_EQ(a.has_value(), b.has_value());
+        if (a) {
+          ASSERT_EQ(a->dump(), b->dump()) << args.dump();
+        }
+        Extender fresh2(state, engine, lookup);
+        auto pa = cached.prioritize(args);
+        auto pb = fresh2.prioritize(args);
+        ASSERT_EQ(pa.has_value(), pb.has_value());
+        if (pa) {
+          ASSERT_EQ(pa->dump(), pb->dump()) << args.dump();
+        }
+      } else if (what == 1) {
+        // A replica of a deployment booked by the engine (changes one node).
+        model::PlacementRequest r = deployments[static_cast<std::size_t>(deployment)];
+        // Same id as a pod sometimes: its filter then sees "already placed".
+        r.replicaId = rng.chance(0.3) && podIndex > 0
+                          ? "serving/" + r.model.name + "-" + std::to_string(rng.upTo(podIndex - 1))
+                          : "other/" + std::to_string(placed++);
+        (void)engine.place(state, r);
+      } else if (what == 2) {
+        const auto replicas = state.replicas();
+        std::vector<std::string> live;
+        for (const auto& rr : replicas) {
+          if (!rr.removed) live.push_back(rr.placement.replicaId);
+        }
+        if (!live.empty()) (void)state.apply(sched::ReplicaUnloaded{rng.pick(live)});
+      } else if (!specs.empty()) {
+        // A node changes (cordon flips) or goes away.
+        model::NodeSpec n = rng.pick(specs);
+        if (rng.chance(0.8)) {
+          n.cordoned = !n.cordoned;
+          (void)state.apply(sched::NodeUpdated{n});
+        } else {
+          (void)state.apply(sched::NodeRemoved{n.name, true});
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -13,6 +13,9 @@
 // Plugins are stateless with respect to the cluster (they read ClusterState) and are
 // constructed from their arguments by a factory registered under their name
 // (registerBuiltinPlugins). Threading: a plugin may be called from one thread at a time.
+//
+// The request's replicaId is not policy: no plugin may read it (k8s::Extender reuses one
+// pod's filter and prioritize answers for every pod of the same shape on the same state).
 
 #include <cstdint>
 #include <functional>
