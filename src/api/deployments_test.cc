@@ -2,16 +2,13 @@
 // placements and drains; what does not fit waits as pending with a reason; a restart keeps
 // the deployments and their replicas.
 
-#include <unistd.h>
-
-#include <filesystem>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "api/control_plane.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
+#include "store/testing/temp_dir.h"
 
 namespace tessera::api {
 namespace {
@@ -270,15 +267,12 @@ TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {
 }
 
 TEST(DeploymentRestart, DeploymentsAndTheirReplicasSurviveARestart) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("tessera_dep_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  store::testing::TempDir dir;
   model::GpuCatalog catalog = model::GpuCatalog::builtin();
   ManualClock clock{5'000'000};
   json before;
   {
-    auto s = store::Store::open((dir / "s.db").string());
+    auto s = store::Store::open(dir.file("s.db"));
     ASSERT_TRUE(s);
     auto p = ControlPlane::create(catalog, clock, {}, s->get());
     ASSERT_TRUE(p);
@@ -289,7 +283,7 @@ TEST(DeploymentRestart, DeploymentsAndTheirReplicasSurviveARestart) {
     ASSERT_TRUE((*p)->putDeployment(hpaDeployment(3, 5)));
     before = (*p)->getDeployment("chat")->at("replicas");
   }
-  auto s = store::Store::open((dir / "s.db").string());
+  auto s = store::Store::open(dir.file("s.db"));
   ASSERT_TRUE(s);
   auto p = ControlPlane::create(catalog, clock, {}, s->get());
   ASSERT_TRUE(p) << p.error().message;
@@ -298,7 +292,6 @@ TEST(DeploymentRestart, DeploymentsAndTheirReplicasSurviveARestart) {
   EXPECT_EQ((*d)["replicas"], before);
   EXPECT_EQ((*d)["status"]["desired"], 3);
   EXPECT_EQ((*d)["recommender"], "hpa");
-  fs::remove_all(dir);
 }
 
 }  // namespace

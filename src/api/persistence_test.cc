@@ -1,37 +1,24 @@
 // The control plane over a real store file: a restart restores exactly what was acknowledged,
 // and the books refuse a stored state that would over-commit a GPU.
 
-#include <unistd.h>
-
-#include <filesystem>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "api/control_plane.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
+#include "store/testing/temp_dir.h"
 
 namespace tessera::api {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 class PersistenceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tessera_persist_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A control plane over the store at dir_/state.db (reopened each call).
   std::unique_ptr<ControlPlane> open() {
-    auto s = store::Store::open((dir_ / "state.db").string());
+    auto s = store::Store::open(dir_.file("state.db"));
     EXPECT_TRUE(s) << s.error().message;
     store_ = std::move(*s);
     auto plane = ControlPlane::create(catalog_, clock_, {}, store_.get());
@@ -59,7 +46,7 @@ class PersistenceTest : public ::testing::Test {
             {"labels", {{"pool", "a"}}}};
   }
 
-  fs::path dir_;
+  store::testing::TempDir dir_;  // removed with its files after the test
   model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
   ManualClock clock_{1000};
   std::unique_ptr<store::Store> store_;
@@ -114,7 +101,7 @@ TEST_F(PersistenceTest, AStoredStateThatWouldOverCommitAGpuIsRefusedNamingTheRep
   }
   // Someone copies r1's document under another name: both cannot fit on the one GPU.
   {
-    auto s = store::Store::open((dir_ / "state.db").string());
+    auto s = store::Store::open(dir_.file("state.db"));
     ASSERT_TRUE(s);
     auto doc = (*s)->get("replica", "r1");
     ASSERT_TRUE(doc);
@@ -124,7 +111,7 @@ TEST_F(PersistenceTest, AStoredStateThatWouldOverCommitAGpuIsRefusedNamingTheRep
     b.upsert("replica", "r2", copy.dump());
     ASSERT_TRUE((*s)->commit(b));
   }
-  auto s = store::Store::open((dir_ / "state.db").string());
+  auto s = store::Store::open(dir_.file("state.db"));
   ASSERT_TRUE(s);
   auto plane = ControlPlane::create(catalog_, clock_, {}, s->get());
   ASSERT_FALSE(plane);

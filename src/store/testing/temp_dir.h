@@ -16,6 +16,7 @@ namespace tessera::store::testing {
 class TempDir {
  public:
   TempDir() {
+    // mkdtemp replaces the trailing XXXXXX with a unique suffix and creates the directory.
     std::string pattern =
         (std::filesystem::temp_directory_path() / "tessera-store-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
