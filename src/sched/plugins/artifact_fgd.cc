@@ -132,14 +132,7 @@ class FgdScore final : public ScorePlugin {
     if (&catalog != catalog_ || catalog.size() != catalogSize_) {
       catalog_ = &catalog;
       catalogSize_ = catalog.size();
-      resolved_ = workload_;
-      for (TaskShape& m : resolved_) {
-        m.gpuTypeIndices.clear();
-        for (const std::string& name : m.gpuTypes) {
-          const int index = catalog.indexOf(name);
-          if (index >= 0) m.gpuTypeIndices.push_back(index);
-        }
-      }
+      resolved_ = artifact::matchShapeTypes(catalog, workload_);
       memo_.clear();
       nodes_.clear();
       slots_.clear();

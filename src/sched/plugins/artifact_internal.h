@@ -28,6 +28,17 @@ inline constexpr std::int64_t kMaxSpecGpuMilli = 8'000;
 
 // A sharing pod in the artifact's sense (GpuNumber == 1 && MilliGpu < 1000): it may go to any
 // GPU with enough free milli and the choice of GPU matters; other GPU pods take whole GPUs.
+// True when a node of catalogue type `gpuType` (-1: no GPUs) can take `shape`: shapes without
+// gpuTypes take any type; the others only the types in gpuTypeIndices.
+bool typeAccepts(const TaskShape& shape, int gpuType);
+
+// The shapes with their GPU type names resolved against `catalog`, leniently, as the artifact
+// does: a name the catalogue lacks matches no node, and a type listed twice
+// ("V100M16|V100M32|V100M32" in the trace) counts once. (resolveTaskShapes is the strict
+// variant for arguments a user wrote.)
+std::vector<TaskShape> matchShapeTypes(const model::GpuCatalog& catalog,
+                                       std::vector<TaskShape> shapes);
+
 inline bool isSharingPod(const Needs& needs) {
   return needs.gpuCount == 1 && needs.computeMilli < kArtifactMilliPerGpu;
 }

@@ -66,12 +66,6 @@ Result<TaskShape> parseShape(const std::string& where, const PluginArgs& item) {
   return shape;
 }
 
-bool typeAccepts(const TaskShape& shape, int gpuType) {
-  if (shape.gpuTypes.empty()) return true;
-  return gpuType >= 0 && std::find(shape.gpuTypeIndices.begin(), shape.gpuTypeIndices.end(),
-                                   gpuType) != shape.gpuTypeIndices.end();
-}
-
 // CanNodeHostPodOnGpuMemory: at least `gpus` GPUs with r_i >= gpuMilli.
 bool gpusFit(std::span<const std::int32_t> freeGpuMilli, const TaskShape& shape) {
   int need = shape.gpus;
@@ -156,7 +150,7 @@ double fgdNodeFragmentMilli(std::int64_t freeCpuMilli, std::span<const std::int3
     const bool cpuFits = freeCpuMilli >= m.cpuMilli;
     if (m.gpuMilli == 0) {
       amount[cpuFits ? kXl : kXr] += p * total;
-    } else if (!typeAccepts(m, gpuType)) {
+    } else if (!artifact::typeAccepts(m, gpuType)) {
       amount[kNoAccess] += p * total;
     } else if (gpusFit(freeGpuMilli, m)) {
       if (cpuFits) {
@@ -183,6 +177,27 @@ double fgdNodeFragmentMilli(std::int64_t freeCpuMilli, std::span<const std::int3
 // ---- node views ---------------------------------------------------------------------------
 
 namespace artifact {
+
+bool typeAccepts(const TaskShape& shape, int gpuType) {
+  if (shape.gpuTypes.empty()) return true;
+  return gpuType >= 0 && std::find(shape.gpuTypeIndices.begin(), shape.gpuTypeIndices.end(),
+                                   gpuType) != shape.gpuTypeIndices.end();
+}
+
+std::vector<TaskShape> matchShapeTypes(const model::GpuCatalog& catalog,
+                                       std::vector<TaskShape> shapes) {
+  for (TaskShape& m : shapes) {
+    m.gpuTypeIndices.clear();
+    for (const std::string& name : m.gpuTypes) {
+      const int index = catalog.indexOf(name);
+      if (index >= 0) m.gpuTypeIndices.push_back(index);
+    }
+    std::sort(m.gpuTypeIndices.begin(), m.gpuTypeIndices.end());
+    m.gpuTypeIndices.erase(std::unique(m.gpuTypeIndices.begin(), m.gpuTypeIndices.end()),
+                           m.gpuTypeIndices.end());
+  }
+  return shapes;
+}
 
 const NodeView& NodeViews::get(const ClusterState& state, NodeId node) {
   if (views_.size() < state.nodes().size()) views_.resize(state.nodes().size());

@@ -30,17 +30,13 @@ constexpr std::size_t kMemoGpus = 8;
 // Raw score units per milli-GPU of cost.
 constexpr double kRawPerMilli = 1000.0;
 
-bool accepts(const TaskShape& m, int gpuType) {
-  if (m.gpuTypes.empty()) return true;
-  return gpuType >= 0 && std::find(m.gpuTypeIndices.begin(), m.gpuTypeIndices.end(), gpuType) !=
-                             m.gpuTypeIndices.end();
-}
+using artifact::typeAccepts;
 
 // usable_m of one shape (see the header), in milli-GPU. The reference the memoised paths
 // reproduce bit for bit.
 double shapeUsable(const TaskShape& m, std::int64_t freeCpuMilli,
                    std::span<const std::int32_t> freeGpuMilli, int gpuType) {
-  if (m.gpus <= 0 || m.gpuMilli <= 0 || !accepts(m, gpuType)) return 0;
+  if (m.gpus <= 0 || m.gpuMilli <= 0 || !typeAccepts(m, gpuType)) return 0;
   std::int64_t instances = 0;
   if (m.gpus == 1) {
     for (std::int32_t r : freeGpuMilli) instances += std::max<std::int32_t>(r, 0) / m.gpuMilli;
@@ -231,24 +227,13 @@ class PackingGradientScore final : public ScorePlugin {
     if (&catalog != catalog_ || catalog.size() != catalogSize_) {
       catalog_ = &catalog;
       catalogSize_ = catalog.size();
-      resolved_ = workload_;
-      for (TaskShape& m : resolved_) {
-        m.gpuTypeIndices.clear();
-        for (const std::string& name : m.gpuTypes) {
-          const int index = catalog.indexOf(name);
-          if (index >= 0) m.gpuTypeIndices.push_back(index);
-        }
-        // A type listed twice ("V100M16|V100M32|V100M32" in the trace) counts once.
-        std::sort(m.gpuTypeIndices.begin(), m.gpuTypeIndices.end());
-        m.gpuTypeIndices.erase(std::unique(m.gpuTypeIndices.begin(), m.gpuTypeIndices.end()),
-                               m.gpuTypeIndices.end());
-      }
+      resolved_ = artifact::matchShapeTypes(catalog, workload_);
       // The shapes that count on a node of each type, in workload order (so that sums over
       // them equal usableCapacityMilli's); the last list, empty, is for nodes without GPUs.
       active_.assign(static_cast<std::size_t>(catalogSize_) + 1, {});
       for (int t = 0; t < catalogSize_; ++t) {
         for (const TaskShape& m : resolved_) {
-          if (m.gpus <= 0 || m.gpuMilli <= 0 || !(m.weight > 0) || !accepts(m, t)) continue;
+          if (m.gpus <= 0 || m.gpuMilli <= 0 || !(m.weight > 0) || !typeAccepts(m, t)) continue;
           active_[static_cast<std::size_t>(t)].push_back(
               {Divisor(m.cpuMilli), Divisor(m.gpuMilli), m.cpuMilli, m.gpuMilli, m.gpus, m.weight});
         }
