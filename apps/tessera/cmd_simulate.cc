@@ -15,6 +15,7 @@
 
 #include "cmd_simulate_serving.h"
 #include "model/gpu_catalog.h"
+#include "out_dir.h"
 #include "sim/experiment.h"
 #include "sim/report.h"
 #include "sim/synthetic.h"
@@ -237,17 +238,10 @@ void printMatrix(std::ostream& out, const std::vector<sim::TraceResult>& results
 Result<void> writeOutputs(const std::string& dir, const std::vector<sim::TraceResult>& results,
                           const std::vector<std::vector<sim::Reproduction>>* repro,
                           std::vector<std::string>& written) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return fail(Error::invalid("--out-dir " + dir + ": " + ec.message()));
-  auto write = [&](const std::string& name, const auto& body) -> Result<void> {
-    const std::string path = dir + "/" + name;
-    std::ofstream f(path);
-    if (!f) return fail(Error::invalid(path + ": cannot write"));
-    body(f);
-    if (!f) return fail(Error::invalid(path + ": write failed"));
-    written.push_back(path);
-    return {};
+  auto out = OutDir::create(dir);
+  if (!out) return fail(out.error());
+  auto write = [&](const std::string& name, const std::function<void(std::ostream&)>& body) {
+    return out->write(name, body);
   };
   for (const auto& r : results) {
     TESSERA_RETURN_IF_ERROR(
@@ -255,7 +249,10 @@ Result<void> writeOutputs(const std::string& dir, const std::vector<sim::TraceRe
     TESSERA_RETURN_IF_ERROR(
         write(r.trace + "-plot.svg", [&](std::ostream& f) { f << sim::plotSvg(r); }));
   }
-  return write("summary.csv", [&](std::ostream& f) { sim::writeSummaryCsv(f, results, repro); });
+  TESSERA_RETURN_IF_ERROR(
+      write("summary.csv", [&](std::ostream& f) { sim::writeSummaryCsv(f, results, repro); }));
+  written = out->written();
+  return {};
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/gpu_catalog.h"
+#include "out_dir.h"
 #include "sim/serving_report.h"
 #include "sim/serving_run.h"
 #include "sim/serving_trace.h"
@@ -163,17 +164,10 @@ void printTable(std::ostream& out, const sim::ServingReport& report, const sim::
 
 Result<void> writeOutputs(const std::string& dir, const sim::ServingReport& report,
                           std::vector<std::string>& written) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return fail(Error::invalid("--out-dir " + dir + ": " + ec.message()));
-  auto write = [&](const std::string& name, const auto& body) -> Result<void> {
-    const std::string path = dir + "/" + name;
-    std::ofstream f(path);
-    if (!f) return fail(Error::invalid(path + ": cannot write"));
-    body(f);
-    if (!f) return fail(Error::invalid(path + ": write failed"));
-    written.push_back(path);
-    return {};
+  auto out = OutDir::create(dir);
+  if (!out) return fail(out.error());
+  auto write = [&](const std::string& name, const std::function<void(std::ostream&)>& body) {
+    return out->write(name, body);
   };
   for (const auto& r : report.policies) {
     TESSERA_RETURN_IF_ERROR(write(report.trace + "-" + r.policy + "-timeline.csv",
@@ -183,8 +177,10 @@ Result<void> writeOutputs(const std::string& dir, const sim::ServingReport& repo
   }
   TESSERA_RETURN_IF_ERROR(write(report.trace + "-timeline.svg",
                                 [&](std::ostream& f) { f << sim::servingPlotSvg(report); }));
-  return write(report.trace + "-summary.csv",
-               [&](std::ostream& f) { sim::writeServingCsv(f, report); });
+  TESSERA_RETURN_IF_ERROR(write(report.trace + "-summary.csv",
+                                [&](std::ostream& f) { sim::writeServingCsv(f, report); }));
+  written = out->written();
+  return {};
 }
 
 }  // namespace
