@@ -23,6 +23,10 @@ PACKAGES=(
   libspdlog-dev        # logging
   libsqlite3-dev       # the embedded store
   libcpp-httplib-dev   # HTTP API and the Kubernetes extender
+  libgrpc++-dev        # the kubelet device plugin (gRPC over a unix socket)
+  libprotobuf-dev
+  protobuf-compiler    # protoc, for the device plugin's v1beta1 api.proto
+  protobuf-compiler-grpc  # grpc_cpp_plugin
   clang-format         # formatting check
 )
 
