@@ -101,6 +101,9 @@ class ControlPlane {
 
   // ---- kube-scheduler extender (bind books, so it is persisted here)
   Result<nlohmann::json> extenderBind(const nlohmann::json& args);
+  // The binder the extender's bind posts v1.Bindings through (serve sets the Kubernetes
+  // API client's; without one, bind books the pod and posts nothing).
+  void setBinder(k8s::Binder binder) { extender_->setBinder(std::move(binder)); }
 
   // ---- deployments: replicas kept at what the autoscaler decides
   // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs,

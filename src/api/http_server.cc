@@ -354,7 +354,7 @@ void HttpServer::routes() {
   s.Post("/scheduler/preempt",
          verb("preempt", [this](const json& b) { return plane_.extender().preempt(b); }));
   s.Post("/scheduler/bind",
-         verb("bind", [this](const json& b) { return plane_.extender().bind(b); }));
+         verb("bind", [this](const json& b) { return plane_.extenderBind(b); }));
 }
 
 }  // namespace tessera::api

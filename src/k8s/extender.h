@@ -69,6 +69,9 @@ class Extender {
   Result<nlohmann::json> preempt(const nlohmann::json& args);
   Result<nlohmann::json> bind(const nlohmann::json& args);
 
+  // Who posts the v1.Binding from now on (nullptr: bind books but posts nothing).
+  void setBinder(Binder binder) { binder_ = std::move(binder); }
+
   // Pods seen by filter or prioritize and not bound yet are remembered (by UID) for bind, up
   // to this many; the oldest are forgotten first.
   static constexpr std::size_t kRememberedPods = 4096;
