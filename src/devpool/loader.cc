@@ -213,6 +213,10 @@ Result<LoadedModel> Loader::load(const ModelSpec& spec, const LoadControl& contr
   auto status = runPipeline(plan, control, *blocks, model.stats);
   if (!status) {
     blocks->release();  // every copy has finished: runPipeline waits for them
+    if (isCancelled(status.error())) {
+      const std::string rest = status.error().message.substr(std::strlen(kCancelledPrefix));
+      return fail(Error::precondition(kCancelledPrefix + what + " " + rest));
+    }
     return fail(Error{status.error().code, what + ": " + status.error().message});
   }
   // A file that changed while it was read may have given a mix of old and new bytes.
