@@ -52,20 +52,20 @@ struct ModelState {
 };
 
 struct LoadRequest {
-  std::string model;
+  std::string model{};
   // Triton: serve exactly this version. Sent as the config override's version_policy
   // {"specific": {"versions": [v]}}; Triton loads it and then retires the versions the
   // policy no longer names, without a gap in availability.
-  std::optional<std::int64_t> version;
+  std::optional<std::int64_t> version{};
   // Triton: a model configuration (JSON text) used instead of the repository's
   // config.pbtxt. With `version` but without this, the adapter reuses the configuration
   // of the loaded model (GET v2/models/<model>/config).
-  std::string configJson;
+  std::string configJson{};
   // Triton: files of an override model directory, relative path ("1/model.onnx") to raw
   // bytes; sent base64-encoded as "file:<path>" parameters. Triton needs `configJson` too.
-  std::map<std::string, std::string> files;
+  std::map<std::string, std::string> files{};
   // vLLM: the LoRA adapter's directory (as the vLLM server sees it).
-  std::string path;
+  std::string path{};
   // vLLM: replace an adapter of the same name in place (`load_inplace`).
   bool replace = false;
 };
@@ -114,8 +114,8 @@ class Engine {
 
 // One engine entry of the agent's configuration.
 struct EngineConfig {
-  std::string kind;  // "triton" | "vllm"
-  std::string url;   // "http://127.0.0.1:8000" (https too; a path prefix is kept)
+  std::string kind{};  // "triton" | "vllm"
+  std::string url{};   // "http://127.0.0.1:8000" (https too; a path prefix is kept)
   Millis timeoutMs = 5'000;         // connect, and each wait for bytes, on quick calls
   Millis loadTimeoutMs = 600'000;   // the same for load, unload, sleep and wake-up
   int retries = 2;                  // extra tries of a request that changes nothing

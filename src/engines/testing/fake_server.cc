@@ -5,6 +5,13 @@
 #include <chrono>
 
 namespace tessera::engines::testing {
+namespace {
+
+// The log entry of the request this server thread handles (interception and handler run
+// on the same thread, one request after the other).
+thread_local std::size_t currentEntry = 0;
+
+}  // namespace
 
 FakeServer::FakeServer() : server_(std::make_unique<httplib::Server>()) {}
 
@@ -74,12 +81,18 @@ bool FakeServer::pause(long long ms) {
   return !cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_; });
 }
 
+void FakeServer::noteBody(const httplib::Request& req) {
+  std::lock_guard lock(mu_);
+  if (currentEntry < log_.size()) log_[currentEntry].body = req.body;
+}
+
 bool FakeServer::intercept(const httplib::Request& req, httplib::Response& res) {
   std::unique_lock lock(mu_);
   std::string query;
   for (const auto& [key, value] : req.params) {
     query += (query.empty() ? "" : "&") + key + "=" + value;
   }
+  currentEntry = log_.size();
   log_.push_back({req.method, req.path, query, req.body});
   cv_.wait(lock, [this] { return !hanging_ || stopping_; });
   if (stopping_) {

@@ -61,6 +61,9 @@ class FakeServer {
   // Lets a handler wait (e.g. a slow load) yet return early when the server stops.
   // Returns false when stopping.
   bool pause(long long ms);
+  // Handlers call this first: httplib reads a body only after the request passed the
+  // interception that logged it, so the log learns the body here.
+  void noteBody(const httplib::Request& req);
 
  private:
   bool intercept(const httplib::Request& req, httplib::Response& res);

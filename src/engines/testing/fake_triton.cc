@@ -204,6 +204,7 @@ void FakeTriton::routes(httplib::Server& server) {
 }
 
 void FakeTriton::handleIndex(const httplib::Request& req, httplib::Response& res) {
+  noteBody(req);
   bool readyOnly = false;
   if (!req.body.empty()) {
     auto body = json::parse(req.body, nullptr, false);
@@ -243,6 +244,7 @@ void FakeTriton::handleIndex(const httplib::Request& req, httplib::Response& res
 
 void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req,
                             httplib::Response& res) {
+  noteBody(req);
   const std::string failed = "failed to load '" + name + "'";
   json parameters = json::object();
   if (!req.body.empty()) {
@@ -398,6 +400,7 @@ void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req
 
 void FakeTriton::handleUnload(const std::string& name, const httplib::Request& req,
                               httplib::Response& res) {
+  noteBody(req);
   if (!req.body.empty()) {
     auto body = json::parse(req.body, nullptr, false);
     if (!body.is_object()) {

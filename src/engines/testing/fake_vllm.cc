@@ -127,6 +127,7 @@ void FakeVllm::handleModels(httplib::Response& res) {
 }
 
 void FakeVllm::handleLoad(const httplib::Request& req, httplib::Response& res) {
+  noteBody(req);
   if (!options_.runtimeLora) return notFoundRoute(res);
   if (!requireJson(req, res)) return;
   auto body = json::parse(req.body, nullptr, false);
@@ -169,6 +170,7 @@ void FakeVllm::handleLoad(const httplib::Request& req, httplib::Response& res) {
 }
 
 void FakeVllm::handleUnload(const httplib::Request& req, httplib::Response& res) {
+  noteBody(req);
   if (!options_.runtimeLora) return notFoundRoute(res);
   if (!requireJson(req, res)) return;
   auto body = json::parse(req.body, nullptr, false);
