@@ -82,6 +82,7 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
       engine_(std::move(plugins), config_.profile.options) {
   extender_ = std::make_unique<k8s::Extender>(
       state_, engine_, [this](std::string_view name) { return findModel(name); });
+  extender_->setConfirmTtlMs(config_.allocationGuardTtlMs);
 }
 
 void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
@@ -178,6 +179,18 @@ Result<void> ControlPlane::restore() {
       return fail(Error::invalid(where + ": replica " + d.name + ": " + placed.error().message));
     }
     if (stored->loaded) (void)state_.apply(sched::ReplicaLoaded{stored->placement.replicaId});
+    const json doc = json::parse(d.json, nullptr, false);
+    if (const auto a = doc.find("allocation"); a != doc.end() && a->is_object()) {
+      PodAllocation alloc;
+      alloc.resource = a->value("resource", std::string(k8s::kResourceGpus));
+      alloc.confirmed = a->value("confirmed", false);
+      if (const auto dev = a->find("devices"); dev != a->end() && dev->is_array()) {
+        for (const json& x : *dev) {
+          if (x.is_string()) alloc.devices.push_back(x.get<std::string>());
+        }
+      }
+      podAllocations_.insert_or_assign(stored->placement.replicaId, std::move(alloc));
+    }
   }
   TESSERA_RETURN_IF_ERROR(restoreDeployments(snapshot->documents));
   const std::size_t skip = snapshot->events.size() > config_.eventHistory
@@ -548,7 +561,7 @@ Result<json> ControlPlane::replicaLoaded(std::string_view id) {
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
   const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
   store::Batch batch;
-  batch.upsert("replica", std::string(id), replicaDocument(state_, rec.placement, true).dump());
+  batch.upsert("replica", std::string(id), replicaDoc(rec.placement, true).dump());
   TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaLoaded", std::string(id), ""));
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{std::string(id)}));
   return replicaJson(*state_.findReplica(id));
@@ -561,6 +574,7 @@ Result<json> ControlPlane::removeReplica(std::string_view id) {
   batch.remove("replica", std::string(id));
   TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaRemoved", std::string(id), ""));
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaUnloaded{std::string(id)}));
+  if (const auto a = podAllocations_.find(id); a != podAllocations_.end()) podAllocations_.erase(a);
   return json{{"replica", std::string(id)}, {"removed", true}};
 }
 
@@ -628,13 +642,186 @@ Result<json> ControlPlane::extenderBind(const json& args) {
   const auto rid = state_.findReplica(id);
   if (!rid) return out;  // not a pod Tessera books
   const sched::ReplicaRecord& rec = state_.replica(*rid);
+  // The pod's container gets its GPUs from the node's device plugin, which confirms it.
+  if (const k8s::Extender::Unconfirmed* u = extender_->unconfirmed(id);
+      u != nullptr && !podAllocations_.contains(id)) {
+    podAllocations_[id].resource = u->resource;
+  }
   store::Batch batch;
-  batch.upsert("replica", id, replicaDocument(state_, rec.placement, false).dump());
+  batch.upsert("replica", id,
+               replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
   if (auto saved = commit(std::move(batch), "ReplicaBound", id,
                           "on " + state_.node(rec.placement.node).spec.name);
       !saved) {
     return json{{"Error", saved.error().message}};
   }
+  return out;
+}
+
+// ---- device plugin hand-off ----------------------------------------------------------------
+
+json ControlPlane::replicaDoc(const sched::Placement& placement, bool loaded) const {
+  json doc = replicaDocument(state_, placement, loaded);
+  if (const auto a = podAllocations_.find(placement.replicaId); a != podAllocations_.end()) {
+    doc["allocation"] = {{"resource", a->second.resource},
+                         {"confirmed", a->second.confirmed},
+                         {"devices", a->second.devices}};
+  }
+  return doc;
+}
+
+Result<json> ControlPlane::nodeAllocations(std::string_view node) const {
+  const auto nodeId = state_.findNode(node);
+  if (!nodeId || state_.node(*nodeId).removed) {
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  }
+  json out = json::array();
+  for (sched::ReplicaId r : state_.node(*nodeId).replicas) {
+    const sched::ReplicaRecord& rec = state_.replica(r);
+    const auto a = podAllocations_.find(rec.placement.replicaId);
+    if (a == podAllocations_.end()) continue;  // not a pod: no device plugin involved
+    const json p = sched::placementJson(state_, rec.placement);
+    out.push_back({{"replica", rec.placement.replicaId},
+                   {"resource", a->second.resource},
+                   {"mode", p["mode"]},
+                   {"placedAtMs", rec.placedAtMs},
+                   {"confirmed", a->second.confirmed},
+                   {"devices", a->second.devices},
+                   {"gpus", p["gpus"]}});
+  }
+  return json{{"node", std::string(node)}, {"allocations", std::move(out)}};
+}
+
+Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& body) {
+  const auto nodeId = state_.findNode(node);
+  if (!nodeId || state_.node(*nodeId).removed) {
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  }
+  if (!body.is_object()) return fail(Error::invalid("body: expected an object"));
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"replica", "devices", "gpus"}));
+  const json* replica = member(body, "replica");
+  if (replica == nullptr || !replica->is_string() || replica->get<std::string>().empty()) {
+    return fail(fieldError("replica", "required text"));
+  }
+  auto names = [](const json* list, const char* field) -> Result<std::vector<std::string>> {
+    std::vector<std::string> out;
+    if (list == nullptr) return out;
+    if (!list->is_array()) return fail(fieldError(field, "expected an array of text"));
+    for (const json& x : *list) {
+      if (!x.is_string()) return fail(fieldError(field, "expected an array of text"));
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  };
+  auto devices = names(member(body, "devices"), "devices");
+  if (!devices) return fail(devices.error());
+  auto gpus = names(member(body, "gpus"), "gpus");
+  if (!gpus) return fail(gpus.error());
+  const std::string id = replica->get<std::string>();
+  const auto rid = state_.findReplica(id);
+  if (!rid) return fail(Error::notFound("replica " + id + " is not placed"));
+  const auto alloc = podAllocations_.find(id);
+  if (alloc == podAllocations_.end()) {
+    return fail(Error::precondition("replica " + id +
+                                    " was not bound through the extender: no device plugin "
+                                    "allocation to confirm"));
+  }
+  if (state_.replica(*rid).placement.node != *nodeId) {
+    return fail(Error::precondition(
+        "replica " + id + " is booked on node " +
+        state_.node(state_.replica(*rid).placement.node).spec.name + ", not " +
+        std::string(node)));
+  }
+  auto gpuIdsOf = [this](const sched::Placement& p) {
+    std::vector<std::string> out;
+    for (const sched::GpuAssignment& a : p.gpus) out.push_back(state_.gpu(a.gpu).spec.id);
+    return out;
+  };
+  const sched::Placement mine = state_.replica(*rid).placement;
+  std::string swappedWith;
+  if (!gpus->empty() && *gpus != gpuIdsOf(mine)) {
+    // The plugin gave this pod a twin's booking: find the twin and swap their GPUs.
+    auto sameShape = [](const sched::Placement& a, const sched::Placement& b) {
+      if (a.mode != b.mode || a.gpus.size() != b.gpus.size()) return false;
+      for (std::size_t i = 0; i < a.gpus.size(); ++i) {
+        const auto& x = a.gpus[i];
+        const auto& y = b.gpus[i];
+        if (x.reservedMib != y.reservedMib || x.computeMilli != y.computeMilli ||
+            x.migProfile != y.migProfile) {
+          return false;
+        }
+      }
+      return true;
+    };
+    std::optional<sched::Placement> twin;
+    for (sched::ReplicaId r : state_.node(*nodeId).replicas) {
+      const sched::Placement& p = state_.replica(r).placement;
+      const auto a = podAllocations_.find(p.replicaId);
+      if (p.replicaId == id || a == podAllocations_.end() || a->second.confirmed ||
+          a->second.resource != alloc->second.resource) {
+        continue;
+      }
+      if (gpuIdsOf(p) == *gpus && sameShape(p, mine)) {
+        twin = p;
+        break;
+      }
+    }
+    if (!twin) {
+      std::string booked;
+      for (const std::string& g : gpuIdsOf(mine)) booked += (booked.empty() ? "" : ",") + g;
+      return fail(Error::precondition(
+          "replica " + id + " is booked on GPUs " + booked +
+          "; the device plugin reports other GPUs, and no unconfirmed booking of the same "
+          "shape holds them"));
+    }
+    sched::Placement a = mine, b = *twin;
+    for (std::size_t i = 0; i < a.gpus.size(); ++i) {
+      std::swap(a.gpus[i].gpu, b.gpus[i].gpu);
+      std::swap(a.gpus[i].migStart, b.gpus[i].migStart);
+    }
+    (void)state_.apply(sched::ReplicaUnloaded{mine.replicaId});
+    (void)state_.apply(sched::ReplicaUnloaded{twin->replicaId});
+    auto placedA = state_.apply(sched::ReplicaPlaced{a});
+    auto placedB = placedA ? state_.apply(sched::ReplicaPlaced{b}) : placedA;
+    if (!placedA || !placedB) {
+      if (placedA) (void)state_.apply(sched::ReplicaUnloaded{a.replicaId});
+      (void)state_.apply(sched::ReplicaPlaced{mine});
+      (void)state_.apply(sched::ReplicaPlaced{*twin});
+      return fail(Error::internal("swapping the GPUs of " + id + " and " + twin->replicaId +
+                                  " failed: " +
+                                  (placedA ? placedB.error() : placedA.error()).message));
+    }
+    swappedWith = twin->replicaId;
+  }
+  PodAllocation updated = alloc->second;
+  updated.confirmed = true;
+  updated.devices = *devices;
+  const PodAllocation before = alloc->second;
+  alloc->second = updated;
+  store::Batch batch;
+  const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
+  batch.upsert("replica", id, replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
+  if (!swappedWith.empty()) {
+    const sched::ReplicaRecord& t = state_.replica(*state_.findReplica(swappedWith));
+    batch.upsert("replica", swappedWith,
+                 replicaDoc(t.placement, t.phase == sched::ReplicaPhase::kLoaded).dump());
+  }
+  std::string gpuText;
+  for (const std::string& g : gpuIdsOf(rec.placement)) gpuText += (gpuText.empty() ? "" : ",") + g;
+  if (auto saved = commit(std::move(batch), "AllocationConfirmed", id,
+                          "on " + std::string(node) + " GPUs " + gpuText +
+                              (swappedWith.empty() ? "" : " (swapped with " + swappedWith + ")"));
+      !saved) {
+    alloc->second = before;
+    return fail(saved.error());
+  }
+  extender_->allocationConfirmed(id);
+  json out = {{"replica", id},
+              {"node", std::string(node)},
+              {"confirmed", true},
+              {"devices", updated.devices},
+              {"gpus", gpuIdsOf(rec.placement)}};
+  if (!swappedWith.empty()) out["swappedWith"] = swappedWith;
   return out;
 }
 

@@ -49,6 +49,9 @@ struct ControlPlaneConfig {
   Millis engineStartMs = 10'000;
   // Engine signals older than this count as missing (HPA semantics).
   Millis signalTtlMs = 60'000;
+  // How long a pod bound through the extender keeps pods of the same size but another GPU
+  // share off its node while its device plugin has not confirmed it (docs/device-plugin.md).
+  Millis allocationGuardTtlMs = 30'000;
 };
 
 // An error answered with a JSON body beyond the message (e.g. why a replica does not fit).
@@ -104,6 +107,19 @@ class ControlPlane {
   // The binder the extender's bind posts v1.Bindings through (serve sets the Kubernetes
   // API client's; without one, bind books the pod and posts nothing).
   void setBinder(k8s::Binder binder) { extender_->setBinder(std::move(binder)); }
+
+  // ---- device plugin hand-off (docs/device-plugin.md)
+  // The pods bound to this node through the extender, confirmed or not:
+  // {node, allocations: [{replica, resource, mode, placedAtMs, confirmed, devices, gpus}]}.
+  Result<nlohmann::json> nodeAllocations(std::string_view node) const;
+  // The node's device plugin gave a pod's container its GPUs: {replica, devices, gpus}.
+  // Marks the allocation confirmed (persisted with the replica) and ends the extender's
+  // guard. When `gpus` differ from the booked ones, the plugin handed the booking of a twin
+  // (same shape, also unconfirmed, booked on exactly those GPUs) to this pod: the two
+  // bookings swap GPUs so that the books name the GPUs each pod really has; with no such
+  // twin it is refused (409). 404: unknown node or replica; 409: the replica is on another
+  // node or was not bound through the extender.
+  Result<nlohmann::json> confirmAllocation(std::string_view node, const nlohmann::json& body);
 
   // ---- deployments: replicas kept at what the autoscaler decides
   // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs,
@@ -213,6 +229,15 @@ class ControlPlane {
     std::unique_ptr<scale::ReplicaLifecycle> drain;
   };
   std::map<std::string, ReplicaRuntime, std::less<>> runtime_;
+  // Pods bound through the extender, by replica id: what their device plugin reported.
+  struct PodAllocation {
+    std::string resource;  // the extended resource the pod asked for
+    bool confirmed = false;
+    std::vector<std::string> devices;  // kubelet's device IDs, once confirmed
+  };
+  std::map<std::string, PodAllocation, std::less<>> podAllocations_;
+  // The replica's store document, with its pod allocation when it has one.
+  nlohmann::json replicaDoc(const sched::Placement& placement, bool loaded) const;
 
   struct EventRecord {
     std::int64_t seq = 0;

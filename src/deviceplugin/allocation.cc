@@ -227,7 +227,7 @@ Result<ContainerSpec> containerSpec(const Inventory& inventory, const Booking& b
   spec.envs["TESSERA_SHARING_MODE"] = booking.mode;
   if (!exclusive) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f", std::floor(fraction * 1000) / 1000);
+    std::snprintf(buf, sizeof buf, "%.3f", std::floor(fraction * 1000 + 1e-9) / 1000);
     spec.envs["TESSERA_GPU_MEMORY_LIMIT_MIB"] = std::to_string(limitMib);
     spec.envs["TESSERA_GPU_MEMORY_FRACTION"] = buf;
     spec.envs["TESSERA_GPU_COMPUTE_MILLI"] = std::to_string(computeMilli);

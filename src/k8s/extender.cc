@@ -150,8 +150,53 @@ Result<PodRequest> Extender::pod(const json& args) {
   if (p == nullptr || p->is_null()) return fail(Error::invalid("Pod: missing"));
   auto pod = readPod(*p, models_);
   if (!pod) return fail(pod.error());
-  if (pod->managed) remember(*pod);
+  if (pod->managed) {
+    remember(*pod);
+    if (!pod->uid.empty()) resources_[pod->uid] = deviceResource(*p);
+  }
   return pod;
+}
+
+std::string Extender::deviceResource(const json& pod) {
+  std::string found;
+  const auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return found;
+  for (const char* list : {"containers", "initContainers"}) {
+    const auto cs = spec->find(list);
+    if (cs == spec->end() || !cs->is_array()) continue;
+    for (const json& c : *cs) {
+      const auto res = c.find("resources");
+      if (!c.is_object() || res == c.end() || !res->is_object()) continue;
+      for (const char* kind : {"requests", "limits"}) {
+        const auto m = res->find(kind);
+        if (m == res->end() || !m->is_object()) continue;
+        if (m->contains(kResourceWholeGpu)) return std::string(kResourceWholeGpu);
+        if (m->contains(kResourceGpus)) found = std::string(kResourceGpus);
+      }
+    }
+  }
+  return found;
+}
+
+std::string Extender::bookingShape(const std::string& resource, sched::ReplicaId replica) const {
+  const sched::Placement& p = state_.replica(replica).placement;
+  std::string key = resource + "|" + std::string(model::sharingModeName(p.mode));
+  for (const sched::GpuAssignment& a : p.gpus) {
+    key += "|" + std::to_string(a.reservedMib) + "," + std::to_string(a.computeMilli) + "," +
+           std::to_string(a.migProfile);
+  }
+  return key;
+}
+
+void Extender::allocationConfirmed(std::string_view replicaId) {
+  std::erase_if(unconfirmed_, [&](const Unconfirmed& u) { return u.replicaId == replicaId; });
+}
+
+const Extender::Unconfirmed* Extender::unconfirmed(std::string_view replicaId) const {
+  for (const Unconfirmed& u : unconfirmed_) {
+    if (u.replicaId == replicaId) return &u;
+  }
+  return nullptr;
 }
 
 void Extender::remember(const PodRequest& pod) {
@@ -159,6 +204,7 @@ void Extender::remember(const PodRequest& pod) {
   if (pods_.insert_or_assign(pod.uid, pod).second) order_.push_back(pod.uid);
   while (pods_.size() > kRememberedPods && !order_.empty()) {
     pods_.erase(order_.front());
+    resources_.erase(order_.front());
     order_.pop_front();
   }
 }
@@ -510,6 +556,29 @@ Result<json> Extender::bind(const json& args) {
     if (!d.placement) return answer("pod does not fit on node " + *node + ": " + d.summary);
     bookedNow = true;
   }
+  // The hand-off guard (see the header): refuse while an unconfirmed booking on this node
+  // has the same GPU count and resource but another shape.
+  const Millis now = state_.clock().nowMs();
+  std::erase_if(unconfirmed_, [&](const Unconfirmed& u) {
+    return now - u.boundAtMs >= confirmTtlMs_ || !state_.findReplica(u.replicaId);
+  });
+  const auto resourceIt = resources_.find(*uid);
+  const std::string resource = resourceIt != resources_.end() ? resourceIt->second : "";
+  const sched::ReplicaId replica = *state_.findReplica(request.request.replicaId);
+  const std::string shape = bookingShape(resource, replica);
+  const int gpuCount = static_cast<int>(state_.replica(replica).placement.gpus.size());
+  for (const Unconfirmed& u : unconfirmed_) {
+    if (resource.empty() || u.node != *nodeId || u.replicaId == request.request.replicaId ||
+        u.resource != resource || u.gpus != gpuCount || u.shape == shape) {
+      continue;
+    }
+    if (bookedNow) (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});
+    return answer("node " + *node + " is handing " + u.replicaId + " its " +
+                  std::to_string(u.gpus) + " " + resource +
+                  " (not yet confirmed by its device plugin); a pod of the same size but a "
+                  "different GPU share cannot be told apart from it until then: retry in a few "
+                  "seconds");
+  }
   if (binder_) {
     auto bound = binder_(podNs, *name, *uid, *node);
     if (!bound) {
@@ -518,7 +587,12 @@ Result<json> Extender::bind(const json& args) {
     }
   }
   boundUids_[*uid] = request.request.replicaId;
+  if (!resource.empty() && !unconfirmed(request.request.replicaId)) {
+    unconfirmed_.push_back(
+        {request.request.replicaId, *nodeId, resource, gpuCount, shape, now});
+  }
   pods_.erase(known);
+  resources_.erase(*uid);
   order_.remove(*uid);
   return answer("");
 }

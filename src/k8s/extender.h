@@ -27,6 +27,13 @@
 //    binding to the Binder (which POSTs the v1.Binding), and rolls the booking back if that
 //    fails. The booked GPUs are what the node's device plugin gives the container.
 //  - Pods that ask for no GPU through Tessera (see pod.h) pass filter unchanged and score 0.
+//  - The device plugin hand-off (docs/device-plugin.md): kubelet's Allocate names device IDs,
+//    not the pod, so the node's plugin matches containers to bookings by GPU count, oldest
+//    first. Two pods bound to one node with the same GPU count and resource but a different
+//    booking shape (per-GPU memory, compute, sharing mode, MIG profile) could then be
+//    swapped. bind therefore refuses (a retryable `Error`: kube-scheduler retries the pod
+//    with backoff) to bind a pod next to such an unconfirmed booking; the guard ends when
+//    the plugin confirms the allocation (allocationConfirmed) or after a TTL.
 //
 // Errors: a malformed argument (not an object, wrong types, a bad quantity) returns an
 // Error naming the JSON path; the HTTP layer answers 400 and nothing changes. A pod the
@@ -46,6 +53,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "k8s/pod.h"
 #include "sched/engine.h"
@@ -71,6 +79,28 @@ class Extender {
 
   // Who posts the v1.Binding from now on (nullptr: bind books but posts nothing).
   void setBinder(Binder binder) { binder_ = std::move(binder); }
+
+  // ---- the device plugin hand-off guard
+  // A pod bound and not yet given its GPUs by the node's device plugin.
+  struct Unconfirmed {
+    std::string replicaId;
+    sched::NodeId node = -1;
+    std::string resource;  // the extended resource the pod asked for (kResourceGpus, ...)
+    int gpus = 0;
+    std::string shape;  // resource, mode and per-GPU memory/compute/MIG profile
+    Millis boundAtMs = 0;
+  };
+  // How long a bound pod's booking guards its node without a confirmation (default 30 s).
+  void setConfirmTtlMs(Millis ttlMs) { confirmTtlMs_ = ttlMs; }
+  Millis confirmTtlMs() const { return confirmTtlMs_; }
+  // The device plugin gave the replica's container its GPUs: the guard ends.
+  void allocationConfirmed(std::string_view replicaId);
+  // The pod bound as `replicaId` while its guard lasts (for the resource it asked for).
+  const Unconfirmed* unconfirmed(std::string_view replicaId) const;
+  // The extended resource that carries a pod's GPUs to its container: nvidia.com/gpu when a
+  // container asks for it, else tessera.io/gpus when one asks for that, else "" (no device
+  // plugin is involved: no guard, nothing to confirm).
+  static std::string deviceResource(const nlohmann::json& pod);
 
   // Pods seen by filter or prioritize and not bound yet are remembered (by UID) for bind, up
   // to this many; the oldest are forgotten first.
@@ -119,6 +149,12 @@ class Extender {
   std::vector<NodeReason> reasons_;
   // Pod UID → replica id of pods Tessera bound (for preemption's meta victims).
   std::unordered_map<std::string, std::string> boundUids_;
+  // Pod UID → deviceResource of pods in pods_.
+  std::unordered_map<std::string, std::string> resources_;
+  // Bound pods whose allocation the device plugin has not confirmed, oldest first.
+  std::vector<Unconfirmed> unconfirmed_;
+  Millis confirmTtlMs_ = 30'000;
+  std::string bookingShape(const std::string& resource, sched::ReplicaId replica) const;
 };
 
 }  // namespace tessera::k8s
