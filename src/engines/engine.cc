@@ -7,12 +7,18 @@ namespace tessera::engines {
 
 const char* modelPhaseName(ModelPhase phase) {
   switch (phase) {
-    case ModelPhase::kAvailable: return "available";
-    case ModelPhase::kLoading: return "loading";
-    case ModelPhase::kReady: return "ready";
-    case ModelPhase::kUnloading: return "unloading";
-    case ModelPhase::kUnavailable: return "unavailable";
-    case ModelPhase::kSleeping: return "sleeping";
+    case ModelPhase::kAvailable:
+      return "available";
+    case ModelPhase::kLoading:
+      return "loading";
+    case ModelPhase::kReady:
+      return "ready";
+    case ModelPhase::kUnloading:
+      return "unloading";
+    case ModelPhase::kUnavailable:
+      return "unavailable";
+    case ModelPhase::kSleeping:
+      return "sleeping";
   }
   return "unknown";
 }

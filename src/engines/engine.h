@@ -34,9 +34,9 @@ namespace tessera::engines {
 
 // Where a model (or a version of it, or an adapter) is, as the server reports it.
 enum class ModelPhase {
-  kAvailable,    // in the repository, never loaded (Triton index entry with a name only)
+  kAvailable,  // in the repository, never loaded (Triton index entry with a name only)
   kLoading,
-  kReady,        // serving
+  kReady,  // serving
   kUnloading,
   kUnavailable,  // unloaded or failed to load; `reason` says which
   kSleeping,     // vLLM base model (and its adapters) while the engine sleeps
@@ -114,12 +114,12 @@ class Engine {
 
 // One engine entry of the agent's configuration.
 struct EngineConfig {
-  std::string kind{};  // "triton" | "vllm"
-  std::string url{};   // "http://127.0.0.1:8000" (https too; a path prefix is kept)
-  Millis timeoutMs = 5'000;         // connect, and each wait for bytes, on quick calls
-  Millis loadTimeoutMs = 600'000;   // the same for load, unload, sleep and wake-up
-  int retries = 2;                  // extra tries of a request that changes nothing
-  Millis retryBackoffMs = 100;      // before the first retry; doubles after each
+  std::string kind{};              // "triton" | "vllm"
+  std::string url{};               // "http://127.0.0.1:8000" (https too; a path prefix is kept)
+  Millis timeoutMs = 5'000;        // connect, and each wait for bytes, on quick calls
+  Millis loadTimeoutMs = 600'000;  // the same for load, unload, sleep and wake-up
+  int retries = 2;                 // extra tries of a request that changes nothing
+  Millis retryBackoffMs = 100;     // before the first retry; doubles after each
 };
 
 // Checks the entry (kind known, URL http(s) with a host, timeouts positive, retries >= 0)

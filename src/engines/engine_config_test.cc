@@ -20,7 +20,8 @@ TEST(EngineConfig, ReadsAllFieldsAndDefaults) {
   EXPECT_EQ(full->retries, 1);
   EXPECT_EQ(full->retryBackoffMs, 5);
 
-  auto minimal = engineConfigFromJson(json::parse(R"({"kind": "vllm", "url": "https://h/v"})"), "e");
+  auto minimal =
+      engineConfigFromJson(json::parse(R"({"kind": "vllm", "url": "https://h/v"})"), "e");
   ASSERT_TRUE(minimal) << minimal.error().message;
   EXPECT_EQ(minimal->timeoutMs, EngineConfig{}.timeoutMs);
   EXPECT_EQ(minimal->retries, EngineConfig{}.retries);
@@ -37,7 +38,8 @@ TEST(EngineConfig, RefusalsNameTheField) {
            Case{R"({"kind": "vllm"})", "engines[1].url"},
            Case{R"({"kind": "vllm", "url": "h:1"})", "engines[1].url"},
            Case{R"({"kind": "vllm", "url": "http://h:1", "timeoutMs": 0})", "engines[1].timeoutMs"},
-           Case{R"({"kind": "vllm", "url": "http://h:1", "timeoutMs": "5s"})", "engines[1].timeoutMs"},
+           Case{R"({"kind": "vllm", "url": "http://h:1", "timeoutMs": "5s"})",
+                "engines[1].timeoutMs"},
            Case{R"({"kind": "vllm", "url": "http://h:1", "retries": -1})", "engines[1].retries"},
            Case{R"({"kind": "vllm", "url": "http://h:1", "timeout": 5})", "engines[1].timeout"},
        }) {

@@ -49,7 +49,9 @@ Result<bool> TritonEngine::probe(const std::string& path) {
   return fail(refusal("GET", path, *reply));
 }
 
-Result<bool> TritonEngine::healthy() { return probe("/v2/health/ready"); }
+Result<bool> TritonEngine::healthy() {
+  return probe("/v2/health/ready");
+}
 
 Result<bool> TritonEngine::ready(const std::string& model, std::optional<std::int64_t> version) {
   std::string path = "/v2/models/" + internal::urlEncode(model);
@@ -138,8 +140,7 @@ Result<void> TritonEngine::load(const LoadRequest& request) {
       auto current = configJson(request.model);
       if (!current) {
         return fail(Error::precondition(
-            "triton load of '" + request.model + "' version " +
-            std::to_string(*request.version) +
+            "triton load of '" + request.model + "' version " + std::to_string(*request.version) +
             ": the model is not loaded, so its configuration is unknown; pass configJson (" +
             current.error().message + ")"));
       }

@@ -126,12 +126,12 @@ TEST_F(TritonEngineTest, LoadRefusalsCarryTritonsMessage) {
   auto ghost = triton->load({.model = "ghost"});
   ASSERT_FALSE(ghost);
   EXPECT_EQ(ghost.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(ghost.error().message, "triton at " + server_->url() +
-                                                  ": POST /v2/repository/models/ghost/load"))
+  EXPECT_TRUE(contains(ghost.error().message,
+                       "triton at " + server_->url() + ": POST /v2/repository/models/ghost/load"))
       << ghost.error().message;
   EXPECT_TRUE(contains(ghost.error().message, "HTTP 400"));
-  EXPECT_TRUE(
-      contains(ghost.error().message, "failed to load 'ghost', failed to poll from model repository"))
+  EXPECT_TRUE(contains(ghost.error().message,
+                       "failed to load 'ghost', failed to poll from model repository"))
       << ghost.error().message;
 
   auto noConfig = triton->load({.model = "noconfig"});
@@ -148,8 +148,8 @@ TEST_F(TritonEngineTest, SwitchesVersionWhileTheOldOneKeepsServing) {
 
   // The switch runs on another thread; meanwhile the index must show version 2 loading
   // beside version 1 still ready.
-  auto switching = std::async(std::launch::async,
-                              [&] { return triton->load({.model = "llm", .version = 2}); });
+  auto switching =
+      std::async(std::launch::async, [&] { return triton->load({.model = "llm", .version = 2}); });
   bool sawOverlap = false;
   while (!sawOverlap &&
          switching.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
@@ -300,7 +300,8 @@ TEST_F(TritonEngineTest, AnswersOutsideTheProtocolAreClearErrors) {
   server_->failNext(1, 200, R"({"models": []})");
   auto notArray = triton->list();
   ASSERT_FALSE(notArray);
-  EXPECT_TRUE(contains(notArray.error().message, "not a repository index")) << notArray.error().message;
+  EXPECT_TRUE(contains(notArray.error().message, "not a repository index"))
+      << notArray.error().message;
 
   server_->failNext(1, 200, R"([{"name": "a", "version": "one", "state": "READY"}])");
   auto badVersion = triton->list();

@@ -31,16 +31,18 @@ std::string serverMessage(const Reply& reply) {
     if (holder->contains("message") && (*holder)["message"].is_string()) {
       return (*holder)["message"].get<std::string>();
     }
-    if (body.contains("error") && body["error"].is_string()) return body["error"].get<std::string>();
+    if (body.contains("error") && body["error"].is_string())
+      return body["error"].get<std::string>();
     if (body.contains("detail")) {
-      return body["detail"].is_string() ? body["detail"].get<std::string>()
-                                        : body["detail"].dump();
+      return body["detail"].is_string() ? body["detail"].get<std::string>() : body["detail"].dump();
     }
   }
   return internal::excerpt(reply.body);
 }
 
-const char* tagName(WakeTag tag) { return tag == WakeTag::kWeights ? "weights" : "kv_cache"; }
+const char* tagName(WakeTag tag) {
+  return tag == WakeTag::kWeights ? "weights" : "kv_cache";
+}
 
 }  // namespace
 
@@ -86,7 +88,8 @@ Result<std::optional<bool>> VllmEngine::sleepingIfKnown() {
   if (reply->status != 200) return fail(refusal("GET", path, *reply));
   auto body = internal::parseJsonBody(http_, "GET", path, *reply);
   if (!body) return fail(std::move(body.error()));
-  if (!body->is_object() || !body->contains("is_sleeping") || !(*body)["is_sleeping"].is_boolean()) {
+  if (!body->is_object() || !body->contains("is_sleeping") ||
+      !(*body)["is_sleeping"].is_boolean()) {
     return fail(Error::internal(http_.where("GET", path) + ": no boolean 'is_sleeping' in '" +
                                 internal::excerpt(reply->body) + "'"));
   }
@@ -97,8 +100,8 @@ Result<bool> VllmEngine::sleeping() {
   auto known = sleepingIfKnown();
   if (!known) return fail(std::move(known.error()));
   if (!*known) {
-    return fail(Error::precondition(http_.where("GET", "/is_sleeping") + ": HTTP 404: " +
-                                    kSleepSetting));
+    return fail(
+        Error::precondition(http_.where("GET", "/is_sleeping") + ": HTTP 404: " + kSleepSetting));
   }
   return **known;
 }
@@ -176,8 +179,7 @@ Result<void> VllmEngine::unload(const std::string& model) {
 }
 
 Result<void> VllmEngine::sleep(SleepLevel level) {
-  auto reply =
-      post("/sleep?level=" + std::to_string(static_cast<int>(level)), "", kSleepSetting);
+  auto reply = post("/sleep?level=" + std::to_string(static_cast<int>(level)), "", kSleepSetting);
   if (!reply) return fail(std::move(reply.error()));
   return {};
 }

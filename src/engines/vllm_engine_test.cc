@@ -105,8 +105,8 @@ TEST_F(VllmEngineTest, ADuplicateAdapterIsAlreadyExistsUnlessReplaced) {
   auto again = vllm->load({.model = "chat", .path = adapter("chat-v2")});
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code, ErrorCode::kAlreadyExists);
-  EXPECT_TRUE(contains(again.error().message, "vllm at " + server_->url() +
-                                                  ": POST /v1/load_lora_adapter: HTTP 400"))
+  EXPECT_TRUE(contains(again.error().message,
+                       "vllm at " + server_->url() + ": POST /v1/load_lora_adapter: HTTP 400"))
       << again.error().message;
   EXPECT_TRUE(contains(again.error().message, "The lora adapter 'chat' has already been loaded"))
       << again.error().message;
@@ -224,12 +224,14 @@ TEST_F(VllmEngineTest, ARefusedConnectionIsAClearError) {
   auto vllm = engine({.url = url, .retries = 1, .retryBackoffMs = 1});
   auto states = vllm->list();
   ASSERT_FALSE(states);
-  EXPECT_TRUE(contains(states.error().message, "vllm at " + url + ": GET /v1/models: cannot connect"))
+  EXPECT_TRUE(
+      contains(states.error().message, "vllm at " + url + ": GET /v1/models: cannot connect"))
       << states.error().message;
   EXPECT_TRUE(contains(states.error().message, "tried 2 times"));
   auto woke = vllm->wakeUp();
   ASSERT_FALSE(woke);
-  EXPECT_TRUE(contains(woke.error().message, "POST /wake_up: cannot connect")) << woke.error().message;
+  EXPECT_TRUE(contains(woke.error().message, "POST /wake_up: cannot connect"))
+      << woke.error().message;
 }
 
 TEST_F(VllmEngineTest, AnswersOutsideTheProtocolAreClearErrors) {
@@ -282,12 +284,14 @@ TEST_F(VllmEngineTest, ReadsOlderFlatErrorBodies) {
   startServer();
   auto vllm = engine();
   // vLLM releases before the nested form sent ErrorResponse's fields at the top level.
-  server_->failNext(1, 400,
-                    R"({"object": "error", "message": "LoRA rank 64 is greater than max_lora_rank 16.", "type": "BadRequestError", "param": null, "code": 400})");
+  server_->failNext(
+      1, 400,
+      R"({"object": "error", "message": "LoRA rank 64 is greater than max_lora_rank 16.", "type": "BadRequestError", "param": null, "code": 400})");
   auto loaded = vllm->load({.model = "big", .path = adapter("big")});
   ASSERT_FALSE(loaded);
   EXPECT_EQ(loaded.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(loaded.error().message, "HTTP 400: LoRA rank 64 is greater than max_lora_rank 16."))
+  EXPECT_TRUE(
+      contains(loaded.error().message, "HTTP 400: LoRA rank 64 is greater than max_lora_rank 16."))
       << loaded.error().message;
 }
 

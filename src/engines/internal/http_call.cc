@@ -15,7 +15,9 @@ Millis nowMs() {
       .count();
 }
 
-std::string formatMs(Millis ms) { return std::to_string(ms) + " ms"; }
+std::string formatMs(Millis ms) {
+  return std::to_string(ms) + " ms";
+}
 
 }  // namespace
 
@@ -56,8 +58,7 @@ std::string HttpCall::where(std::string_view method, const std::string& path) co
 }
 
 Result<Reply> HttpCall::sendOnce(std::string_view method, const std::string& path,
-                                 const std::string& body, Millis timeoutMs,
-                                 bool& timedOut) const {
+                                 const std::string& body, Millis timeoutMs, bool& timedOut) const {
   timedOut = false;
   httplib::Client client(endpoint_.schemeHostPort);
   if (!client.is_valid()) {
@@ -93,14 +94,13 @@ Result<Reply> HttpCall::sendOnce(std::string_view method, const std::string& pat
       // httplib reports an expired read deadline and a closed connection alike; the
       // elapsed time tells them apart.
       timedOut = elapsed >= timeoutMs;
-      what = timedOut
-                 ? "timed out after " + formatMs(timeoutMs) + " waiting for an answer"
-                 : "connection closed before a full answer";
+      what = timedOut ? "timed out after " + formatMs(timeoutMs) + " waiting for an answer"
+                      : "connection closed before a full answer";
       break;
     case httplib::Error::Write:
       timedOut = elapsed >= timeoutMs;
       what = timedOut ? "timed out after " + formatMs(timeoutMs) + " sending"
-                                  : "connection closed while sending";
+                      : "connection closed while sending";
       break;
     default:
       what = httplib::to_string(result.error());

@@ -48,8 +48,8 @@ class HttpCall {
   const std::string& url() const { return url_; }
 
  private:
-  Result<Reply> sendOnce(std::string_view method, const std::string& path,
-                         const std::string& body, Millis timeoutMs, bool& timedOut) const;
+  Result<Reply> sendOnce(std::string_view method, const std::string& path, const std::string& body,
+                         Millis timeoutMs, bool& timedOut) const;
 
   std::string kind_;
   std::string url_;

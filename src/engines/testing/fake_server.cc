@@ -15,7 +15,9 @@ thread_local std::size_t currentEntry = 0;
 
 FakeServer::FakeServer() : server_(std::make_unique<httplib::Server>()) {}
 
-FakeServer::~FakeServer() { stop(); }
+FakeServer::~FakeServer() {
+  stop();
+}
 
 Result<int> FakeServer::start() {
   routes(*server_);

@@ -94,8 +94,9 @@ TEST(FakeTriton, FollowsTheModelRepositoryExtension) {
       raw.post("/v2/repository/models/m/unload", R"({"parameters": {"unload_dependents": true}})");
   EXPECT_EQ(unload->status, 200);
   auto after = raw.post("/v2/repository/index", "{}");
-  EXPECT_EQ(json::parse(after->body),
-            json::parse(R"([{"name": "m", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"},
+  EXPECT_EQ(
+      json::parse(after->body),
+      json::parse(R"([{"name": "m", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"},
                             {"name": "m", "version": "3", "state": "UNAVAILABLE", "reason": "unloaded"}])"));
   EXPECT_EQ(raw.get("/v2/health/ready")->status, 200);
   EXPECT_EQ(raw.get("/v2/health/live")->status, 200);
@@ -118,12 +119,13 @@ TEST(FakeVllm, FollowsVllmsRoutes) {
   EXPECT_TRUE(list["data"][0]["parent"].is_null());
 
   // validate_json_request, pydantic, then vLLM's own checks.
-  auto plain = raw.post("/v1/load_lora_adapter", R"({"lora_name": "a", "lora_path": "x"})",
-                        "text/plain");
+  auto plain =
+      raw.post("/v1/load_lora_adapter", R"({"lora_name": "a", "lora_path": "x"})", "text/plain");
   EXPECT_EQ(plain->status, 415);
   auto missing = raw.post("/v1/load_lora_adapter", R"({"lora_name": "a"})");
   EXPECT_EQ(missing->status, 422);
-  EXPECT_EQ(json::parse(missing->body)["detail"][0]["loc"], json::parse(R"(["body", "lora_path"])"));
+  EXPECT_EQ(json::parse(missing->body)["detail"][0]["loc"],
+            json::parse(R"(["body", "lora_path"])"));
   auto empty = raw.post("/v1/load_lora_adapter", R"({"lora_name": "", "lora_path": ""})");
   EXPECT_EQ(empty->status, 400);
   EXPECT_EQ(json::parse(empty->body)["error"]["type"], "InvalidUserInput");
@@ -170,7 +172,8 @@ TEST(FakeVllm, WithoutTheSettingsTheRoutesDoNotExist) {
   auto port = vllm.start();
   ASSERT_TRUE(port);
   Raw raw(*port);
-  for (const char* path : {"/sleep", "/wake_up", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
+  for (const char* path :
+       {"/sleep", "/wake_up", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
     auto r = raw.post(path, "{}");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 404) << path;

@@ -130,8 +130,7 @@ std::set<std::int64_t> numericDirs(const fs::path& dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const auto name = entry.path().filename().string();
-    if (entry.is_directory() && !name.empty() &&
-        std::all_of(name.begin(), name.end(), ::isdigit)) {
+    if (entry.is_directory() && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) {
       out.insert(std::stoll(name));
     }
   }
@@ -172,12 +171,10 @@ bool FakeTriton::inRepository(const std::string& name) const {
 }
 
 void FakeTriton::routes(httplib::Server& server) {
-  server.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 200;
-  });
-  server.Get("/v2/health/ready", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 200;
-  });
+  server.Get("/v2/health/live",
+             [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  server.Get("/v2/health/ready",
+             [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   server.Post("/v2/repository/index", [this](const httplib::Request& req, httplib::Response& res) {
     handleIndex(req, res);
   });
@@ -316,8 +313,9 @@ void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req
     std::error_code ec;
     if (!fs::is_regular_file(dir / "config.pbtxt", ec)) {
       // The stand-in's wording; Triton may auto-complete some backends' configurations.
-      return sendError(res, 400, failed + ", failed to poll from model repository: no " +
-                                     "config.pbtxt in the model directory");
+      return sendError(res, 400,
+                       failed + ", failed to poll from model repository: no " +
+                           "config.pbtxt in the model directory");
     }
     const std::string pbtxt = readFile(dir / "config.pbtxt");
     policy = policyFromPbtxt(pbtxt);
@@ -336,8 +334,9 @@ void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req
     for (std::int64_t v : policy.specific) {
       if (!available.contains(v)) {
         // The stand-in's wording.
-        return sendError(res, 400, failed + " version " + std::to_string(v) +
-                                       ": no such version directory in the model repository");
+        return sendError(res, 400,
+                         failed + " version " + std::to_string(v) +
+                             ": no such version directory in the model repository");
       }
     }
     wanted = policy.specific;
@@ -408,7 +407,8 @@ void FakeTriton::handleUnload(const std::string& name, const httplib::Request& r
     }
     if (body.contains("parameters")) {
       const json& p = body["parameters"];
-      if (!p.is_object() || (p.contains("unload_dependents") && !p["unload_dependents"].is_boolean())) {
+      if (!p.is_object() ||
+          (p.contains("unload_dependents") && !p["unload_dependents"].is_boolean())) {
         return sendError(res, 400, "Unable to parse 'unload_dependents', expecting boolean");
       }
     }

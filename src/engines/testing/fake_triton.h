@@ -66,8 +66,7 @@ class FakeTriton final : public FakeServer {
   void routes(httplib::Server& server) override;
   void handleIndex(const httplib::Request& req, httplib::Response& res);
   void handleLoad(const std::string& name, const httplib::Request& req, httplib::Response& res);
-  void handleUnload(const std::string& name, const httplib::Request& req,
-                    httplib::Response& res);
+  void handleUnload(const std::string& name, const httplib::Request& req, httplib::Response& res);
   void handleReady(const std::string& name, std::optional<std::int64_t> version,
                    httplib::Response& res);
   void handleConfig(const std::string& name, httplib::Response& res);

@@ -21,18 +21,21 @@ void sendJson(httplib::Response& res, int status, const json& body) {
 void sendError(httplib::Response& res, int status, const std::string& type,
                const std::string& message) {
   sendJson(res, status,
-           json{{"error", {{"message", message}, {"type", type}, {"param", nullptr},
-                           {"code", status}}}});
+           json{{"error",
+                 {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}});
 }
 
 // FastAPI's answer for a path without a route.
-void notFoundRoute(httplib::Response& res) { sendJson(res, 404, json{{"detail", "Not Found"}}); }
+void notFoundRoute(httplib::Response& res) {
+  sendJson(res, 404, json{{"detail", "Not Found"}});
+}
 
 // vLLM's validate_json_request.
 bool requireJson(const httplib::Request& req, httplib::Response& res) {
   const std::string type = req.get_header_value("Content-Type");
   if (type.rfind("application/json", 0) != 0) {
-    sendJson(res, 415, json{{"detail", "Unsupported Media Type: Only 'application/json' is allowed"}});
+    sendJson(res, 415,
+             json{{"detail", "Unsupported Media Type: Only 'application/json' is allowed"}});
     return false;
   }
   return true;
@@ -41,9 +44,10 @@ bool requireJson(const httplib::Request& req, httplib::Response& res) {
 // Pydantic's complaint about a missing or mistyped field, as FastAPI sends it.
 void fieldError(httplib::Response& res, const std::string& field, const char* type,
                 const char* msg) {
-  sendJson(res, 422, json{{"detail", json::array({{{"type", type},
-                                                   {"loc", json::array({"body", field})},
-                                                   {"msg", msg}}})}});
+  sendJson(
+      res, 422,
+      json{{"detail",
+            json::array({{{"type", type}, {"loc", json::array({"body", field})}, {"msg", msg}}})}});
 }
 
 void internalError(httplib::Response& res) {
@@ -55,7 +59,9 @@ void internalError(httplib::Response& res) {
 
 FakeVllm::FakeVllm(FakeVllmOptions options) : options_(std::move(options)) {}
 
-FakeVllm::~FakeVllm() { stop(); }
+FakeVllm::~FakeVllm() {
+  stop();
+}
 
 int FakeVllm::sleepLevel() const {
   std::lock_guard lock(stateMu_);
@@ -81,12 +87,15 @@ void FakeVllm::routes(httplib::Server& server) {
   server.Post("/v1/load_lora_adapter", [this](const httplib::Request& req, httplib::Response& res) {
     handleLoad(req, res);
   });
-  server.Post("/v1/unload_lora_adapter",
-              [this](const httplib::Request& req, httplib::Response& res) { handleUnload(req, res); });
-  server.Post("/sleep",
-              [this](const httplib::Request& req, httplib::Response& res) { handleSleep(req, res); });
-  server.Post("/wake_up",
-              [this](const httplib::Request& req, httplib::Response& res) { handleWake(req, res); });
+  server.Post(
+      "/v1/unload_lora_adapter",
+      [this](const httplib::Request& req, httplib::Response& res) { handleUnload(req, res); });
+  server.Post("/sleep", [this](const httplib::Request& req, httplib::Response& res) {
+    handleSleep(req, res);
+  });
+  server.Post("/wake_up", [this](const httplib::Request& req, httplib::Response& res) {
+    handleWake(req, res);
+  });
   server.Get("/is_sleeping", [this](const httplib::Request&, httplib::Response& res) {
     if (!options_.devMode) return notFoundRoute(res);
     std::lock_guard lock(stateMu_);
@@ -175,8 +184,9 @@ void FakeVllm::handleUnload(const httplib::Request& req, httplib::Response& res)
   if (!requireJson(req, res)) return;
   auto body = json::parse(req.body, nullptr, false);
   if (!body.is_object()) return fieldError(res, "body", "json_invalid", "JSON decode error");
-  const std::string name =
-      body.contains("lora_name") && body["lora_name"].is_string() ? body["lora_name"].get<std::string>() : "";
+  const std::string name = body.contains("lora_name") && body["lora_name"].is_string()
+                               ? body["lora_name"].get<std::string>()
+                               : "";
   if (name.empty()) {
     return sendError(res, 400, "InvalidUserInput",
                      "either 'lora_name' and 'lora_int_id' needs to be provided.");
@@ -185,8 +195,7 @@ void FakeVllm::handleUnload(const httplib::Request& req, httplib::Response& res)
   auto it = std::find_if(adapters_.begin(), adapters_.end(),
                          [&](const Adapter& a) { return a.name == name; });
   if (it == adapters_.end()) {
-    return sendError(res, 404, "NotFoundError",
-                     "The lora adapter '" + name + "' cannot be found.");
+    return sendError(res, 404, "NotFoundError", "The lora adapter '" + name + "' cannot be found.");
   }
   adapters_.erase(it);
   res.status = 200;

@@ -36,7 +36,7 @@ class FakeVllm final : public FakeServer {
   explicit FakeVllm(FakeVllmOptions options);
   ~FakeVllm() override;
 
-  int sleepLevel() const;  // 0 when awake
+  int sleepLevel() const;                     // 0 when awake
   std::set<std::string> asleepParts() const;  // "weights", "kv_cache"
   std::vector<std::string> adapters() const;  // in load order
 
