@@ -195,9 +195,12 @@ int main(int argc, char** argv) {
             1.2 * static_cast<double>(bytes)) {
       die("not enough free disk in " + o.dir + " for " + std::to_string(gib) + " GiB");
     }
+    // The backend first: without a device, fail before writing gigabytes.
+    auto backend = orDie(makeBackend(o.backend, o.streams));
+    std::printf("== %.2f GiB, backend: %s\n", gib, backend->describe().c_str());
     const std::string path =
         o.dir + "/tessera-load-bench-" + std::to_string(bytes) + ".safetensors";
-    std::printf("== %.2f GiB: writing %s\n", gib, path.c_str());
+    std::printf("   writing %s\n", path.c_str());
     std::fflush(stdout);
     const auto writeStart = Mono::now();
     orDie(profile::writeSyntheticModel(path, bytes, 64));
@@ -205,8 +208,6 @@ int main(int argc, char** argv) {
     const auto header = orDie(profile::readSafetensors(path));
     const std::uint64_t dataBytes = header.dataBytes();
 
-    auto backend = orDie(makeBackend(o.backend, o.streams));
-    std::printf("   backend: %s\n", backend->describe().c_str());
     const std::uint64_t blockBytes = o.blockMib << 20;
     auto pool =
         orDie(BlockPool::create(*backend, {(dataBytes / blockBytes + 2) * blockBytes, blockBytes}));

@@ -86,6 +86,10 @@ class DeviceBackend {
   // Blocks until every stream is idle.
   virtual Result<void> synchronizeAll() = 0;
 
+  // Where arena byte `arenaOffset` is in this process's memory when the arena is host memory
+  // (the host backend), so that a file can be read straight into it; nullptr otherwise.
+  virtual std::byte* hostAddress(std::uint64_t /*arenaOffset*/) { return nullptr; }
+
   // Copies arena bytes back to host memory, synchronously (verification and diagnostics).
   virtual Result<void> copyFromArena(std::uint64_t arenaOffset, void* dst, std::uint64_t bytes) = 0;
 

@@ -196,6 +196,10 @@ class HostBackend final : public DeviceBackend {
     return {};
   }
 
+  std::byte* hostAddress(std::uint64_t arenaOffset) override {
+    return arena_ != nullptr && arenaOffset < arenaBytes_ ? arena_ + arenaOffset : nullptr;
+  }
+
   Result<void> copyFromArena(std::uint64_t arenaOffset, void* dst, std::uint64_t bytes) override {
     TESSERA_RETURN_IF_ERROR(checkRange(arenaOffset, bytes));
     std::memcpy(dst, arena_ + arenaOffset, bytes);

@@ -264,6 +264,7 @@ Result<void> readFully(int fd, const std::string& path, std::uint64_t offset, st
 Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
                                  BlockAllocation& blocks, LoadStats& stats) {
   DeviceBackend& backend = pool_.backend();
+  const bool direct = options_.directReads && backend.hostAddress(0) != nullptr;
   const auto chunkCount = plan.chunks.size();
   const int readers = static_cast<int>(
       std::clamp<std::size_t>(chunkCount, 1, static_cast<std::size_t>(options_.readerThreads)));
@@ -333,6 +334,23 @@ Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
           std::memcpy(slot.buffer->data(), source.memory + chunk.offset, chunk.bytes);
           from = slot.buffer->data();
         }
+      } else if (direct) {
+        const auto t0 = SteadyTime::now();
+        std::uint64_t at = source.fileOffset + chunk.offset;
+        for (const ArenaExtent& e :
+             blocks.extents(source.logicalOffset + chunk.offset, chunk.bytes)) {
+          auto read = readFully(source.file.get(), source.path, at,
+                                backend.hostAddress(e.arenaOffset), e.bytes, source.fileSize);
+          if (!read) {
+            setError(read.error());
+            break;
+          }
+          at += e.bytes;
+        }
+        myRead += secondsSince(t0);
+        if (stop.load()) break;
+        doneBytes.fetch_add(chunk.bytes);
+        continue;
       } else {
         const auto t0 = SteadyTime::now();
         auto read = readFully(source.file.get(), source.path, source.fileOffset + chunk.offset,

@@ -59,7 +59,9 @@ std::string placed(const LoadedModel& model, DeviceBackend& backend, std::size_t
   return out;
 }
 
-TEST(Loader, PlacesEveryByteOfEverySource) {
+// Both paths: file chunks read straight into host-memory blocks, and through staging
+// buffers and async copies (the shape of the CUDA backend).
+void placesEveryByteOfEverySource(DeviceBackend& backend, bool direct) {
   testing::TempDir dir;
   const std::string a = dir.file("a.safetensors"), b = dir.file("b.safetensors");
   const std::string raw = dir.file("tokenizer.bin");
@@ -68,10 +70,10 @@ TEST(Loader, PlacesEveryByteOfEverySource) {
   writeFile(raw, patternBytes(123'457, 1));
   const std::string cached = patternBytes(500'001, 2);
 
-  auto backend = makeHostBackend({2});
   LoaderOptions options;
   options.readerThreads = 3;
-  Rig rig(*backend, 256, options);
+  Rig rig(backend, 256, options);
+  ASSERT_EQ(backend.hostAddress(0) != nullptr, direct);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> progress;
   LoadControl control;
   control.progress = [&](std::uint64_t done, std::uint64_t total) {
@@ -91,12 +93,12 @@ TEST(Loader, PlacesEveryByteOfEverySource) {
   const auto& sa = model->sources[0];
   EXPECT_EQ(sa.fileOffset + sa.bytes, fileA.size());
   EXPECT_EQ(sa.tensors.size(), 7u);
-  EXPECT_TRUE(placed(*model, *backend, 0) == fileA.substr(sa.fileOffset));
-  EXPECT_TRUE(placed(*model, *backend, 1) == readFile(raw));
-  EXPECT_TRUE(placed(*model, *backend, 2) == cached);
-  EXPECT_TRUE(placed(*model, *backend, 3) == fileB.substr(model->sources[3].fileOffset));
+  EXPECT_TRUE(placed(*model, backend, 0) == fileA.substr(sa.fileOffset));
+  EXPECT_TRUE(placed(*model, backend, 1) == readFile(raw));
+  EXPECT_TRUE(placed(*model, backend, 2) == cached);
+  EXPECT_TRUE(placed(*model, backend, 3) == fileB.substr(model->sources[3].fileOffset));
   // The tensors read back from the device hold the writer's pattern.
-  const std::string deviceA = placed(*model, *backend, 0);
+  const std::string deviceA = placed(*model, backend, 0);
   for (const auto& t : sa.tensors) {
     EXPECT_EQ(profile::tensorPatternMismatch(
                   profile::tensorPatternSeed(t.name), 0,
@@ -120,6 +122,17 @@ TEST(Loader, PlacesEveryByteOfEverySource) {
   EXPECT_EQ(rig.pool->stats().allocations, 1u);
   model->allocation.release();
   rig.expectEmpty();
+}
+
+TEST(Loader, PlacesEveryByteOfEverySourceReadingIntoHostBlocks) {
+  auto backend = makeHostBackend({2});
+  placesEveryByteOfEverySource(*backend, true);
+}
+
+TEST(Loader, PlacesEveryByteOfEverySourceThroughStaging) {
+  testing::HookedBackend backend(2);  // no host address: the staging path
+  placesEveryByteOfEverySource(backend, false);
+  EXPECT_GT(backend.copies(), 50u);
 }
 
 TEST(Loader, TruncatedSafetensorsFailsBeforeReservingAndNamesTheFile) {
