@@ -19,6 +19,12 @@ std::string formatMs(Millis ms) {
   return std::to_string(ms) + " ms";
 }
 
+// A closed connection fails at once, an expired deadline after all of it; the margin only
+// guards against a poll that wakes a little early.
+Millis nearly(Millis timeoutMs) {
+  return timeoutMs - timeoutMs / 10;
+}
+
 }  // namespace
 
 Result<Endpoint> parseUrl(std::string_view url) {
@@ -93,12 +99,12 @@ Result<Reply> HttpCall::sendOnce(std::string_view method, const std::string& pat
     case httplib::Error::Read:
       // httplib reports an expired read deadline and a closed connection alike; the
       // elapsed time tells them apart.
-      timedOut = elapsed >= timeoutMs;
+      timedOut = elapsed >= nearly(timeoutMs);
       what = timedOut ? "timed out after " + formatMs(timeoutMs) + " waiting for an answer"
                       : "connection closed before a full answer";
       break;
     case httplib::Error::Write:
-      timedOut = elapsed >= timeoutMs;
+      timedOut = elapsed >= nearly(timeoutMs);
       what = timedOut ? "timed out after " + formatMs(timeoutMs) + " sending"
                       : "connection closed while sending";
       break;
