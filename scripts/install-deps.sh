@@ -28,6 +28,7 @@ PACKAGES=(
   protobuf-compiler    # protoc, for the device plugin's v1beta1 api.proto
   protobuf-compiler-grpc  # grpc_cpp_plugin
   clang-format         # formatting check
+  openssl              # test certificates (TLS tests of the server and the Kubernetes client)
 )
 
 missing=()

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "config/loaders.h"
 #include "config/serve_config.h"
+#include "k8s/kube_client.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
 
@@ -72,6 +73,27 @@ Result<std::optional<std::string>> readToken(const ServeOptions& o) {
   return std::optional<std::string>();
 }
 
+// The Kubernetes API client the extender's bind posts through, or none.
+Result<std::unique_ptr<k8s::KubeClient>> kubeClient(const ServeOptions& o) {
+  std::string server = o.kubeApiServer;
+  if (server == "none") return std::unique_ptr<k8s::KubeClient>();
+  const bool inPod = std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
+  if (server.empty() && !inPod) return std::unique_ptr<k8s::KubeClient>();
+  k8s::KubeConfig config;
+  if (server.empty() || server == "in-cluster") {
+    auto found = k8s::inClusterConfig();
+    if (!found) return fail(Error::invalid("--kube-api-server: " + found.error().message));
+    config = std::move(*found);
+  } else {
+    config.server = server;
+  }
+  if (!o.kubeTokenFile.empty()) config.tokenFile = o.kubeTokenFile;
+  if (!o.kubeCaFile.empty()) config.caFile = o.kubeCaFile;
+  auto client = k8s::KubeClient::create(std::move(config));
+  if (!client) return fail(Error::invalid("--kube-api-server: " + client.error().message));
+  return std::move(*client);
+}
+
 }  // namespace
 
 ServeCommand::ServeCommand(CLI::App& app) {
@@ -107,6 +129,14 @@ ServeCommand::ServeCommand(CLI::App& app) {
   command_->add_option("--log-format", o.logFormat, "Logs on stderr: text or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
+  command_->add_option("--kube-api-server", o.kubeApiServer,
+                       "Kubernetes API server the extender's bind posts v1.Bindings to: a URL "
+                       "(https://host:6443, or http://127.0.0.1:8001 for kubectl proxy), "
+                       "in-cluster, or none; default: in-cluster when running in a pod, else none");
+  command_->add_option("--kube-token-file", o.kubeTokenFile,
+                       "Bearer token for --kube-api-server (re-read when it changes)");
+  command_->add_option("--kube-ca-file", o.kubeCaFile,
+                       "CA bundle that signs the API server's certificate (https)");
   command_
       ->add_option("--config", o.configPath,
                    "Server file (docs/configuration.md); flags and $TESSERA_* variables win")
@@ -115,6 +145,7 @@ ServeCommand::ServeCommand(CLI::App& app) {
       "Every option can also come from the environment ($TESSERA_LISTEN, $TESSERA_STORE, "
       "$TESSERA_TOKEN_FILE, $TESSERA_CLUSTER, $TESSERA_PROFILE, $TESSERA_TLS_CERT, "
       "$TESSERA_TLS_KEY, $TESSERA_MAX_BODY_BYTES, $TESSERA_THREADS, $TESSERA_LOG_FORMAT, "
+      "$TESSERA_KUBE_API_SERVER, $TESSERA_KUBE_TOKEN_FILE, $TESSERA_KUBE_CA_FILE, "
       "$TESSERA_INSECURE_NO_AUTH=true) or the --config file; flags win, then the environment.");
 }
 
@@ -146,6 +177,12 @@ Result<void> ServeCommand::resolve() {
   text("--tls-key", "TESSERA_TLS_KEY", file.tlsKey, [&](std::string v) { o.tlsKey = v; });
   text("--log-format", "TESSERA_LOG_FORMAT", file.logFormat,
        [&](std::string v) { o.logFormat = v; });
+  text("--kube-api-server", "TESSERA_KUBE_API_SERVER", file.kubeApiServer,
+       [&](std::string v) { o.kubeApiServer = v; });
+  text("--kube-token-file", "TESSERA_KUBE_TOKEN_FILE", file.kubeTokenFile,
+       [&](std::string v) { o.kubeTokenFile = v; });
+  text("--kube-ca-file", "TESSERA_KUBE_CA_FILE", file.kubeCaFile,
+       [&](std::string v) { o.kubeCaFile = v; });
   std::optional<std::string> bodyText, threadsText, insecureText;
   if (file.maxBodyBytes) bodyText = std::to_string(*file.maxBodyBytes);
   if (file.threads) threadsText = std::to_string(*file.threads);
@@ -214,6 +251,9 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   if (!store) return reportError(err, kCommand, store.error());
   auto plane = api::ControlPlane::create(catalog, clock, std::move(planeConfig), store->get());
   if (!plane) return reportError(err, kCommand, plane.error());
+  auto kube = kubeClient(o);
+  if (!kube) return reportError(err, kCommand, kube.error());
+  if (*kube) (*plane)->setBinder(k8s::bindingPoster(**kube));
   if (cluster) {
     if (!(*plane)->listNodes()["nodes"].empty()) {
       out << "tessera serve: the store " << o.storePath
@@ -254,10 +294,16 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
       << listen->first << ":" << *port << " (" << (*token ? "bearer token required" : "no token")
       << " for mutating calls; extender at /scheduler; state in " << o.storePath << ")"
       << std::endl;
+  out << "tessera serve: "
+      << (*kube ? "the extender's bind posts bindings to " + (*kube)->config().server
+                : std::string("no Kubernetes API: the extender's bind books but binds nothing "
+                              "(leave bindVerb out of the scheduler configuration)"))
+      << std::endl;
   logger.info("serving", {{"address", listen->first + ":" + std::to_string(*port)},
                           {"tls", !o.tlsCert.empty()},
                           {"auth", token->has_value()},
                           {"store", o.storePath},
+                          {"kubernetesApi", *kube ? (*kube)->config().server : "none"},
                           {"nodes", (*plane)->listNodes()["nodes"].size()},
                           {"deployments", (*plane)->listDeployments()["deployments"].size()}});
 

@@ -24,6 +24,9 @@ struct ServeOptions {
   int threads = 8;
   std::string logFormat = "text";
   std::optional<std::string> configPath;
+  // Kubernetes API for bindings: URL, "in-cluster", "none", or "" (in-cluster inside a pod).
+  std::string kubeApiServer;
+  std::string kubeTokenFile, kubeCaFile;
 };
 
 class ServeCommand {

@@ -5,12 +5,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "store/testing/temp_dir.h"
 
 namespace {
 
@@ -95,6 +103,206 @@ TEST(ServeCli, ExitsZeroOnSigterm) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_NE(rest.find("shutting down"), std::string::npos) << rest;
+}
+
+// `tessera serve` started in the background with `args`; its first stdout line says where it
+// listens. Stopped with SIGTERM when destroyed.
+class BackgroundServe {
+ public:
+  explicit BackgroundServe(const std::vector<std::string>& args) {
+    int out[2];
+    if (::pipe(out) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv{const_cast<char*>(TESSERA_BINARY), const_cast<char*>("serve")};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(TESSERA_BINARY, argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    out_ = out[0];
+    for (int line = 0; line < 2; ++line) {
+      std::string text;
+      char c = 0;
+      while (::read(out_, &c, 1) == 1 && c != '\n') text += c;
+      banner_ += text + "\n";
+      const auto at = text.find("listening on http://127.0.0.1:");
+      if (at != std::string::npos) port_ = std::atoi(text.c_str() + at + 30);
+    }
+  }
+  ~BackgroundServe() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+  int port() const { return port_; }
+  const std::string& banner() const { return banner_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int port_ = 0;
+  std::string banner_;
+};
+
+// The binding subresource of a Kubernetes API server: records bindings, refuses a second one.
+class BindingApi {
+ public:
+  BindingApi() {
+    server_.Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   std::lock_guard lock(mu_);
+                   const std::string key = std::string(req.matches[1]) + "/" +
+                                           std::string(req.matches[2]);
+                   if (req.get_header_value("Authorization") != "Bearer binder-token" ||
+                       bound_.count(key) > 0 || refuse) {
+                     res.status = 409;
+                     res.set_content(R"({"kind":"Status","message":"pod is already assigned"})",
+                                     "application/json");
+                     return;
+                   }
+                   const auto body = nlohmann::json::parse(req.body);
+                   bound_[key] = body["target"]["name"].get<std::string>();
+                   res.status = 201;
+                 });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~BindingApi() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  std::map<std::string, std::string> bound() {
+    std::lock_guard lock(mu_);
+    return bound_;
+  }
+  bool refuse = false;
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::map<std::string, std::string> bound_;
+};
+
+// A node testdata/pod_llama.json fits on (its selector asks for the inference pool).
+constexpr const char* kNode = R"({"name": "gpu-1", "cpu": 32, "hostMemory": "256Gi",
+  "labels": {"tessera.io/pool": "inference"}, "gpus": [{"type": "H100-80GB"}]})";
+
+TEST(ServeCli, TheExtendersBindPostsTheBindingAndTheBookingSurvivesARestart) {
+  tessera::store::testing::TempDir dir;
+  std::ofstream(dir.file("kube-token")) << "binder-token\n";
+  BindingApi api;
+  const std::vector<std::string> args{
+      "--listen",          "127.0.0.1:0",
+      "--store",           dir.file("state.db"),
+      "--kube-api-server", "http://127.0.0.1:" + std::to_string(api.port()),
+      "--kube-token-file", dir.file("kube-token")};
+  nlohmann::json pod;
+  {
+    std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/src/k8s/testdata/pod_llama.json");
+    pod = nlohmann::json::parse(in);
+  }
+  const std::string name = pod["metadata"]["name"], ns = pod["metadata"]["namespace"],
+                    uid = pod["metadata"]["uid"];
+  {
+    BackgroundServe serve(args);
+    ASSERT_GT(serve.port(), 0) << serve.banner();
+    EXPECT_NE(serve.banner().find("posts bindings to http://127.0.0.1:"), std::string::npos)
+        << serve.banner();
+    httplib::Client http("127.0.0.1", serve.port());
+    auto post = [&](const std::string& path, const nlohmann::json& body) {
+      auto r = http.Post(path, body.dump(), "application/json");
+      EXPECT_TRUE(r) << path;
+      return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+    };
+    ASSERT_EQ(post("/api/v1/nodes", nlohmann::json::parse(kNode)).first, 201);
+    ASSERT_EQ(post("/api/v1/models", {{"name", "llama-7b"}, {"weights", "14Gi"}}).first, 200);
+    auto filtered = post("/scheduler/filter", {{"Pod", pod}, {"NodeNames", {"gpu-1"}}});
+    ASSERT_EQ(filtered.first, 200) << filtered.second;
+    ASSERT_EQ(nlohmann::json::parse(filtered.second)["NodeNames"], nlohmann::json({"gpu-1"}));
+    auto bound = post("/scheduler/bind", {{"PodName", name},
+                                          {"PodNamespace", ns},
+                                          {"PodUID", uid},
+                                          {"Node", "gpu-1"}});
+    ASSERT_EQ(bound.first, 200) << bound.second;
+    EXPECT_EQ(nlohmann::json::parse(bound.second)["Error"], "") << bound.second;
+    EXPECT_EQ(api.bound()[ns + "/" + name], "gpu-1");
+  }
+  // After a restart the booking (with its GPU) is still there: bind persisted it.
+  BackgroundServe again(args);
+  ASSERT_GT(again.port(), 0) << again.banner();
+  httplib::Client http("127.0.0.1", again.port());
+  auto node = http.Get("/api/v1/nodes/gpu-1");
+  ASSERT_TRUE(node);
+  ASSERT_EQ(node->status, 200);
+  const auto replicas = nlohmann::json::parse(node->body)["replicas"];
+  ASSERT_EQ(replicas.size(), 1u) << node->body;
+  EXPECT_NE(replicas.dump().find(ns + "/" + name), std::string::npos) << node->body;
+}
+
+TEST(ServeCli, ABindingTheApiServerRefusesBooksNothing) {
+  tessera::store::testing::TempDir dir;
+  std::ofstream(dir.file("kube-token")) << "binder-token\n";
+  BindingApi api;
+  api.refuse = true;
+  BackgroundServe serve({"--listen", "127.0.0.1:0", "--store", ":memory:", "--kube-api-server",
+                         "http://127.0.0.1:" + std::to_string(api.port()), "--kube-token-file",
+                         dir.file("kube-token")});
+  ASSERT_GT(serve.port(), 0) << serve.banner();
+  httplib::Client http("127.0.0.1", serve.port());
+  nlohmann::json pod;
+  {
+    std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/src/k8s/testdata/pod_llama.json");
+    pod = nlohmann::json::parse(in);
+  }
+  ASSERT_EQ(http.Post("/api/v1/nodes", kNode, "application/json")
+                ->status,
+            201);
+  ASSERT_EQ(http.Post("/api/v1/models", R"({"name":"llama-7b","weights":"14Gi"})",
+                      "application/json")
+                ->status,
+            200);
+  ASSERT_EQ(http.Post("/scheduler/filter",
+                      nlohmann::json{{"Pod", pod}, {"NodeNames", {"gpu-1"}}}.dump(),
+                      "application/json")
+                ->status,
+            200);
+  auto bound = http.Post("/scheduler/bind",
+                         nlohmann::json{{"PodName", pod["metadata"]["name"]},
+                                        {"PodNamespace", pod["metadata"]["namespace"]},
+                                        {"PodUID", pod["metadata"]["uid"]},
+                                        {"Node", "gpu-1"}}
+                             .dump(),
+                         "application/json");
+  ASSERT_TRUE(bound);
+  const auto answer = nlohmann::json::parse(bound->body);
+  EXPECT_NE(answer["Error"].get<std::string>().find("409"), std::string::npos) << bound->body;
+  auto node = http.Get("/api/v1/nodes/gpu-1");
+  ASSERT_TRUE(node);
+  EXPECT_TRUE(nlohmann::json::parse(node->body)["replicas"].empty()) << node->body;
+}
+
+TEST(ServeCli, ABadKubernetesApiSettingIsRefused) {
+  for (const auto& [args, mention] : std::vector<std::pair<std::string, std::string>>{
+           {"--kube-api-server ftp://x", "expected https://"},
+           {"--kube-api-server https://10.0.0.1:6443", "--kube-ca-file"},
+           {"--kube-api-server in-cluster", "KUBERNETES_SERVICE_HOST"},
+       }) {
+    const Outcome o = serve("--listen 127.0.0.1:0 --store :memory: " + args);
+    EXPECT_EQ(o.exitCode, 2) << args << "\n" << o.err;
+    EXPECT_NE(o.err.find(mention), std::string::npos) << args << "\n" << o.err;
+  }
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ Result<ServeFile> parseServeYaml(const std::string& text, const std::string& sou
   TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kKind));
   TESSERA_RETURN_IF_ERROR(
       expectMap(root, {"apiVersion", "kind", "listen", "store", "tokenFile", "insecureNoAuth",
-                       "cluster", "profile", "tls", "maxBodyBytes", "threads", "logFormat"}));
+                       "cluster", "profile", "tls", "maxBodyBytes", "threads", "logFormat",
+                       "kubernetes"}));
   for (const auto& [key, slot] : {std::pair{"listen", &out.listen},
                                   {"store", &out.store},
                                   {"tokenFile", &out.tokenFile},
@@ -63,6 +64,12 @@ Result<ServeFile> parseServeYaml(const std::string& text, const std::string& sou
     if (out.tlsCert.has_value() != out.tlsKey.has_value()) {
       return fail(tls.error("needs both cert and key"));
     }
+  }
+  if (const Field kube = root.child("kubernetes"); !kube.isNull()) {
+    TESSERA_RETURN_IF_ERROR(expectMap(kube, {"apiServer", "tokenFile", "caFile"}));
+    TESSERA_RETURN_IF_ERROR(optionalText(kube, "apiServer", out.kubeApiServer));
+    TESSERA_RETURN_IF_ERROR(optionalText(kube, "tokenFile", out.kubeTokenFile));
+    TESSERA_RETURN_IF_ERROR(optionalText(kube, "caFile", out.kubeCaFile));
   }
   return out;
 }

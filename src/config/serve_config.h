@@ -15,6 +15,7 @@
 //   maxBodyBytes: 8388608
 //   threads: 8
 //   logFormat: json
+//   kubernetes: {apiServer: in-cluster, tokenFile: ..., caFile: ...}
 
 #include <cstdint>
 #include <optional>
@@ -26,6 +27,9 @@ namespace tessera::config {
 
 struct ServeFile {
   std::optional<std::string> listen, store, tokenFile, cluster, profile, tlsCert, tlsKey, logFormat;
+  // The Kubernetes API server the extender's bind posts bindings to: a URL, "in-cluster",
+  // "none", or absent (= in-cluster inside a pod, else none).
+  std::optional<std::string> kubeApiServer, kubeTokenFile, kubeCaFile;
   std::optional<bool> insecureNoAuth;
   std::optional<std::int64_t> maxBodyBytes, threads;
 };

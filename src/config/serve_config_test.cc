@@ -18,6 +18,7 @@ tls: {cert: a.crt, key: a.key}
 maxBodyBytes: 1048576
 threads: 4
 logFormat: json
+kubernetes: {apiServer: https://10.0.0.1:6443, tokenFile: t, caFile: ca.crt}
 )",
                           "serve.yaml");
   ASSERT_TRUE(f) << f.error().message;
@@ -30,6 +31,9 @@ logFormat: json
   EXPECT_EQ(*f->maxBodyBytes, 1048576);
   EXPECT_EQ(*f->threads, 4);
   EXPECT_EQ(*f->logFormat, "json");
+  EXPECT_EQ(*f->kubeApiServer, "https://10.0.0.1:6443");
+  EXPECT_EQ(*f->kubeTokenFile, "t");
+  EXPECT_EQ(*f->kubeCaFile, "ca.crt");
   auto empty = parseServeYaml("", "empty.yaml");
   ASSERT_TRUE(empty);
   EXPECT_FALSE(empty->listen);
@@ -44,7 +48,8 @@ TEST(ServeFile, ErrorsNameFileLineAndField) {
        {Case{"listen: a:1\nthreads: 0\n", "serve.yaml:2: threads"},
         Case{"colour: blue\n", "colour"}, Case{"tls:\n  cert: x.crt\n", "needs both cert and key"},
         Case{"logFormat: xml\n", "text or json"}, Case{"kind: Cluster\n", "kind"},
-        Case{"insecureNoAuth: yes\n", "insecureNoAuth"}}) {
+        Case{"insecureNoAuth: yes\n", "insecureNoAuth"},
+        Case{"kubernetes: {server: x}\n", "kubernetes.server"}}) {
     auto f = parseServeYaml(c.text, "serve.yaml");
     ASSERT_FALSE(f) << c.text;
     EXPECT_NE(f.error().message.find(c.mention), std::string::npos) << f.error().message;

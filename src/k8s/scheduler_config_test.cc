@@ -1,7 +1,7 @@
 // deploy/kube-scheduler/scheduler-config.yaml must agree with the server: the verbs are the
 // routes it serves, the managed resources the ones pods are read with, and the fields obey
-// kube-scheduler's validation (weight > 0 with a prioritize verb, no bindVerb without a
-// binder, unique extended-resource names).
+// kube-scheduler's validation (weight > 0 with a prioritize verb, unique extended-resource
+// names).
 
 #include <set>
 
@@ -30,7 +30,8 @@ TEST(SchedulerConfig, TheShippedConfigurationMatchesTheExtender) {
   EXPECT_EQ(e["filterVerb"].as<std::string>(), "filter");
   EXPECT_EQ(e["prioritizeVerb"].as<std::string>(), "prioritize");
   EXPECT_EQ(e["preemptVerb"].as<std::string>(), "preempt");
-  EXPECT_FALSE(e["bindVerb"]) << "no binder runs by default";
+  // Tessera binds, so the GPUs it books are the ones the device plugin hands out.
+  EXPECT_EQ(e["bindVerb"].as<std::string>(), "bind");
   EXPECT_GT(e["weight"].as<int>(), 0);
   EXPECT_TRUE(e["nodeCacheCapable"].as<bool>());
   EXPECT_FALSE(e["ignorable"].as<bool>());
