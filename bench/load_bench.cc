@@ -56,7 +56,7 @@ struct Options {
   std::vector<double> sizesGib{1, 2};
   std::string dir;
   int repeat = 3;
-  int threads = 4;
+  int threads = 0;  // the loader's default: one per hardware thread, at most 4
   int streams = 0;  // backend default
   std::uint64_t chunkMib = 16;
   std::uint64_t blockMib = 2;
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   app.add_option("--sizes-gib", o.sizesGib, "file sizes in GiB")->delimiter(',');
   app.add_option("--dir", o.dir, "where the files go (default: $TMPDIR or /var/tmp)");
   app.add_option("--repeat", o.repeat, "repetitions (median reported)");
-  app.add_option("--threads", o.threads, "loader reader threads");
+  app.add_option("--threads", o.threads, "loader reader threads (0: one per core, at most 4)");
   app.add_option("--streams", o.streams, "backend copy streams (0: backend default)");
   app.add_option("--chunk-mib", o.chunkMib, "loader chunk size");
   app.add_option("--block-mib", o.blockMib, "pool block size");

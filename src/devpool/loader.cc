@@ -94,7 +94,12 @@ Result<void> LoadedModel::readBack(DeviceBackend& backend, std::uint64_t logical
 Loader::Loader(BlockPool& pool, const LoaderOptions& options, std::vector<StagingBuffer> staging)
     : pool_(pool), options_(options), staging_(std::move(staging)) {}
 
-Result<std::unique_ptr<Loader>> Loader::create(BlockPool& pool, const LoaderOptions& options) {
+Result<std::unique_ptr<Loader>> Loader::create(BlockPool& pool, const LoaderOptions& requested) {
+  LoaderOptions options = requested;
+  if (options.readerThreads == 0) {
+    options.readerThreads =
+        static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  }
   if (options.readerThreads < 1 || options.readerThreads > 64) {
     return fail(Error::invalid("loader reader threads must be 1..64, got " +
                                std::to_string(options.readerThreads)));

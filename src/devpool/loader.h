@@ -110,7 +110,9 @@ struct LoadControl {
 };
 
 struct LoaderOptions {
-  int readerThreads = 4;
+  // 0: one per hardware thread, at most 4 (more readers than cores slow a cold read down:
+  // measured in docs/benchmarks.md).
+  int readerThreads = 0;
   std::uint64_t chunkBytes = 16ull << 20;
   int stagingPerReader = 2;              // 2: one being read while the other is copied
   std::uint64_t sourceAlignment = 4096;  // each source starts at a multiple of this (logical)

@@ -274,8 +274,13 @@ TEST(Loader, RejectsBadOptions) {
   auto pool = BlockPool::create(*backend, {16 * kBlock, kBlock});
   ASSERT_TRUE(pool.has_value());
   LoaderOptions o;
-  o.readerThreads = 0;
+  o.readerThreads = -1;
   EXPECT_FALSE(Loader::create(**pool, o).has_value());
+  o.readerThreads = 0;  // automatic
+  auto automatic = Loader::create(**pool, o);
+  ASSERT_TRUE(automatic.has_value());
+  EXPECT_GE((*automatic)->options().readerThreads, 1);
+  EXPECT_LE((*automatic)->options().readerThreads, 4);
   o = {};
   o.chunkBytes = 1000;
   EXPECT_FALSE(Loader::create(**pool, o).has_value());
