@@ -37,6 +37,11 @@ Error TritonEngine::refusal(std::string_view method, const std::string& path,
   if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) {
     message = parsed["error"].get<std::string>();
   }
+  if (message.find("explicit model load / unload is not allowed") != std::string::npos) {
+    return Error::precondition(http_.where(method, path) + ": HTTP " +
+                               std::to_string(reply.status) + ": " + message +
+                               " (start Triton with --model-control-mode=explicit)");
+  }
   return internal::statusError(http_.where(method, path), reply.status, message);
 }
 

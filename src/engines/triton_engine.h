@@ -1,7 +1,7 @@
 #pragma once
 // Triton Inference Server through the KServe v2 protocol and Triton's model repository
 // extension. Triton must run with --model-control-mode=explicit, or it refuses every load
-// and unload (docs/engines.md).
+// and unload with a 503 (reported as kFailedPrecondition naming the flag; docs/engines.md).
 //
 //   list()    POST v2/repository/index {}          every model and version with its state
 //   load()    POST v2/repository/models/<m>/load   {"parameters": {"config": "<json>",

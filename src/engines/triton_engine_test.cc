@@ -336,6 +336,25 @@ TEST_F(TritonEngineTest, OnlyRequestsThatChangeNothingAreRetried) {
   EXPECT_EQ(server_->count("POST", "/v2/repository/models/resnet/unload"), 1);
 }
 
+TEST_F(TritonEngineTest, WithoutExplicitModelControlTheFlagIsNamed) {
+  server_ = std::make_unique<FakeTriton>(
+      FakeTritonOptions{.repository = repo_.path(), .explicitMode = false});
+  ASSERT_TRUE(server_->start());
+  auto triton = engine({.retries = 2, .retryBackoffMs = 1});
+  for (auto result : {triton->load({.model = "resnet"}), triton->unload("resnet")}) {
+    ASSERT_FALSE(result);
+    EXPECT_EQ(result.error().code, ErrorCode::kFailedPrecondition);
+    EXPECT_TRUE(contains(result.error().message,
+                         "HTTP 503: explicit model load / unload is not allowed if polling is "
+                         "enabled (start Triton with --model-control-mode=explicit)"))
+        << result.error().message;
+  }
+  // A 503 to a load is not retried: it changed something, or may have.
+  EXPECT_EQ(server_->count("POST", "/v2/repository/models/resnet/load"), 1);
+  auto states = triton->list();
+  ASSERT_TRUE(states) << states.error().message;
+}
+
 TEST_F(TritonEngineTest, RefusesLoRAFieldsAndHasNoSleep) {
   startServer();
   auto triton = engine();

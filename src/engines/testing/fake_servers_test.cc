@@ -52,11 +52,11 @@ TEST(FakeTriton, FollowsTheModelRepositoryExtension) {
   EXPECT_EQ(bad->status, 400);
   EXPECT_TRUE(json::parse(bad->body)["error"].is_string());
 
-  // Readiness is the status alone.
+  // Readiness is in the status.
   auto notReady = raw.get("/v2/models/m/ready");
   ASSERT_TRUE(notReady);
   EXPECT_EQ(notReady->status, 400);
-  EXPECT_EQ(notReady->body, "");
+  EXPECT_EQ(json::parse(notReady->body), json::parse(R"({"error": "Model version not ready"})"));
 
   // Load: 200 with an empty body; the "all" policy brings up both versions.
   auto load = raw.post("/v2/repository/models/m/load", "", nullptr);

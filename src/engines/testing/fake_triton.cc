@@ -23,6 +23,11 @@ void sendError(httplib::Response& res, int status, const std::string& message) {
   sendJson(res, status, json{{"error", message}});
 }
 
+// Triton's answer to load and unload outside explicit mode (UNAVAILABLE, hence 503).
+void refuseModelControl(httplib::Response& res) {
+  sendError(res, 503, "explicit model load / unload is not allowed if polling is enabled");
+}
+
 std::string readFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;
@@ -242,6 +247,7 @@ void FakeTriton::handleIndex(const httplib::Request& req, httplib::Response& res
 void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req,
                             httplib::Response& res) {
   noteBody(req);
+  if (!options_.explicitMode) return refuseModelControl(res);
   const std::string failed = "failed to load '" + name + "'";
   json parameters = json::object();
   if (!req.body.empty()) {
@@ -400,6 +406,7 @@ void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req
 void FakeTriton::handleUnload(const std::string& name, const httplib::Request& req,
                               httplib::Response& res) {
   noteBody(req);
+  if (!options_.explicitMode) return refuseModelControl(res);
   if (!req.body.empty()) {
     auto body = json::parse(req.body, nullptr, false);
     if (!body.is_object()) {
@@ -461,8 +468,13 @@ void FakeTriton::handleReady(const std::string& name, std::optional<std::int64_t
       if ((!version || *version == v) && state.state == "READY") ready = true;
     }
   }
-  // Triton answers readiness with the status alone: 200 ready, 400 not.
-  res.status = ready ? 200 : 400;
+  // 200 with no body when ready; 400 otherwise (recent releases add this error body, older
+  // ones sent the status alone).
+  if (ready) {
+    res.status = 200;
+  } else {
+    sendError(res, 400, "Model version not ready");
+  }
 }
 
 void FakeTriton::handleConfig(const std::string& name, httplib::Response& res) {

@@ -39,6 +39,8 @@ struct FakeTritonOptions {
   std::filesystem::path repository;
   long long loadDelayMs = 0;
   long long unloadDelayMs = 0;
+  // false: started without --model-control-mode=explicit; load and unload answer 503.
+  bool explicitMode = true;
 };
 
 class FakeTriton final : public FakeServer {
