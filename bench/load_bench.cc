@@ -35,6 +35,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -249,48 +250,77 @@ int main(int argc, char** argv) {
       verify(model, *backend);
       return model.stats.seconds;
     };
-    for (int rep = 0; rep < o.repeat; ++rep) {
-      if (!o.coldOnly) {
-        auto start = Mono::now();
-        std::memcpy(scratch.data(), cache.data(), dataBytes);
-        t["memcpy"].push_back(seconds(start));
-        t["cache_to_pool"].push_back(
-            poolLoad(LoadSource::hostMemory("cache", std::span(cache), false)));
-        if (pinnedCache.data() != nullptr) {
-          t["pinned_cache_to_pool"].push_back(poolLoad(LoadSource::hostMemory(
-              "pinned cache", std::span(pinnedCache.data(), dataBytes), true)));
-        }
+    auto memcpyCase = [&] {
+      const auto start = Mono::now();
+      std::memcpy(scratch.data(), cache.data(), dataBytes);
+      t["memcpy"].push_back(seconds(start));
+    };
+    auto cacheCase = [&] {
+      t["cache_to_pool"].push_back(
+          poolLoad(LoadSource::hostMemory("cache", std::span(cache), false)));
+    };
+    auto pinnedCase = [&] {
+      t["pinned_cache_to_pool"].push_back(poolLoad(
+          LoadSource::hostMemory("pinned cache", std::span(pinnedCache.data(), dataBytes), true)));
+    };
+    auto rawCase = [&] {
+      // The backend alone: the pinned buffer copied over the arena, all streams at once.
+      const auto start = Mono::now();
+      std::uint64_t off = 0;
+      int stream = 0;
+      while (off < dataBytes) {
+        const std::uint64_t n = std::min(rawStaging.bytes(), dataBytes - off);
+        orDie(backend->copyToArenaAsync(stream, off, rawStaging.data(), n));
+        off += n;
+        stream = (stream + 1) % backend->streamCount();
       }
-      {
-        // The backend alone: the pinned buffer copied over the arena, all streams at once.
-        const auto start = Mono::now();
-        std::uint64_t off = 0;
-        int stream = 0;
-        while (off < dataBytes) {
-          const std::uint64_t n = std::min(rawStaging.bytes(), dataBytes - off);
-          orDie(backend->copyToArenaAsync(stream, off, rawStaging.data(), n));
-          off += n;
-          stream = (stream + 1) % backend->streamCount();
-        }
-        orDie(backend->synchronizeAll());
-        t["raw_copy"].push_back(seconds(start));
-      }
-      sequentialRead(path, ddBuffer.data(), ddBuffer.size(), false);  // warm the page cache
+      orDie(backend->synchronizeAll());
+      t["raw_copy"].push_back(seconds(start));
+    };
+    auto warmReadCase = [&] {
+      sequentialRead(path, ddBuffer.data(), ddBuffer.size(), false);  // make sure it is cached
       t["warm_read"].push_back(sequentialRead(path, ddBuffer.data(), ddBuffer.size(), false));
+    };
+    auto warmPoolCase = [&] {
+      sequentialRead(path, ddBuffer.data(), ddBuffer.size(), false);
       t["warm_to_pool"].push_back(poolLoad(LoadSource::safetensors(path)));
-
+    };
+    auto coldReadCase = [&] {
       residentAfterDrop.push_back(dropFromPageCache(path));
       t["cold_read"].push_back(sequentialRead(path, ddBuffer.data(), ddBuffer.size(), false));
+    };
+    auto coldPoolCase = [&] {
       residentAfterDrop.push_back(dropFromPageCache(path));
       t["cold_to_pool"].push_back(poolLoad(LoadSource::safetensors(path)));
-      if (!o.coldOnly) {
-        residentAfterDrop.push_back(dropFromPageCache(path));
-        const double read = sequentialRead(path, scratch.data(), scratch.size(), true);
-        const std::span<const std::byte> data(scratch.data() + header.dataOffset, dataBytes);
-        const double copy = poolLoad(LoadSource::hostMemory("naive", data, false));
-        t["cold_naive"].push_back(read + copy);
-        t["cold_naive_read"].push_back(read);
+    };
+    auto naiveCase = [&] {
+      residentAfterDrop.push_back(dropFromPageCache(path));
+      const double read = sequentialRead(path, scratch.data(), scratch.size(), true);
+      const std::span<const std::byte> data(scratch.data() + header.dataOffset, dataBytes);
+      const double copy = poolLoad(LoadSource::hostMemory("naive", data, false));
+      t["cold_naive"].push_back(read + copy);
+      t["cold_naive_read"].push_back(read);
+    };
+    // Each case runs next to its baseline, and the pair's order alternates between
+    // repetitions, so that a change in the machine's load hits both sides alike.
+    auto pair = [](int rep, const std::function<void()>& a, const std::function<void()>& b) {
+      if (rep % 2 == 0) {
+        a();
+        b();
+      } else {
+        b();
+        a();
       }
+    };
+    for (int rep = 0; rep < o.repeat; ++rep) {
+      if (!o.coldOnly) {
+        pair(rep, memcpyCase, cacheCase);
+        if (pinnedCache.data() != nullptr) pinnedCase();
+      }
+      rawCase();
+      pair(rep, warmReadCase, warmPoolCase);
+      pair(rep, coldReadCase, coldPoolCase);
+      if (!o.coldOnly) naiveCase();
       std::printf("   repetition %d done\n", rep + 1);
       std::fflush(stdout);
     }
@@ -310,11 +340,22 @@ int main(int argc, char** argv) {
     std::printf("   %-14s %10s %10s\n", "case", "median s", "GB/s");
     for (const auto& [k, v] : t)
       std::printf("   %-14s %10.3f %10.2f\n", k.c_str(), median(v), bw(k));
+    // Bandwidth of a over bandwidth of b: the ratio of the medians, and the median and range
+    // of the per-repetition ratios (each repetition's pair ran back to back).
     auto ratio = [&](const char* name, const std::string& a, const std::string& b) {
       if (!t.count(a) || !t.count(b)) return;
-      const double x = median(t[b]) / median(t[a]);  // bandwidth of a over bandwidth of b
+      const double x = median(t[b]) / median(t[a]);
+      std::vector<double> paired;
+      for (std::size_t i = 0; i < std::min(t[a].size(), t[b].size()); ++i) {
+        paired.push_back(t[b][i] / t[a][i]);
+      }
+      const auto [lo, hi] = std::minmax_element(paired.begin(), paired.end());
       r["ratios"][name] = x;
-      std::printf("   %-34s %6.1f %%\n", name, 100 * x);
+      r["paired_ratio_median"][name] = median(paired);
+      r["paired_ratio_min"][name] = *lo;
+      r["paired_ratio_max"][name] = *hi;
+      std::printf("   %-34s %6.1f %%   paired: median %6.1f %%, range %5.1f-%5.1f %%\n", name,
+                  100 * x, 100 * median(paired), 100 * *lo, 100 * *hi);
     };
     ratio("cache_to_pool / memcpy", "cache_to_pool", "memcpy");
     ratio("cache_to_pool / raw_copy", "cache_to_pool", "raw_copy");
