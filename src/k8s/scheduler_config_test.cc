@@ -1,4 +1,4 @@
-// deploy/kube-scheduler/scheduler-config.yaml must agree with the server: the verbs are the
+// deploy/base/kube-scheduler/scheduler-config.yaml must agree with the server: the verbs are the
 // routes it serves, the managed resources the ones pods are read with, and the fields obey
 // kube-scheduler's validation (weight > 0 with a prioritize verb, unique extended-resource
 // names).
@@ -15,7 +15,7 @@ namespace {
 
 TEST(SchedulerConfig, TheShippedConfigurationMatchesTheExtender) {
   const YAML::Node doc = YAML::LoadFile(std::string(TESSERA_SOURCE_DIR) +
-                                        "/deploy/kube-scheduler/scheduler-config.yaml");
+                                        "/deploy/base/kube-scheduler/scheduler-config.yaml");
   EXPECT_EQ(doc["apiVersion"].as<std::string>(), "kubescheduler.config.k8s.io/v1");
   EXPECT_EQ(doc["kind"].as<std::string>(), "KubeSchedulerConfiguration");
   ASSERT_TRUE(doc["profiles"].IsSequence());
