@@ -14,6 +14,7 @@
 //   warm → pool     the loader on the same file, file in page cache
 //   cold read       the same read, after fsync + posix_fadvise(DONTNEED) dropped the file
 //   cold → pool     the loader after the same drop
+//   cold → pool, O_DIRECT   the same with LoaderOptions::directIo (past the page cache)
 //   cold naive      read the whole file into memory, then place it (no overlap)
 //
 // Repetitions are interleaved (one of each, then again) and the median is reported.
@@ -216,6 +217,8 @@ int main(int argc, char** argv) {
     lo.readerThreads = o.threads;
     lo.chunkBytes = o.chunkMib << 20;
     auto loader = orDie(Loader::create(*pool, lo));
+    lo.directIo = true;
+    auto directLoader = orDie(Loader::create(*pool, lo));
 
     // Host buffers of the model's size: the "host cache" holding the data section, and a
     // memcpy destination (also the naive loader's whole-file buffer).
@@ -245,8 +248,8 @@ int main(int argc, char** argv) {
 
     std::map<std::string, std::vector<double>> t;
     std::vector<double> residentAfterDrop;
-    auto poolLoad = [&](const LoadSource& source) {
-      auto model = orDie(loader->load({"bench", "v1", {source}}));
+    auto poolLoad = [&](const LoadSource& source, Loader* with = nullptr) {
+      auto model = orDie((with != nullptr ? with : loader.get())->load({"bench", "v1", {source}}));
       verify(model, *backend);
       return model.stats.seconds;
     };
@@ -293,6 +296,11 @@ int main(int argc, char** argv) {
       residentAfterDrop.push_back(dropFromPageCache(path));
       t["cold_to_pool"].push_back(poolLoad(LoadSource::safetensors(path)));
     };
+    auto coldDirectCase = [&] {
+      residentAfterDrop.push_back(dropFromPageCache(path));
+      t["cold_to_pool_odirect"].push_back(
+          poolLoad(LoadSource::safetensors(path), directLoader.get()));
+    };
     auto naiveCase = [&] {
       residentAfterDrop.push_back(dropFromPageCache(path));
       const double read = sequentialRead(path, scratch.data(), scratch.size(), true);
@@ -320,6 +328,7 @@ int main(int argc, char** argv) {
       rawCase();
       pair(rep, warmReadCase, warmPoolCase);
       pair(rep, coldReadCase, coldPoolCase);
+      coldDirectCase();
       if (!o.coldOnly) naiveCase();
       std::printf("   repetition %d done\n", rep + 1);
       std::fflush(stdout);
@@ -363,6 +372,7 @@ int main(int argc, char** argv) {
     ratio("warm_to_pool / warm_read", "warm_to_pool", "warm_read");
     ratio("cold_to_pool / cold_read", "cold_to_pool", "cold_read");
     ratio("cold_to_pool / cold_naive", "cold_to_pool", "cold_naive");
+    ratio("cold_to_pool_odirect / cold_read", "cold_to_pool_odirect", "cold_read");
     std::printf("   page cache after each drop: at most %.1f %% of the file resident\n",
                 100 * r["max_resident_after_drop"].get<double>());
     out["results"].push_back(r);

@@ -15,6 +15,9 @@ namespace tessera::devpool {
 namespace {
 
 constexpr const char* kCancelledPrefix = "cancelled: ";
+// O_DIRECT wants file offsets, lengths and buffers aligned to the logical block size; 4 KiB
+// covers every common device.
+constexpr std::uint64_t kDirectIoAlignment = 4096;
 
 using SteadyTime = std::chrono::steady_clock;
 
@@ -57,18 +60,27 @@ struct Loader::Plan {
   struct Source {
     std::string path;
     FileHandle file;                    // file kinds
+    FileHandle directFile;              // the same file opened with O_DIRECT, when used
     const std::byte* memory = nullptr;  // kMemory
     bool directCopy = false;            // memory copied to the device without staging
     std::uint64_t fileOffset = 0;       // first placed byte in the file
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0;            // placed bytes
+    // What is read: [readOffset, readOffset + readBytes) of the file (of the memory), to
+    // logical [logicalOffset, ...). With O_DIRECT both ends are widened to 4 KiB, so a few
+    // bytes before and after the placed ones land in the model's blocks too.
+    std::uint64_t readOffset = 0;
+    std::uint64_t readBytes = 0;
     std::uint64_t logicalOffset = 0;
+    std::uint64_t fileEnd() const { return fileOffset + bytes; }
+    int readFd() const { return directFile.get() >= 0 ? directFile.get() : file.get(); }
     std::uint64_t fileSize = 0;  // at open; checked again at the end
     struct timespec modified {};
   };
   struct Chunk {
     std::uint32_t source = 0;
-    std::uint64_t offset = 0;  // within the source's placed bytes
-    std::uint64_t bytes = 0;
+    std::uint64_t offset = 0;   // from the source's readOffset
+    std::uint64_t bytes = 0;    // read
+    std::uint64_t payload = 0;  // of which placed bytes (progress counts these)
   };
   std::vector<Source> sources;
   std::vector<Chunk> chunks;
@@ -171,17 +183,36 @@ Result<LoadedModel> Loader::load(const ModelSpec& spec, const LoadControl& contr
                                    std::to_string(s.fileSize) + " bytes)"));
       }
       ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+      if (options_.directIo) {
+        // Not every file system takes O_DIRECT (tmpfs does not): then the page cache it is.
+        const int direct = ::open(source.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+        if (direct >= 0) s.directFile = FileHandle(direct);
+      }
     }
-    const std::uint64_t align = options_.sourceAlignment;
+    s.readOffset = s.fileOffset;
+    s.readBytes = s.bytes;
+    if (s.directFile.get() >= 0) {
+      s.readOffset = s.fileOffset / kDirectIoAlignment * kDirectIoAlignment;
+      s.readBytes =
+          (s.fileEnd() + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment -
+          s.readOffset;
+    }
+    const std::uint64_t align = s.directFile.get() >= 0
+                                    ? std::max(options_.sourceAlignment, kDirectIoAlignment)
+                                    : options_.sourceAlignment;
     s.logicalOffset = (plan.logicalBytes + align - 1) / align * align;
-    plan.logicalBytes = s.logicalOffset + s.bytes;
+    plan.logicalBytes = s.logicalOffset + s.readBytes;
     plan.totalBytes += s.bytes;
-    placed.logicalOffset = s.logicalOffset;
+    placed.logicalOffset = s.logicalOffset + (s.fileOffset - s.readOffset);
     placed.bytes = s.bytes;
     placed.fileOffset = s.fileOffset;
     const auto index = static_cast<std::uint32_t>(plan.sources.size());
-    for (std::uint64_t off = 0; off < s.bytes; off += options_.chunkBytes) {
-      plan.chunks.push_back({index, off, std::min(options_.chunkBytes, s.bytes - off)});
+    for (std::uint64_t off = 0; off < s.readBytes; off += options_.chunkBytes) {
+      const std::uint64_t n = std::min(options_.chunkBytes, s.readBytes - off);
+      // The placed bytes within [readOffset + off, + n).
+      const std::uint64_t from = std::max(s.readOffset + off, s.fileOffset);
+      const std::uint64_t to = std::min(s.readOffset + off + n, s.fileEnd());
+      plan.chunks.push_back({index, off, n, to > from ? to - from : 0});
     }
     plan.sources.push_back(std::move(s));
     placedSources.push_back(std::move(placed));
@@ -243,11 +274,12 @@ Result<LoadedModel> Loader::load(const ModelSpec& spec, const LoadControl& contr
 
 namespace {
 
-// Reads exactly `bytes` at `offset`, or says why not.
+// Reads `bytes` at `offset`, of which at least the first `required` must exist (the rest may
+// lie past the end of the file, as an O_DIRECT read rounded up to 4 KiB does), or says why not.
 Result<void> readFully(int fd, const std::string& path, std::uint64_t offset, std::byte* out,
-                       std::uint64_t bytes, std::uint64_t fileSize) {
+                       std::uint64_t bytes, std::uint64_t required, std::uint64_t fileSize) {
   std::uint64_t done = 0;
-  while (done < bytes) {
+  while (done < required) {
     const ssize_t n = ::pread(fd, out + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -341,11 +373,14 @@ Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
         }
       } else if (direct) {
         const auto t0 = SteadyTime::now();
-        std::uint64_t at = source.fileOffset + chunk.offset;
+        std::uint64_t at = source.readOffset + chunk.offset;
         for (const ArenaExtent& e :
              blocks.extents(source.logicalOffset + chunk.offset, chunk.bytes)) {
-          auto read = readFully(source.file.get(), source.path, at,
-                                backend.hostAddress(e.arenaOffset), e.bytes, source.fileSize);
+          const std::uint64_t required =
+              std::min(e.bytes, source.fileEnd() - std::min(at, source.fileEnd()));
+          auto read =
+              readFully(source.readFd(), source.path, at, backend.hostAddress(e.arenaOffset),
+                        e.bytes, required, source.fileSize);
           if (!read) {
             setError(read.error());
             break;
@@ -354,12 +389,15 @@ Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
         }
         myRead += secondsSince(t0);
         if (stop.load()) break;
-        doneBytes.fetch_add(chunk.bytes);
+        doneBytes.fetch_add(chunk.payload);
         continue;
       } else {
         const auto t0 = SteadyTime::now();
-        auto read = readFully(source.file.get(), source.path, source.fileOffset + chunk.offset,
-                              slot.buffer->data(), chunk.bytes, source.fileSize);
+        const std::uint64_t at = source.readOffset + chunk.offset;
+        const std::uint64_t required =
+            std::min(chunk.bytes, source.fileEnd() - std::min(at, source.fileEnd()));
+        auto read = readFully(source.readFd(), source.path, at, slot.buffer->data(), chunk.bytes,
+                              required, source.fileSize);
         myRead += secondsSince(t0);
         if (!read) {
           setError(read.error());
@@ -373,7 +411,7 @@ Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
         auto copied = backend.copyToArenaAsync(stream, e.arenaOffset, from, e.bytes);
         if (!copied) {
           setError(Error::internal(source.path + ": copy of offset " +
-                                   std::to_string(source.fileOffset + chunk.offset) +
+                                   std::to_string(source.readOffset + chunk.offset) +
                                    " to the device: " + copied.error().message));
           ok = false;
           break;
@@ -390,7 +428,7 @@ Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
         break;
       }
       slot.fence = *fence;
-      slot.bytes = chunk.bytes;
+      slot.bytes = chunk.payload;
       if (!ok) break;
     }
     // Copies in flight read from our staging buffers: wait for them before leaving.
@@ -422,6 +460,9 @@ Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
   stats.seconds = secondsSince(start);
   stats.bytes = plan.totalBytes;
   stats.chunks = chunkCount;
+  stats.directIoSources = static_cast<int>(
+      std::count_if(plan.sources.begin(), plan.sources.end(),
+                    [](const Plan::Source& src) { return src.directFile.get() >= 0; }));
   stats.readSeconds = readSeconds;
   stats.fenceWaitSeconds = fenceSeconds;
   if (firstError) return fail(std::move(*firstError));

@@ -63,6 +63,8 @@ struct ModelSpec {
 // Where one source's bytes landed, in the model's logical address space.
 struct PlacedSource {
   std::string path;
+  // Where the placed bytes start: a multiple of LoaderOptions::sourceAlignment, except with
+  // O_DIRECT, where the bytes keep their file offset's position within 4 KiB.
   std::uint64_t logicalOffset = 0;
   std::uint64_t bytes = 0;
   std::uint64_t fileOffset = 0;  // where the placed bytes start in the file (the data section)
@@ -76,6 +78,7 @@ struct LoadStats {
   double readSeconds = 0;       // summed over the reader threads
   double fenceWaitSeconds = 0;  // summed over the reader threads: waiting for copies
   std::uint64_t chunks = 0;
+  int directIoSources = 0;  // files read with O_DIRECT
 };
 
 // A model resident in the pool. Destroying it (or releasing its allocation) frees its blocks.
@@ -120,6 +123,11 @@ struct LoaderOptions {
   // their blocks instead of through a staging buffer: one copy fewer. The device analogue
   // would be GPUDirect Storage, which the CUDA backend does not use.
   bool directReads = true;
+  // Read files with O_DIRECT (DMA into the blocks or the staging buffer, past the page cache),
+  // falling back to buffered reads where the file system refuses it. Helps a cold load when
+  // the CPU, not the disk, is the limit; a file already in the page cache is read from the
+  // disk again.
+  bool directIo = false;
 };
 
 // True for the error a cancelled load returns.

@@ -1,5 +1,8 @@
 #include "devpool/loader.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -61,7 +64,7 @@ std::string placed(const LoadedModel& model, DeviceBackend& backend, std::size_t
 
 // Both paths: file chunks read straight into host-memory blocks, and through staging
 // buffers and async copies (the shape of the CUDA backend).
-void placesEveryByteOfEverySource(DeviceBackend& backend, bool direct) {
+void placesEveryByteOfEverySource(DeviceBackend& backend, bool direct, bool directIo = false) {
   testing::TempDir dir;
   const std::string a = dir.file("a.safetensors"), b = dir.file("b.safetensors");
   const std::string raw = dir.file("tokenizer.bin");
@@ -72,6 +75,7 @@ void placesEveryByteOfEverySource(DeviceBackend& backend, bool direct) {
 
   LoaderOptions options;
   options.readerThreads = 3;
+  options.directIo = directIo;
   Rig rig(backend, 256, options);
   ASSERT_EQ(backend.hostAddress(0) != nullptr, direct);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> progress;
@@ -106,8 +110,17 @@ void placesEveryByteOfEverySource(DeviceBackend& backend, bool direct) {
               -1)
         << t.name;
   }
+  // Whether this file system takes O_DIRECT (tmpfs does not; the loader then reads buffered).
+  const int probe = ::open(a.c_str(), O_RDONLY | O_DIRECT);
+  const bool oDirect = directIo && probe >= 0;
+  if (probe >= 0) ::close(probe);
+  EXPECT_EQ(model->stats.directIoSources, oDirect ? 3 : 0);
   for (std::size_t i = 1; i < model->sources.size(); ++i) {
-    EXPECT_EQ(model->sources[i].logicalOffset % options.sourceAlignment, 0u);
+    if (oDirect && i != 2) {  // files keep their position within 4 KiB
+      EXPECT_EQ(model->sources[i].logicalOffset % 4096, model->sources[i].fileOffset % 4096);
+    } else {
+      EXPECT_EQ(model->sources[i].logicalOffset % options.sourceAlignment, 0u);
+    }
     EXPECT_GE(model->sources[i].logicalOffset,
               model->sources[i - 1].logicalOffset + model->sources[i - 1].bytes);
   }
@@ -133,6 +146,16 @@ TEST(Loader, PlacesEveryByteOfEverySourceThroughStaging) {
   testing::HookedBackend backend(2);  // no host address: the staging path
   placesEveryByteOfEverySource(backend, false);
   EXPECT_GT(backend.copies(), 50u);
+}
+
+TEST(Loader, PlacesEveryByteWithDirectIoIntoHostBlocks) {
+  auto backend = makeHostBackend({2});
+  placesEveryByteOfEverySource(*backend, true, true);
+}
+
+TEST(Loader, PlacesEveryByteWithDirectIoThroughStaging) {
+  testing::HookedBackend backend(2);
+  placesEveryByteOfEverySource(backend, false, true);
 }
 
 TEST(Loader, TruncatedSafetensorsFailsBeforeReservingAndNamesTheFile) {
