@@ -55,7 +55,7 @@ cmake_minimum_required(VERSION 3.25)
 project(tessera_device_check LANGUAGES CXX)
 set(CMAKE_CXX_STANDARD 23)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
-add_compile_options(-Wall -Wextra -Werror -Wno-restrict)
+add_compile_options(-Wall -Wextra -Wno-restrict)  # no -Werror: a new warning must not stop a measurement
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
@@ -89,11 +89,13 @@ if "$build/devpool_load_bench" --backend cuda --sizes-gib "$sizes" --repeat "$re
   python3 - "$out/device-check.json" <<'PY' || true
 import json, sys
 d = json.load(open(sys.argv[1]))
-print(f"{'GiB':>5} {'pinned H2D GB/s':>16} {'pinned cache→pool':>18} {'pageable cache→pool':>20} {'warm file→pool':>15} {'cold file→pool':>15} {'cold read':>10}")
+print("GB/s (1e9 bytes/s), medians")
+print(f"{'GiB':>5} {'pinned H2D':>11} {'pinned cache→pool':>18} {'pageable cache→pool':>20} {'warm file→pool':>15} {'cold file→pool':>15} {'cold O_DIRECT→pool':>19} {'cold read':>10}")
 for r in d["results"]:
     g = r["gb_per_s"]
-    print(f"{r['file_gib']:>5} {g.get('raw_copy',0):>16.2f} {g.get('pinned_cache_to_pool',0):>18.2f} "
-          f"{g.get('cache_to_pool',0):>20.2f} {g.get('warm_to_pool',0):>15.2f} {g.get('cold_to_pool',0):>15.2f} {g.get('cold_read',0):>10.2f}")
+    print(f"{r['file_gib']:>5} {g.get('raw_copy',0):>11.2f} {g.get('pinned_cache_to_pool',0):>18.2f} "
+          f"{g.get('cache_to_pool',0):>20.2f} {g.get('warm_to_pool',0):>15.2f} {g.get('cold_to_pool',0):>15.2f} "
+          f"{g.get('cold_to_pool_odirect',0):>19.2f} {g.get('cold_read',0):>10.2f}")
     for k, v in r.get("ratios", {}).items():
         print(f"      {k:<36} {100*v:6.1f} %")
 PY
