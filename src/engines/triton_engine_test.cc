@@ -141,31 +141,45 @@ TEST_F(TritonEngineTest, LoadRefusalsCarryTritonsMessage) {
 }
 
 TEST_F(TritonEngineTest, SwitchesVersionWhileTheOldOneKeepsServing) {
-  startServer(/*loadDelayMs=*/300);
+  startServer();
   auto triton = engine();
   ASSERT_TRUE(triton->load({.model = "llm"}));
   EXPECT_TRUE(*triton->ready("llm", 1));
 
-  // The switch runs on another thread; meanwhile the index must show version 2 loading
-  // beside version 1 still ready.
+  // The stand-in holds the load of version 2 half-way; meanwhile the index must show
+  // version 2 loading beside version 1 still serving.
+  server_->holdWork(true);
   auto switching =
       std::async(std::launch::async, [&] { return triton->load({.model = "llm", .version = 2}); });
-  bool sawOverlap = false;
-  while (!sawOverlap &&
-         switching.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
-    auto states = triton->list();
-    ASSERT_TRUE(states) << states.error().message;
-    const ModelState* v1 = find(*states, "llm", 1);
-    const ModelState* v2 = find(*states, "llm", 2);
-    if (v2 != nullptr && v2->phase == ModelPhase::kLoading) {
-      ASSERT_NE(v1, nullptr);
-      EXPECT_EQ(v1->phase, ModelPhase::kReady);
-      sawOverlap = true;
+  const ModelState* v2 = nullptr;
+  std::vector<ModelState> states;
+  Result<bool> oldReady = false;
+  bool listFailed = false;
+  while (v2 == nullptr || v2->phase != ModelPhase::kLoading) {
+    // A load that ends while held failed before it reached the server's loading stage.
+    if (switching.wait_for(std::chrono::seconds(0)) == std::future_status::ready) break;
+    auto listed = triton->list();
+    if (!listed) {
+      listFailed = true;
+      break;
     }
+    states = std::move(*listed);
+    v2 = find(states, "llm", 2);
   }
+  if (v2 != nullptr && v2->phase == ModelPhase::kLoading) oldReady = triton->ready("llm", 1);
+  // Released before any assertion can return: the pending load must finish.
+  server_->holdWork(false);
+  ASSERT_FALSE(listFailed);
+  ASSERT_NE(v2, nullptr);
+  ASSERT_EQ(v2->phase, ModelPhase::kLoading);
+  const ModelState* v1 = find(states, "llm", 1);
+  ASSERT_NE(v1, nullptr);
+  EXPECT_EQ(v1->phase, ModelPhase::kReady);
+  ASSERT_TRUE(oldReady) << oldReady.error().message;
+  EXPECT_TRUE(*oldReady);
+
   auto switched = switching.get();
   ASSERT_TRUE(switched) << switched.error().message;
-  EXPECT_TRUE(sawOverlap);
   EXPECT_TRUE(*triton->ready("llm", 2));
   EXPECT_FALSE(*triton->ready("llm", 1));
   EXPECT_EQ(server_->state("llm", 1), "UNAVAILABLE");

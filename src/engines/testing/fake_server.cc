@@ -66,6 +66,20 @@ void FakeServer::hang(bool on) {
   cv_.notify_all();
 }
 
+void FakeServer::holdWork(bool on) {
+  {
+    std::lock_guard lock(mu_);
+    holding_ = on;
+  }
+  cv_.notify_all();
+}
+
+bool FakeServer::awaitWork() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return !holding_ || stopping_; });
+  return !stopping_;
+}
+
 std::vector<RecordedRequest> FakeServer::requests() const {
   std::lock_guard lock(mu_);
   return log_;

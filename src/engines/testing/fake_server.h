@@ -49,6 +49,10 @@ class FakeServer {
   void garbleNext(int count);
   // While on, requests are held unanswered (until off again, or stop()).
   void hang(bool on);
+  // While on, slow work that a protocol does inside a request (a Triton load) stays in
+  // progress: the request is received and its effects so far are visible, but it does not
+  // finish until off again (or stop()).
+  void holdWork(bool on);
 
   std::vector<RecordedRequest> requests() const;
   // How many requests had this method and path.
@@ -61,6 +65,8 @@ class FakeServer {
   // Lets a handler wait (e.g. a slow load) yet return early when the server stops.
   // Returns false when stopping.
   bool pause(long long ms);
+  // Waits while holdWork is on; false when stopping.
+  bool awaitWork();
   // Handlers call this first: httplib reads a body only after the request passed the
   // interception that logged it, so the log learns the body here.
   void noteBody(const httplib::Request& req);
@@ -76,6 +82,7 @@ class FakeServer {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool hanging_ = false;
+  bool holding_ = false;
   int failCount_ = 0;
   int failStatus_ = 500;
   std::string failBody_;

@@ -365,7 +365,7 @@ void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req
       }
     }
   }
-  if (options_.loadDelayMs > 0 && !pause(options_.loadDelayMs)) {
+  if ((options_.loadDelayMs > 0 && !pause(options_.loadDelayMs)) || !awaitWork()) {
     res.status = 503;
     return;
   }

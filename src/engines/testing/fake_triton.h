@@ -9,7 +9,8 @@
 // the default, as in Triton, is the latest version. A load:
 //   - fails (400) for a model without a directory, or without config.pbtxt and without a
 //     "config" parameter, or for an invalid body or config;
-//   - marks the versions it brings up LOADING, takes `loadDelayMs`, then makes them READY
+//   - marks the versions it brings up LOADING, takes `loadDelayMs` (and waits while
+//     holdWork() is on), then makes them READY
 //     and retires (UNAVAILABLE, "unloaded") the versions the policy no longer names, so
 //     the old version serves until the new one is ready;
 //   - fails a version whose directory holds a file named FAIL (its text is the reason),
