@@ -83,6 +83,7 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   extender_ = std::make_unique<k8s::Extender>(
       state_, engine_, [this](std::string_view name) { return findModel(name); });
   extender_->setConfirmTtlMs(config_.allocationGuardTtlMs);
+  reservationsExpired_.add({}, 0);  // the series exists from the start, for increase()
 }
 
 void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
@@ -153,6 +154,7 @@ Result<void> ControlPlane::restore() {
     if (auto added = state_.apply(sched::NodeAdded{spec}); !added) {
       return fail(Error::invalid(where + ": node " + spec.name + ": " + added.error().message));
     }
+    lastHeartbeatMs_[spec.name] = clock_.nowMs();  // the agents' clocks restart with us
     nodeSpecs_.emplace(spec.name, std::move(spec));
   }
   for (const store::Document& d : snapshot->documents) {
@@ -265,6 +267,7 @@ Result<json> ControlPlane::registerNode(const json& body) {
     return fail(saved.error());
   }
   nodeSpecs_.emplace(name, std::move(*spec));
+  lastHeartbeatMs_[name] = clock_.nowMs();
   return nodeJson(*state_.findNode(name));
 }
 
@@ -349,6 +352,7 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
       if (g.id == t.gpuId) g.healthy = t.healthy;
     }
   }
+  lastHeartbeatMs_[std::string(node)] = clock_.nowMs();
   return json{{"node", std::string(node)}, {"gpus", telemetry.size()}};
 }
 
@@ -412,6 +416,8 @@ Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
   if (!removed)
     return fail(Error::internal("books refused a checked removal: " + removed.error().message));
   nodeSpecs_.erase(it);
+  if (const auto h = lastHeartbeatMs_.find(node); h != lastHeartbeatMs_.end())
+    lastHeartbeatMs_.erase(h);
   return json{{"node", std::string(node)}, {"removed", true}};
 }
 
@@ -563,7 +569,13 @@ Result<json> ControlPlane::replicaLoaded(std::string_view id) {
   store::Batch batch;
   batch.upsert("replica", std::string(id), replicaDoc(rec.placement, true).dump());
   TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaLoaded", std::string(id), ""));
+  const bool firstLoad = rec.phase == sched::ReplicaPhase::kReserved;
+  const Millis placedAtMs = rec.placedAtMs;
+  const std::string modelName = rec.placement.modelName;
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{std::string(id)}));
+  if (firstLoad && clock_.nowMs() >= placedAtMs) {
+    loadDuration_.observe({{"model", modelName}}, (clock_.nowMs() - placedAtMs) / 1000.0);
+  }
   return replicaJson(*state_.findReplica(id));
 }
 
@@ -844,7 +856,14 @@ json ControlPlane::events(std::int64_t after, std::size_t limit) const {
 void ControlPlane::tick() {
   const Millis now = clock_.nowMs();
   const auto next = state_.nextReservationExpiryMs();
-  if (next && *next <= now) (void)state_.apply(sched::ReservationsExpired{});
+  if (next && *next <= now) {
+    // A reservation ends early only when telemetry confirms it, so those lapsing here were
+    // never confirmed.
+    const int before = state_.activeReservationCount();
+    (void)state_.apply(sched::ReservationsExpired{});
+    const int lapsed = before - state_.activeReservationCount();
+    if (lapsed > 0) reservationsExpired_.add({}, lapsed);
+  }
   for (auto& [name, d] : deployments_) reconcile(*d, now);
   advanceDrains(now);
 }
@@ -970,6 +989,23 @@ std::string ControlPlane::metricsText() const {
                d->pending);
     }
   }
+  w.family("tessera_deployment_queue_depth", "gauge",
+           "Requests waiting per deployment: queued in its replicas' engines plus buffered in "
+           "front of them, from signals fresher than the signal TTL.");
+  const Millis now = clock_.nowMs();
+  for (const auto& [name, d] : deployments_) {
+    const scale::DeploymentSignals s = signalsOf(*d, now);
+    double depth = s.bufferedRequests.value_or(0);
+    for (const auto& r : s.replicas) depth += r.waiting.value_or(0);
+    w.sample("tessera_deployment_queue_depth", {{"deployment", name}, {"model", d->model}}, depth);
+  }
+  w.family("tessera_node_heartbeat_age_seconds", "gauge",
+           "Seconds since the node's agent registered or last sent a heartbeat (since the "
+           "server started for nodes restored from the store).");
+  for (const auto& [node, at] : lastHeartbeatMs_)
+    w.sample("tessera_node_heartbeat_age_seconds", {{"node", node}}, (now - at) / 1000.0);
+  reservationsExpired_.write(w);
+  loadDuration_.write(w);
   placements_.write(w);
   decisionLatency_.write(w);
   httpRequests.write(w);

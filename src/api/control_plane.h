@@ -253,6 +253,16 @@ class ControlPlane {
   HistogramFamily decisionLatency_{"tessera_scheduling_duration_seconds",
                                    "Time the placement engine took per decision.",
                                    latencyBuckets()};
+  // For the dashboards and alerts in deploy/ (docs/operations.md): when each node's agent last
+  // reported (registration, heartbeat or the server's restore), reservations that lapsed
+  // without telemetry confirming them, and how long replicas took from placement to loaded.
+  std::map<std::string, Millis, std::less<>> lastHeartbeatMs_;
+  CounterFamily reservationsExpired_{
+      "tessera_reservations_expired_total",
+      "Reservations that lapsed (TTL) before telemetry showed their replica's memory."};
+  HistogramFamily loadDuration_{"tessera_replica_load_duration_seconds",
+                                "Time from a replica's placement to its agent reporting it loaded.",
+                                {1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800}};
 };
 
 }  // namespace tessera::api
