@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.h"
+#include "cmd_agent.h"
 #include "cmd_catalog.h"
 #include "cmd_place.h"
 #include "cmd_serve.h"
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
 
   tessera::cli::SimulateCommand simulate(app);
   tessera::cli::ServeCommand serve(app);
+  tessera::cli::AgentCommand agent(app);
 
   CLI::App* versionCmd = app.add_subcommand("version", "Print the version");
   OutputFlag versionOutput;
@@ -121,6 +123,7 @@ int main(int argc, char** argv) {
     }
     if (simulate.parsed()) return simulate.run(std::cout, std::cerr);
     if (serve.parsed()) return serve.run(std::cout, std::cerr);
+    if (agent.parsed()) return agent.run(std::cout, std::cerr);
     if (versionCmd->parsed()) return runVersion(versionOutput.format());
   } catch (const std::exception& e) {
     // Errors are values across modules; an exception reaching here is a bug.

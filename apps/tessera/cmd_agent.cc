@@ -1,0 +1,321 @@
+#include "cmd_agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "agent/agent_config.h"
+#include "agent/control_client.h"
+#include "agent/gpu_source.h"
+#include "agent/model_cache.h"
+#include "api/log.h"
+#include "cli.h"
+#include "model/gpu_catalog.h"
+
+namespace tessera::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kCommand = "agent";
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+// Flags win over $TESSERA_* variables, which win over the file.
+Result<agent::AgentConfig> resolveConfig(const AgentFlags& f) {
+  agent::AgentConfig c;
+  const std::optional<std::string> path = f.configPath ? f.configPath : env("TESSERA_AGENT_CONFIG");
+  if (path) {
+    auto loaded = agent::loadAgentFile(*path);
+    if (!loaded) return fail(loaded.error());
+    c = std::move(*loaded);
+  }
+  auto pick = [](const std::optional<std::string>& flag, const char* var) {
+    return flag ? flag : env(var);
+  };
+  if (auto v = pick(f.nodeName, "TESSERA_NODE_NAME")) c.nodeName = *v;
+  if (auto v = pick(f.server, "TESSERA_SERVER")) c.server = *v;
+  if (auto v = pick(f.tokenFile, "TESSERA_TOKEN_FILE")) c.tokenFile = *v;
+  if (auto v = pick(f.tlsCa, "TESSERA_TLS_CA")) c.tlsCa = *v;
+  if (auto v = pick(f.admin, "TESSERA_AGENT_ADMIN")) c.admin = *v;
+  if (auto v = pick(f.cacheDir, "TESSERA_CACHE_DIR")) c.cache.dir = *v;
+  if (auto v = pick(f.nvmlLibrary, "TESSERA_NVML_LIBRARY")) c.nvmlLibrary = *v;
+  if (auto v = pick(f.logFormat, "TESSERA_LOG_FORMAT")) {
+    if (*v != "text" && *v != "json") {
+      return fail(Error::invalid("log format: expected text or json, got \"" + *v + "\""));
+    }
+    c.logFormat = *v;
+  }
+  if (auto v = pick(f.gpuDiscovery, "TESSERA_GPU_DISCOVERY")) {
+    auto d = agent::parseDiscovery(*v);
+    if (!d) return fail(d.error());
+    c.discovery = *d;
+  }
+  if (f.heartbeatSeconds) {
+    c.heartbeatMs = agent::secondsToMillis(*f.heartbeatSeconds);
+  } else if (auto v = env("TESSERA_HEARTBEAT_SECONDS")) {
+    char* end = nullptr;
+    const double s = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(s >= 0.01 && s <= 3600)) {
+      return fail(Error::invalid("TESSERA_HEARTBEAT_SECONDS: expected a number from 0.01 to 3600, got \"" +
+                                 *v + "\""));
+    }
+    c.heartbeatMs = agent::secondsToMillis(s);
+  }
+  if (c.server.rfind("http://", 0) != 0 && c.server.rfind("https://", 0) != 0) {
+    return fail(Error::invalid("server: expected http://HOST:PORT or https://HOST:PORT, got \"" +
+                               c.server + "\""));
+  }
+  if (c.nodeName.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+      return fail(Error::invalid("node name: the host name is unknown; give --node-name"));
+    }
+    c.nodeName = host;
+  }
+  return c;
+}
+
+// "127.0.0.1:9190", "http://127.0.0.1:9190" or "localhost:9190" -> "http://HOST:PORT".
+std::string adminUrl(const std::string& address) {
+  if (address.rfind("http://", 0) == 0 || address.rfind("https://", 0) == 0) return address;
+  return "http://" + address;
+}
+
+}  // namespace
+
+AgentCommand::AgentCommand(CLI::App& app) {
+  command_ = app.add_subcommand("agent", "The node agent: GPU discovery, model cache, heartbeats, drain");
+  command_->require_subcommand(1);
+  runCmd_ = command_->add_subcommand("run", "Run the node agent until it is drained or signalled");
+  AgentFlags& f = flags_;
+  runCmd_->add_option("--config", f.configPath, "Agent file (docs/agent.md); flags and $TESSERA_* win")
+      ->check(CLI::ExistingFile);
+  runCmd_->add_option("--node-name", f.nodeName, "Node name (default: the host name)");
+  runCmd_->add_option("--server", f.server, "Control plane URL, http(s)://HOST:PORT");
+  runCmd_->add_option("--token-file", f.tokenFile, "Bearer token file (default: $TESSERA_API_TOKEN)")
+      ->check(CLI::ExistingFile);
+  runCmd_->add_option("--tls-ca", f.tlsCa, "CA certificate (PEM) to trust for an https:// server")
+      ->check(CLI::ExistingFile);
+  runCmd_->add_option("--admin", f.admin, "Admin API address, HOST:PORT on loopback (port 0: any)");
+  runCmd_->add_option("--cache-dir", f.cacheDir, "Model cache directory");
+  runCmd_->add_option("--gpu-discovery", f.gpuDiscovery, "auto, nvml or virtual")
+      ->check(CLI::IsMember({"auto", "nvml", "virtual"}));
+  runCmd_->add_option("--nvml-library", f.nvmlLibrary, "NVML library to load (default libnvidia-ml.so.1)");
+  runCmd_->add_option("--heartbeat-seconds", f.heartbeatSeconds, "Heartbeat period")
+      ->check(CLI::Range(0.01, 3600.0));
+  runCmd_->add_option("--log-format", f.logFormat, "Logs on stderr: text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  runCmd_->footer(
+      "Also from the environment: $TESSERA_AGENT_CONFIG, $TESSERA_NODE_NAME, $TESSERA_SERVER, "
+      "$TESSERA_TOKEN_FILE, $TESSERA_API_TOKEN, $TESSERA_TLS_CA, $TESSERA_AGENT_ADMIN, "
+      "$TESSERA_CACHE_DIR, $TESSERA_GPU_DISCOVERY, $TESSERA_NVML_LIBRARY, "
+      "$TESSERA_HEARTBEAT_SECONDS, $TESSERA_LOG_FORMAT. SIGTERM drains, a second one stops.");
+
+  drainCmd_ = command_->add_subcommand(
+      "drain", "Drain the running agent and wait until it is done (a Kubernetes preStop hook)");
+  drainCmd_->add_option("--admin", adminTarget_, "The agent's admin address (default 127.0.0.1:9190)");
+  drainCmd_->add_option("--config", adminConfig_, "Take the admin address and timings from this agent file")
+      ->check(CLI::ExistingFile);
+  drainCmd_->add_option("--timeout", drainTimeoutSeconds_,
+                        "Seconds to wait (default: stop-new-work + in-flight limit + 30)")
+      ->check(CLI::Range(0.0, 86400.0));
+
+  statusCmd_ = command_->add_subcommand("status", "Print the running agent's status (JSON)");
+  statusCmd_->add_option("--admin", adminTarget_, "The agent's admin address (default 127.0.0.1:9190)");
+  statusCmd_->add_option("--config", adminConfig_, "Take the admin address from this agent file")
+      ->check(CLI::ExistingFile);
+}
+
+int AgentCommand::run(std::ostream& out, std::ostream& err) {
+  if (runCmd_->parsed()) return runAgent(out, err);
+  if (drainCmd_->parsed()) return runDrain(out, err);
+  return runStatus(out, err);
+}
+
+int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
+  auto resolved = resolveConfig(flags_);
+  if (!resolved) return reportError(err, kCommand, resolved.error());
+  agent::AgentConfig config = std::move(*resolved);
+  api::Logger logger(config.logFormat == "json" ? api::LogFormat::kJson : api::LogFormat::kText, err);
+
+  std::optional<std::string> token;
+  if (config.tokenFile) {
+    auto t = agent::readTokenFile(*config.tokenFile);
+    if (!t) return reportError(err, kCommand, t.error());
+    token = *t;
+  } else if (auto v = env("TESSERA_API_TOKEN")) {
+    token = *v;
+  }
+  auto client = agent::ControlClient::create({config.server, token, config.tlsCa, 5});
+  if (!client) return reportError(err, kCommand, client.error());
+
+  const model::GpuCatalog catalog = model::GpuCatalog::builtin();
+  std::vector<std::string> warnings;
+  auto gpus = agent::openGpuSource(config, catalog, config.nodeName, warnings);
+  for (const std::string& w : warnings) logger.warn(w);
+  if (!gpus) return reportError(err, kCommand, gpus.error());
+
+  SteadyClock clock;
+  agent::ModelCacheOptions cacheOptions;
+  cacheOptions.dir = config.cache.dir;
+  cacheOptions.diskCapacityBytes = config.cache.diskCapacityBytes;
+  cacheOptions.hostCapacityBytes = config.cache.hostMemoryCapacityBytes;
+  cacheOptions.warnAtFraction = config.cache.warnAtFraction;
+  cacheOptions.minFreeDiskBytes = config.cache.minFreeDiskBytes;
+  cacheOptions.onWarning = [&logger](const std::string& w) { logger.warn(w); };
+  auto cache = agent::ModelCache::open(cacheOptions, clock);
+  if (!cache) return reportError(err, kCommand, cache.error());
+
+  std::vector<std::unique_ptr<agent::ModelSource>> sources;
+  for (const agent::ModelSourceConfig& s : config.modelSources) {
+    if (!s.path.empty()) {
+      sources.push_back(agent::makeDirectorySource(s.name, s.path));
+    } else {
+      agent::HttpSourceOptions options;
+      options.caFile = config.tlsCa;
+      auto http = agent::makeHttpSource(s.name, s.url, options);
+      if (!http) return reportError(err, kCommand, http.error());
+      sources.push_back(std::move(*http));
+    }
+  }
+
+  // SIGINT and SIGTERM are taken synchronously below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  agent::AgentParts parts;
+  parts.gpus = gpus->get();
+  parts.client = client->get();
+  parts.cache = cache->get();
+  for (const auto& s : sources) parts.sources.push_back(s.get());
+  parts.log = &logger;
+  agent::Agent node(config, parts);
+  auto port = node.start();
+  if (!port) return reportError(err, kCommand, port.error());
+  const std::size_t gpuCount = node.status()["gpus"].size();
+  out << "tessera agent: node " << config.nodeName << ", " << gpuCount << " GPU"
+      << (gpuCount == 1 ? "" : "s") << " (" << (*gpus)->kind() << "), control plane "
+      << config.server << ", admin on http://"
+      << config.admin.substr(0, config.admin.rfind(':')) << ":" << *port << std::endl;
+
+  const timespec tick{0, 200'000'000};
+  int signalsSeen = 0;
+  while (!node.finished()) {
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig != SIGINT && sig != SIGTERM) continue;
+    if (++signalsSeen == 1) {
+      out << "tessera agent: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining" << std::endl;
+      node.drain(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    } else {
+      out << "tessera agent: second signal, stopping without waiting" << std::endl;
+      node.stop();
+    }
+  }
+  const int code = node.wait();
+  out << "tessera agent: stopped" << std::endl;
+  return code;
+}
+
+int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
+  std::string address = "127.0.0.1:9190";
+  Millis budgetMs = 10'000 + 60'000 + 30'000;
+  if (adminConfig_) {
+    auto c = agent::loadAgentFile(*adminConfig_);
+    if (!c) return reportError(err, kCommand, c.error());
+    address = c->admin;
+    budgetMs = c->stopNewWorkMs + c->inFlightMaxMs + 30'000;
+  }
+  if (auto v = env("TESSERA_AGENT_ADMIN")) address = *v;
+  if (adminTarget_) address = *adminTarget_;
+  if (drainTimeoutSeconds_ > 0) budgetMs = agent::secondsToMillis(drainTimeoutSeconds_);
+  const std::string url = adminUrl(address);
+  httplib::Client client(url);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(10);
+  auto started = client.Post("/drain");
+  if (!started) {
+    return reportError(err, kCommand,
+                       Error::precondition("drain: no agent answers at " + url + " (" +
+                                           httplib::to_string(started.error()) + ")"));
+  }
+  if (started->status != 202) {
+    return reportError(err, kCommand, Error::internal("drain: " + url + " answered " +
+                                                       std::to_string(started->status)));
+  }
+  out << "tessera agent drain: draining the agent at " << url << std::endl;
+  SteadyClock clock;
+  const Millis deadline = clock.nowMs() + budgetMs;
+  std::string state = "draining";
+  std::size_t stepsShown = 0;
+  while (clock.nowMs() < deadline) {
+    auto r = client.Get("/status");
+    if (!r) {
+      // The agent exits shortly after it drained.
+      if (state == "drained") break;
+      return reportError(err, kCommand,
+                         Error::internal("drain: the agent stopped answering before it reported drained"));
+    }
+    const json s = json::parse(r->body, nullptr, false);
+    if (s.is_object()) {
+      state = s.value("state", state);
+      if (s.contains("drain") && s["drain"].contains("steps")) {
+        const json& steps = s["drain"]["steps"];
+        for (; stepsShown < steps.size(); ++stepsShown) {
+          out << "  " << steps[stepsShown].get<std::string>() << std::endl;
+        }
+      }
+    }
+    if (state == "drained") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (state != "drained") {
+    return reportError(err, kCommand,
+                       Error::internal("drain: not drained after " + std::to_string(budgetMs / 1000) +
+                                       " s (state " + state + ")"));
+  }
+  out << "tessera agent drain: drained" << std::endl;
+  return kExitOk;
+}
+
+int AgentCommand::runStatus(std::ostream& out, std::ostream& err) {
+  std::string address = "127.0.0.1:9190";
+  if (adminConfig_) {
+    auto c = agent::loadAgentFile(*adminConfig_);
+    if (!c) return reportError(err, kCommand, c.error());
+    address = c->admin;
+  }
+  if (auto v = env("TESSERA_AGENT_ADMIN")) address = *v;
+  if (adminTarget_) address = *adminTarget_;
+  const std::string url = adminUrl(address);
+  httplib::Client client(url);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(10);
+  auto r = client.Get("/status");
+  if (!r) {
+    return reportError(err, kCommand, Error::precondition("status: no agent answers at " + url + " (" +
+                                                          httplib::to_string(r.error()) + ")"));
+  }
+  const json s = json::parse(r->body, nullptr, false);
+  out << (s.is_discarded() ? r->body : s.dump(2)) << std::endl;
+  return r->status == 200 ? kExitOk : kExitInternal;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,491 @@
+#include "agent/agent.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <random>
+
+namespace tessera::agent {
+
+using nlohmann::json;
+
+namespace {
+
+Result<std::pair<std::string, int>> splitAdmin(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return fail(Error::invalid("admin: expected HOST:PORT on a loopback address, got \"" +
+                               address + "\""));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = -1;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(address.substr(colon + 1), &used);
+    if (used != address.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) {
+    return fail(Error::invalid("admin: port must be 0 to 65535, got \"" + address.substr(colon + 1) + "\""));
+  }
+  // The admin API has no authentication: it must not be reachable from the network.
+  if (host != "127.0.0.1" && host != "::1" && host != "localhost") {
+    return fail(Error::invalid("admin: " + host +
+                               " is not a loopback address; the admin API has no authentication, "
+                               "so it listens on 127.0.0.1, ::1 or localhost only"));
+  }
+  return std::pair{host, port};
+}
+
+json errorJson(const Error& e) {
+  return {{"error", {{"code", errorCodeName(e.code)}, {"message", e.message}}}};
+}
+
+int httpStatus(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::kInvalidArgument: return 400;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kAlreadyExists:
+    case ErrorCode::kFailedPrecondition:
+    case ErrorCode::kResourceExhausted: return 409;
+    case ErrorCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+void sendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+}  // namespace
+
+const char* phaseName(AgentPhase phase) {
+  switch (phase) {
+    case AgentPhase::kRunning: return "running";
+    case AgentPhase::kDraining: return "draining";
+    case AgentPhase::kDrained: return "drained";
+  }
+  return "running";
+}
+
+Agent::Agent(AgentConfig config, AgentParts parts, AgentTimings timings)
+    : config_(std::move(config)), parts_(std::move(parts)), timings_(timings) {}
+
+Agent::~Agent() {
+  stop();
+  for (std::thread* t : {&drainThread_, &preloadThread_, &heartbeatThread_, &adminThread_}) {
+    if (t->joinable()) t->join();
+  }
+}
+
+Result<int> Agent::start() {
+  if (parts_.gpus == nullptr || parts_.client == nullptr || parts_.log == nullptr) {
+    return fail(Error::internal("agent: a GPU source, a control-plane client and a logger are required"));
+  }
+  auto address = splitAdmin(config_.admin);
+  if (!address) return fail(address.error());
+  auto first = parts_.gpus->sample();
+  if (!first) return fail(first.error());
+  lastGpus_ = std::move(*first);
+
+  admin_ = std::make_unique<httplib::Server>();
+  admin_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  adminRoutes();
+  int port = address->second;
+  if (port == 0) {
+    port = admin_->bind_to_any_port(address->first);
+    if (port < 0) return fail(Error::invalid("admin: cannot bind " + address->first));
+  } else if (!admin_->bind_to_port(address->first, port)) {
+    return fail(Error::invalid("admin: cannot listen on " + config_.admin + " (in use, or not allowed)"));
+  }
+  adminThread_ = std::thread([this] { admin_->listen_after_bind(); });
+  heartbeatThread_ = std::thread([this] { heartbeatLoop(); });
+  if (parts_.cache != nullptr && !config_.preload.empty()) {
+    preloadThread_ = std::thread([this] { preloadLoop(); });
+  }
+  return port;
+}
+
+void Agent::wake() {
+  std::lock_guard lock(mu_);
+  wakeRequested_ = true;
+  cv_.notify_all();
+}
+
+bool Agent::sleepFor(Millis ms) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_ || wakeRequested_; });
+  wakeRequested_ = false;
+  return !stopping_;
+}
+
+bool Agent::pauseFor(Millis ms) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_; });
+  return !stopping_;
+}
+
+void Agent::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    done_ = true;
+    cv_.notify_all();
+  }
+  if (admin_) admin_->stop();
+}
+
+int Agent::wait() {
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+  }
+  stop();
+  for (std::thread* t : {&drainThread_, &preloadThread_, &heartbeatThread_, &adminThread_}) {
+    if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
+  }
+  return 0;
+}
+
+bool Agent::finished() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+AgentPhase Agent::phase() const {
+  std::lock_guard lock(mu_);
+  return phase_;
+}
+
+json Agent::registrationBody(const std::vector<AgentGpu>& gpus) const {
+  json node{{"name", config_.nodeName}};
+  if (config_.cpuMilli > 0) node["cpuMilli"] = config_.cpuMilli;
+  if (config_.hostMemoryMib > 0) node["hostMemoryMib"] = config_.hostMemoryMib;
+  json labels = json::object();
+  for (const auto& [k, v] : config_.labels) labels[k] = v;
+  labels["tessera.dev/gpu-source"] = parts_.gpus->kind();
+  node["labels"] = labels;
+  if (parts_.cache != nullptr) node["cachedModels"] = parts_.cache->models();
+  json list = json::array();
+  for (const AgentGpu& g : gpus) {
+    json e{{"id", g.id}, {"uuid", g.uuid}, {"type", g.type}, {"healthy", g.healthy}};
+    if (g.memoryMib > 0) e["memoryMib"] = g.memoryMib;
+    if (g.numaNode >= 0) e["numaNode"] = g.numaNode;
+    if (g.nvlinkGroup >= 0) e["nvlinkGroup"] = g.nvlinkGroup;
+    if (g.migEnabled) {
+      e["migEnabled"] = true;
+      json instances = json::array();
+      for (const std::string& p : g.migProfiles) instances.push_back({{"profile", p}});
+      if (!instances.empty()) e["migInstances"] = instances;
+    }
+    list.push_back(std::move(e));
+  }
+  node["gpus"] = list;
+  return node;
+}
+
+json Agent::heartbeatBody(const std::vector<AgentGpu>& gpus) const {
+  json body = json::object();
+  json list = json::array();
+  for (const AgentGpu& g : gpus) {
+    // A virtual GPU measures nothing; reporting 0 MiB used would claim that it did.
+    if (g.isVirtual) continue;
+    json t{{"id", g.id}, {"usedMib", g.usedMib}, {"healthy", g.healthy}};
+    if (g.utilization >= 0) t["utilization"] = std::clamp(g.utilization, 0.0, 1.0);
+    list.push_back(std::move(t));
+  }
+  if (!list.empty()) body["gpus"] = list;
+  if (parts_.cache != nullptr) body["cachedModels"] = parts_.cache->models();
+  return body;
+}
+
+void Agent::heartbeatLoop() {
+  std::random_device seed;
+  Backoff backoff(timings_.backoffInitialMs, timings_.backoffMaxMs, seed());
+  api::Logger& log = *parts_.log;
+  for (;;) {
+    auto gpus = parts_.gpus->sample();
+    std::vector<AgentGpu> snapshot;
+    bool registered = false;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      if (gpus) lastGpus_ = *gpus;
+      snapshot = lastGpus_;
+      registered = registered_;
+    }
+    Result<void> outcome;
+    if (!registered) {
+      outcome = parts_.client->registerNode(registrationBody(snapshot));
+      if (outcome) {
+        log.info("registered", {{"node", config_.nodeName},
+                                {"server", parts_.client->server()},
+                                {"gpus", snapshot.size()},
+                                {"gpuSource", parts_.gpus->kind()}});
+        std::lock_guard lock(mu_);
+        registered_ = true;
+        ++registrations_;
+        registered = true;
+      }
+    }
+    if (registered) {
+      outcome = parts_.client->heartbeat(config_.nodeName, heartbeatBody(snapshot));
+      if (!outcome && outcome.error().code == ErrorCode::kNotFound) {
+        log.warn("the server does not know this node (restarted without its state?); registering again",
+                 {{"node", config_.nodeName}});
+        std::lock_guard lock(mu_);
+        registered_ = false;
+        continue;  // register at once
+      }
+    }
+    Millis delay = config_.heartbeatMs;
+    {
+      std::lock_guard lock(mu_);
+      if (outcome) {
+        ++heartbeats_;
+        lastError_.clear();
+      } else {
+        ++heartbeatFailures_;
+        lastError_ = outcome.error().message;
+      }
+    }
+    if (outcome) {
+      if (backoff.attempts() > 0) log.info("control plane reachable again", {{"server", parts_.client->server()}});
+      backoff.reset();
+    } else {
+      delay = backoff.next();
+      log.warn("control plane call failed; retrying", {{"error", outcome.error().message},
+                                                       {"retryInMs", delay},
+                                                       {"attempt", backoff.attempts()}});
+    }
+    if (!sleepFor(delay)) return;
+  }
+}
+
+void Agent::preloadLoop() {
+  for (const std::string& model : config_.preload) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ || phase_ != AgentPhase::kRunning) return;
+    }
+    auto staged = parts_.cache->stage(model, parts_.sources);
+    if (staged) {
+      parts_.log->info("model staged", {{"model", model}, {"bytes", staged->diskBytes}});
+      wake();  // report the new cache contents now
+    } else {
+      parts_.log->warn("preload failed", {{"model", model}, {"error", staged.error().message}});
+      std::lock_guard lock(mu_);
+      preloadErrors_.push_back(staged.error().message);
+    }
+  }
+}
+
+void Agent::drain(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  if (phase_ != AgentPhase::kRunning || stopping_) return;
+  phase_ = AgentPhase::kDraining;
+  drainReason_ = reason;
+  drainThread_ = std::thread([this, reason] { drainSequence(reason); });
+}
+
+void Agent::drainSequence(std::string reason) {
+  api::Logger& log = *parts_.log;
+  const Millis started = clock_.nowMs();
+  auto note = [&](const std::string& step) {
+    log.info("drain: " + step, {{"node", config_.nodeName}, {"elapsedMs", clock_.nowMs() - started}});
+    std::lock_guard lock(mu_);
+    drainLog_.push_back(step);
+  };
+  note("stop taking new work (" + reason + ")");
+  // 1. Cordon at the control plane so no new replica lands here; its deployments replace
+  //    the replicas elsewhere. Best effort: the server may be down, and the drain goes on.
+  if (auto cordoned = parts_.client->drainNode(config_.nodeName); cordoned) {
+    note("node cordoned and drained at the control plane");
+  } else {
+    note("could not cordon at the control plane: " + cordoned.error().message);
+  }
+  // 2. The stop-new-work window: load balancers and endpoints see /readyz fail and move
+  //    traffic away while requests already routed here still arrive.
+  if (!pauseFor(config_.stopNewWorkMs)) return;
+  note("stop-new-work window over");
+  // 3. In-flight work, up to the limit.
+  const Millis deadline = clock_.nowMs() + config_.inFlightMaxMs;
+  std::size_t left = inFlight();
+  while (left > 0 && clock_.nowMs() < deadline) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(timings_.drainPollMs), [this] { return stopping_; });
+      if (stopping_) return;
+    }
+    left = inFlight();
+  }
+  note(left == 0 ? "no work in flight" : "in-flight limit reached with " + std::to_string(left) +
+                                             " item(s) still running; going on");
+  // 4. Device memory.
+  if (parts_.device != nullptr) {
+    if (auto released = parts_.device->releaseAll(); released) {
+      note("device memory released (" + parts_.device->name() + ")");
+    } else {
+      note("releasing device memory failed: " + released.error().message);
+    }
+  } else {
+    note("no device memory pool attached; nothing to release");
+  }
+  {
+    std::lock_guard lock(mu_);
+    phase_ = AgentPhase::kDrained;
+  }
+  note("drained");
+  pauseFor(timings_.lingerMs);
+  std::lock_guard lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+Result<std::string> Agent::acquireLease(const std::string& model) {
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ != AgentPhase::kRunning || stopping_) {
+      return fail(Error::precondition("the node is " + std::string(phaseName(phase_)) +
+                                      "; it takes no new work"));
+    }
+  }
+  if (!model.empty()) {
+    if (parts_.cache == nullptr) return fail(Error::precondition("this agent has no model cache"));
+    TESSERA_RETURN_IF_ERROR(parts_.cache->pin(model));
+  }
+  std::lock_guard lock(mu_);
+  const std::string id = "lease-" + std::to_string(++nextLease_);
+  leases_.emplace(id, model);
+  return id;
+}
+
+Result<void> Agent::releaseLease(const std::string& id) {
+  std::string model;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = leases_.find(id);
+    if (it == leases_.end()) return fail(Error::notFound("no lease " + id));
+    model = it->second;
+    leases_.erase(it);
+    cv_.notify_all();
+  }
+  if (!model.empty() && parts_.cache != nullptr) TESSERA_RETURN_IF_ERROR(parts_.cache->unpin(model));
+  return {};
+}
+
+std::size_t Agent::inFlight() const {
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(mu_);
+    n = leases_.size();
+  }
+  for (const WorkTracker* t : parts_.trackers) n += t->inFlight();
+  return n;
+}
+
+json Agent::status() const {
+  json s;
+  std::vector<AgentGpu> gpus;
+  {
+    std::lock_guard lock(mu_);
+    s["node"] = config_.nodeName;
+    s["state"] = phaseName(phase_);
+    s["server"] = parts_.client->server();
+    s["registered"] = registered_;
+    s["registrations"] = registrations_;
+    s["heartbeats"] = heartbeats_;
+    s["heartbeatFailures"] = heartbeatFailures_;
+    if (!lastError_.empty()) s["lastError"] = lastError_;
+    s["leases"] = leases_.size();
+    if (phase_ != AgentPhase::kRunning) {
+      s["drain"] = {{"reason", drainReason_}, {"steps", drainLog_}};
+    }
+    if (!preloadErrors_.empty()) s["preloadErrors"] = preloadErrors_;
+    gpus = lastGpus_;
+  }
+  s["inFlight"] = inFlight();
+  s["gpuSource"] = parts_.gpus->kind();
+  json list = json::array();
+  for (const AgentGpu& g : gpus) {
+    json e{{"id", g.id},          {"uuid", g.uuid},        {"type", g.type},
+           {"virtual", g.isVirtual}, {"memoryMib", g.memoryMib}, {"healthy", g.healthy},
+           {"numaNode", g.numaNode}, {"nvlinkGroup", g.nvlinkGroup}};
+    if (!g.isVirtual) {
+      e["nvmlName"] = g.nvmlName;
+      e["usedMib"] = g.usedMib;
+      if (g.utilization >= 0) e["utilization"] = g.utilization;
+      e["migEnabled"] = g.migEnabled;
+      e["migInstances"] = g.migProfiles;
+      e["cpuAffinity"] = g.cpuAffinity;
+      e["processes"] = g.processes;
+      e["xids"] = g.xids;
+    }
+    list.push_back(std::move(e));
+  }
+  s["gpus"] = list;
+  if (parts_.cache != nullptr) {
+    const CacheStatus c = parts_.cache->status();
+    json entries = json::array();
+    for (const CacheEntry& e : c.entries) {
+      entries.push_back({{"model", e.model},
+                         {"diskBytes", e.diskBytes},
+                         {"hostBytes", e.hostBytes},
+                         {"pins", e.pins}});
+    }
+    s["cache"] = {{"diskUsedBytes", c.diskUsedBytes},     {"diskCapacityBytes", c.diskCapacityBytes},
+                  {"hostUsedBytes", c.hostUsedBytes},     {"hostCapacityBytes", c.hostCapacityBytes},
+                  {"filesystemFreeBytes", c.filesystemFreeBytes}, {"evictions", c.evictions},
+                  {"warnings", c.warnings},               {"entries", entries}};
+  }
+  return s;
+}
+
+void Agent::adminRoutes() {
+  httplib::Server& s = *admin_;
+  using Req = httplib::Request;
+  using Res = httplib::Response;
+  s.Get("/healthz", [](const Req&, Res& res) { sendJson(res, 200, {{"ok", true}}); });
+  s.Get("/readyz", [this](const Req&, Res& res) {
+    std::lock_guard lock(mu_);
+    const bool ready = phase_ == AgentPhase::kRunning && registered_;
+    sendJson(res, ready ? 200 : 503, {{"ready", ready}, {"state", phaseName(phase_)}});
+  });
+  s.Get("/status", [this](const Req&, Res& res) { sendJson(res, 200, status()); });
+  s.Post("/drain", [this](const Req&, Res& res) {
+    drain("requested over the admin API");
+    sendJson(res, 202, {{"state", phaseName(phase())}});
+  });
+  s.Post(R"(/models/(.+)/stage)", [this](const Req& req, Res& res) {
+    if (parts_.cache == nullptr) {
+      return sendJson(res, 409, errorJson(Error::precondition("this agent has no model cache")));
+    }
+    auto staged = parts_.cache->stage(req.matches[1].str(), parts_.sources);
+    if (!staged) return sendJson(res, httpStatus(staged.error()), errorJson(staged.error()));
+    wake();
+    sendJson(res, 200, {{"model", staged->model}, {"diskBytes", staged->diskBytes}});
+  });
+  s.Post("/leases", [this](const Req& req, Res& res) {
+    std::string model;
+    if (!req.body.empty()) {
+      const json body = json::parse(req.body, nullptr, false);
+      if (!body.is_object() || (body.contains("model") && !body["model"].is_string())) {
+        return sendJson(res, 400, errorJson(Error::invalid("body: expected {\"model\": \"name\"}")));
+      }
+      model = body.value("model", "");
+    }
+    auto id = acquireLease(model);
+    if (!id) return sendJson(res, httpStatus(id.error()), errorJson(id.error()));
+    sendJson(res, 201, {{"id", *id}, {"model", model}});
+  });
+  s.Delete(R"(/leases/([^/]+))", [this](const Req& req, Res& res) {
+    auto released = releaseLease(req.matches[1].str());
+    if (!released) return sendJson(res, httpStatus(released.error()), errorJson(released.error()));
+    sendJson(res, 200, {{"released", req.matches[1].str()}});
+  });
+}
+
+}  // namespace tessera::agent

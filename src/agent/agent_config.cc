@@ -1,0 +1,191 @@
+#include "agent/agent_config.h"
+
+#include <cmath>
+
+#include "config/yaml_field.h"
+
+namespace tessera::agent {
+namespace {
+
+using config::Field;
+
+constexpr std::string_view kKind = "AgentConfig";
+constexpr std::int64_t kMaxMib = std::int64_t{1} << 32;  // 4 PiB: far beyond any node
+
+Result<void> readSeconds(const Field& parent, std::string_view key, double min, double max,
+                         Millis& out) {
+  const Field f = parent.child(key);
+  if (f.absent()) return {};
+  auto v = config::readNumber(f, min, max);
+  if (!v) return fail(std::move(v.error()));
+  out = secondsToMillis(*v);
+  return {};
+}
+
+Result<void> readBytes(const Field& parent, std::string_view mibKey, std::string_view quantityKey,
+                       std::int64_t minMib, std::int64_t& outBytes) {
+  auto mib = config::readMemory(parent, config::MemoryField{mibKey, quantityKey, minMib, kMaxMib,
+                                                            /*capacity=*/true});
+  if (!mib) return fail(std::move(mib.error()));
+  if (*mib) outBytes = **mib << 20;
+  return {};
+}
+
+Result<void> readVirtualGpus(const Field& list, AgentConfig& out) {
+  TESSERA_RETURN_IF_ERROR(config::expectSequence(list));
+  out.virtualGpus.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const Field g = list.item(i);
+    TESSERA_RETURN_IF_ERROR(
+        config::expectMap(g, {"type", "count", "nvlinkGroup", "numa", "memoryMib", "memory"}));
+    VirtualGpuDecl d;
+    TESSERA_RETURN_IF_ERROR(config::require(g.child("type")));
+    auto type = config::readName(g.child("type"));
+    if (!type) return fail(std::move(type.error()));
+    d.type = *type;
+    TESSERA_RETURN_IF_ERROR(config::readOptional(g, "count", d.count, 1, 64));
+    TESSERA_RETURN_IF_ERROR(config::readOptional(g, "nvlinkGroup", d.nvlinkGroup, -1, 1023));
+    TESSERA_RETURN_IF_ERROR(config::readOptional(g, "numa", d.numaNode, -1, 1023));
+    auto mem = config::readMemory(g, config::MemoryField{"memoryMib", "memory", 1, kMaxMib, true});
+    if (!mem) return fail(std::move(mem.error()));
+    d.memoryMib = *mem;
+    out.virtualGpus.push_back(std::move(d));
+  }
+  return {};
+}
+
+Result<void> readCache(const Field& c, CacheConfig& out) {
+  TESSERA_RETURN_IF_ERROR(config::expectMap(
+      c, {"dir", "diskCapacity", "diskCapacityMib", "hostMemoryCapacity", "hostMemoryCapacityMib",
+          "warnAtFraction", "minFreeDisk", "minFreeDiskMib"}));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(c, "dir", out.dir));
+  if (out.dir.empty()) return fail(c.child("dir").error("must not be empty"));
+  TESSERA_RETURN_IF_ERROR(readBytes(c, "diskCapacityMib", "diskCapacity", 1, out.diskCapacityBytes));
+  TESSERA_RETURN_IF_ERROR(readBytes(c, "hostMemoryCapacityMib", "hostMemoryCapacity", 0,
+                                    out.hostMemoryCapacityBytes));
+  TESSERA_RETURN_IF_ERROR(readBytes(c, "minFreeDiskMib", "minFreeDisk", 0, out.minFreeDiskBytes));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(c, "warnAtFraction", out.warnAtFraction, 0.01, 1.0));
+  return {};
+}
+
+Result<void> readSources(const Field& list, AgentConfig& out) {
+  TESSERA_RETURN_IF_ERROR(config::expectSequence(list));
+  out.modelSources.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const Field s = list.item(i);
+    TESSERA_RETURN_IF_ERROR(config::expectMap(s, {"name", "path", "url"}));
+    ModelSourceConfig m;
+    m.name = "source" + std::to_string(i);
+    TESSERA_RETURN_IF_ERROR(config::readOptional(s, "name", m.name));
+    TESSERA_RETURN_IF_ERROR(config::readOptional(s, "path", m.path));
+    TESSERA_RETURN_IF_ERROR(config::readOptional(s, "url", m.url));
+    if (m.path.empty() == m.url.empty()) {
+      return fail(s.error("needs exactly one of path (a directory) or url (http:// or https://)"));
+    }
+    if (!m.url.empty() && m.url.rfind("http://", 0) != 0 && m.url.rfind("https://", 0) != 0) {
+      return fail(s.child("url").error("must start with http:// or https://, got \"" + m.url +
+                                       "\""));
+    }
+    for (const ModelSourceConfig& earlier : out.modelSources) {
+      if (earlier.name == m.name) {
+        return fail(s.child("name").error("duplicate source name \"" + m.name + "\""));
+      }
+    }
+    out.modelSources.push_back(std::move(m));
+  }
+  return {};
+}
+
+}  // namespace
+
+Millis secondsToMillis(double seconds) { return static_cast<Millis>(std::llround(seconds * 1000)); }
+
+const char* discoveryName(GpuDiscovery d) {
+  switch (d) {
+    case GpuDiscovery::kAuto: return "auto";
+    case GpuDiscovery::kNvml: return "nvml";
+    case GpuDiscovery::kVirtual: return "virtual";
+  }
+  return "auto";
+}
+
+Result<GpuDiscovery> parseDiscovery(const std::string& text) {
+  if (text == "auto") return GpuDiscovery::kAuto;
+  if (text == "nvml") return GpuDiscovery::kNvml;
+  if (text == "virtual") return GpuDiscovery::kVirtual;
+  return fail(Error::invalid("GPU discovery: expected auto, nvml or virtual, got \"" + text + "\""));
+}
+
+Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& sourceName,
+                                   AgentConfig base) {
+  auto document = config::parseYamlDocument(text, sourceName);
+  if (!document) return fail(std::move(document.error()));
+  const Field root = Field::root(sourceName, *document);
+  AgentConfig out = std::move(base);
+  if (root.isNull()) return out;
+  TESSERA_RETURN_IF_ERROR(config::checkApiHeader(root, kKind));
+  TESSERA_RETURN_IF_ERROR(config::expectMap(
+      root, {"apiVersion", "kind", "nodeName", "server", "tokenFile", "tlsCa", "heartbeatSeconds",
+             "cpu", "cpuMilli", "hostMemory", "hostMemoryMib", "labels", "gpuDiscovery",
+             "nvmlLibrary", "virtualGpus", "cache", "modelSources", "preload", "admin", "drain",
+             "logFormat"}));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(root, "nodeName", out.nodeName));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(root, "server", out.server));
+  if (out.server.rfind("http://", 0) != 0 && out.server.rfind("https://", 0) != 0) {
+    return fail(root.child("server").error("must start with http:// or https://, got \"" +
+                                           out.server + "\""));
+  }
+  for (const auto& [key, slot] :
+       {std::pair{"tokenFile", &out.tokenFile}, std::pair{"tlsCa", &out.tlsCa}}) {
+    if (const Field f = root.child(key); !f.absent()) {
+      auto v = config::readName(f);
+      if (!v) return fail(std::move(v.error()));
+      *slot = *v;
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(readSeconds(root, "heartbeatSeconds", 0.01, 3600, out.heartbeatMs));
+  auto cpu = config::readCpu(root, 10'000'000);
+  if (!cpu) return fail(std::move(cpu.error()));
+  if (*cpu) out.cpuMilli = **cpu;
+  auto host = config::readMemory(root, config::MemoryField{"hostMemoryMib", "hostMemory", 0,
+                                                           kMaxMib, true});
+  if (!host) return fail(std::move(host.error()));
+  if (*host) out.hostMemoryMib = **host;
+  TESSERA_RETURN_IF_ERROR(config::readOptional(root, "labels", out.labels));
+  if (const Field f = root.child("gpuDiscovery"); !f.absent()) {
+    auto v = config::readName(f);
+    if (!v) return fail(std::move(v.error()));
+    auto d = parseDiscovery(*v);
+    if (!d) return fail(f.error("must be auto, nvml or virtual, got \"" + *v + "\""));
+    out.discovery = *d;
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(root, "nvmlLibrary", out.nvmlLibrary));
+  if (const Field f = root.child("virtualGpus"); !f.absent()) {
+    TESSERA_RETURN_IF_ERROR(readVirtualGpus(f, out));
+  }
+  if (const Field f = root.child("cache"); !f.isNull()) TESSERA_RETURN_IF_ERROR(readCache(f, out.cache));
+  if (const Field f = root.child("modelSources"); !f.absent()) {
+    TESSERA_RETURN_IF_ERROR(readSources(f, out));
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(root, "preload", out.preload));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(root, "admin", out.admin));
+  if (const Field d = root.child("drain"); !d.isNull()) {
+    TESSERA_RETURN_IF_ERROR(config::expectMap(d, {"stopNewWorkSeconds", "inFlightMaxSeconds"}));
+    TESSERA_RETURN_IF_ERROR(readSeconds(d, "stopNewWorkSeconds", 0, 3600, out.stopNewWorkMs));
+    TESSERA_RETURN_IF_ERROR(readSeconds(d, "inFlightMaxSeconds", 0, 3600, out.inFlightMaxMs));
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(root, "logFormat", out.logFormat));
+  if (out.logFormat != "text" && out.logFormat != "json") {
+    return fail(root.child("logFormat").error("must be text or json, got \"" + out.logFormat +
+                                              "\""));
+  }
+  return out;
+}
+
+Result<AgentConfig> loadAgentFile(const std::string& path, AgentConfig base) {
+  auto text = config::readTextFile(path);
+  if (!text) return fail(std::move(text.error()));
+  return parseAgentYaml(*text, path, std::move(base));
+}
+
+}  // namespace tessera::agent

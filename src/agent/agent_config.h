@@ -1,0 +1,100 @@
+#pragma once
+// The `tessera agent` configuration file (docs/agent.md, "Configuration"). Every key is
+// optional; flags override environment variables, which override the file, which overrides
+// the defaults below.
+//
+//   apiVersion: tessera.dev/v1alpha1
+//   kind: AgentConfig
+//   nodeName: gpu-a                      # default: the host name
+//   server: https://tessera.example:8443
+//   tokenFile: /etc/tessera/token
+//   tlsCa: /etc/tessera/ca.crt
+//   heartbeatSeconds: 10
+//   cpu: 96
+//   hostMemory: 768Gi
+//   labels: {pool: inference}
+//   gpuDiscovery: auto                   # auto | nvml | virtual
+//   nvmlLibrary: libnvidia-ml.so.1
+//   virtualGpus: [{type: L4, count: 2, nvlinkGroup: 0, numa: 0}]
+//   cache: {dir: /var/lib/tessera/cache, diskCapacity: 500Gi, hostMemoryCapacity: 64Gi,
+//           warnAtFraction: 0.9, minFreeDisk: 10Gi}
+//   modelSources: [{name: local, path: /models}]
+//   preload: [llama-8b]
+//   admin: 127.0.0.1:9190                # or unix:/run/tessera/agent.sock
+//   drain: {stopNewWorkSeconds: 10, inFlightMaxSeconds: 60}
+//   logFormat: text
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace tessera::agent {
+
+// GPUs the agent reports when it runs without NVML (a laptop, CI, a simulator fleet). They
+// are reported as virtual: the heartbeat never claims telemetry it did not measure.
+struct VirtualGpuDecl {
+  std::string type;  // a catalogue name or alias
+  int count = 1;
+  int nvlinkGroup = -1;
+  int numaNode = -1;
+  std::optional<std::int64_t> memoryMib;  // default: the type's
+};
+
+struct CacheConfig {
+  std::string dir = "/var/lib/tessera/cache";
+  std::int64_t diskCapacityBytes = std::int64_t{100} << 30;
+  std::int64_t hostMemoryCapacityBytes = 0;  // 0: no host-memory tier
+  double warnAtFraction = 0.9;
+  std::int64_t minFreeDiskBytes = std::int64_t{1} << 30;  // warn when the filesystem has less
+};
+
+// Where weights come from. A directory source holds one folder (or one file) per model,
+// named after the model; an HTTP source serves <url>/<model>/manifest.json and the files it
+// lists (docs/agent.md, "Model sources").
+struct ModelSourceConfig {
+  std::string name;
+  std::string path;  // a directory or mounted volume
+  std::string url;   // http(s)://host[:port]/prefix
+};
+
+enum class GpuDiscovery { kAuto, kNvml, kVirtual };
+
+struct AgentConfig {
+  std::string nodeName;  // empty: the host name
+  std::string server = "http://127.0.0.1:8080";
+  std::optional<std::string> tokenFile;
+  std::optional<std::string> tlsCa;
+  Millis heartbeatMs = 10'000;
+  std::int64_t cpuMilli = 0;
+  std::int64_t hostMemoryMib = 0;
+  std::map<std::string, std::string> labels;
+  GpuDiscovery discovery = GpuDiscovery::kAuto;
+  std::string nvmlLibrary = "libnvidia-ml.so.1";
+  std::vector<VirtualGpuDecl> virtualGpus;
+  CacheConfig cache;
+  std::vector<ModelSourceConfig> modelSources;
+  std::vector<std::string> preload;
+  std::string admin = "127.0.0.1:9190";
+  Millis stopNewWorkMs = 10'000;
+  Millis inFlightMaxMs = 60'000;
+  std::string logFormat = "text";
+};
+
+// Reads the file over `base` (the defaults, or what earlier layers set): keys the file
+// leaves out keep base's values. Unknown keys are errors naming the file, line and path.
+Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& sourceName,
+                                   AgentConfig base = {});
+Result<AgentConfig> loadAgentFile(const std::string& path, AgentConfig base = {});
+
+// "10s"-free seconds as the file writes them (heartbeatSeconds: 2.5) to Millis.
+Millis secondsToMillis(double seconds);
+
+const char* discoveryName(GpuDiscovery d);
+Result<GpuDiscovery> parseDiscovery(const std::string& text);
+
+}  // namespace tessera::agent

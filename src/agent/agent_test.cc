@@ -1,0 +1,288 @@
+// The agent against the REAL control plane (ControlPlane + HttpServer) on a loopback port:
+// registration with GPUs and cached models, heartbeats, re-registration after the server
+// restarts without its state, backoff while it is down, and the drain sequence.
+
+#include "agent/agent.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "agent/testing/agent_testing.h"
+
+namespace tessera::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::ControlPlaneServer;
+using testing::eventually;
+using testing::TempDir;
+using testing::writeFile;
+
+constexpr const char* kToken = "agent-test-token-0123";
+
+// Device memory as the device pool would expose it; counts releases.
+class CountingDeviceMemory final : public DeviceMemory {
+ public:
+  std::string name() const override { return "test pool"; }
+  Result<void> releaseAll() override {
+    ++releases;
+    return {};
+  }
+  std::atomic<int> releases{0};
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("FAKE_NVML_MODE");
+    ::unsetenv("FAKE_NVML_XID");
+    server_.start();
+    writeFile(dir_.path() / "models" / "llama-8b" / "model.safetensors", std::string(4096, 'w'));
+    writeFile(dir_.path() / "models" / "llama-8b" / "config.json", "{}");
+    writeFile(dir_.path() / "models" / "qwen-7b" / "model.safetensors", std::string(2048, 'q'));
+    config_.nodeName = "node-a";
+    config_.server = server_.url();
+    config_.heartbeatMs = 50;
+    config_.cpuMilli = 32000;
+    config_.hostMemoryMib = 256 * 1024;
+    config_.labels = {{"pool", "test"}};
+    config_.nvmlLibrary = "libnvidia-ml-not-installed.so.1";
+    config_.virtualGpus = {{"L4", 2, 0, 0, std::nullopt}};
+    config_.admin = "127.0.0.1:0";
+    config_.preload = {"llama-8b"};
+    config_.stopNewWorkMs = 100;
+    config_.inFlightMaxMs = 20'000;
+    timings_.backoffInitialMs = 20;
+    timings_.backoffMaxMs = 200;
+    timings_.drainPollMs = 10;
+    timings_.lingerMs = 50;
+  }
+
+  void makeAgent() {
+    std::ostringstream ignored;
+    std::vector<std::string> warnings;
+    auto gpus = openGpuSource(config_, catalog_, config_.nodeName, warnings);
+    ASSERT_TRUE(gpus) << gpus.error().message;
+    gpus_ = std::move(*gpus);
+    auto client = ControlClient::create({config_.server, kToken, std::nullopt, 5});
+    ASSERT_TRUE(client) << client.error().message;
+    client_ = std::move(*client);
+    ModelCacheOptions o;
+    o.dir = (dir_.path() / "cache").string();
+    o.diskCapacityBytes = 1 << 20;
+    auto cache = ModelCache::open(o, clock_);
+    ASSERT_TRUE(cache) << cache.error().message;
+    cache_ = std::move(*cache);
+    source_ = makeDirectorySource("local", (dir_.path() / "models").string());
+    AgentParts parts;
+    parts.gpus = gpus_.get();
+    parts.client = client_.get();
+    parts.cache = cache_.get();
+    parts.sources = {source_.get()};
+    parts.device = &device_;
+    parts.log = &log_;
+    agent_ = std::make_unique<Agent>(config_, parts, timings_);
+    auto port = agent_->start();
+    ASSERT_TRUE(port) << port.error().message;
+    admin_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
+    admin_->set_connection_timeout(5);
+    admin_->set_read_timeout(10);
+  }
+
+  bool nodeHasCached(const std::string& model) {
+    const json n = server_.node("node-a");
+    if (n.is_null()) return false;
+    const auto& c = n["cachedModels"];
+    return std::find(c.begin(), c.end(), model) != c.end();
+  }
+
+  ControlPlaneServer server_{kToken};
+  TempDir dir_;
+  model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
+  SteadyClock clock_;
+  std::ostringstream logText_;
+  api::Logger log_{api::LogFormat::kText, logText_};
+  AgentConfig config_;
+  AgentTimings timings_;
+  CountingDeviceMemory device_;
+  std::unique_ptr<GpuSource> gpus_;
+  std::unique_ptr<ControlClient> client_;
+  std::unique_ptr<ModelCache> cache_;
+  std::unique_ptr<ModelSource> source_;
+  std::unique_ptr<Agent> agent_;
+  std::unique_ptr<httplib::Client> admin_;
+};
+
+TEST_F(AgentTest, RegistersGpusAndCachedModelsAndComesBackAfterServerRestarts) {
+  makeAgent();
+  ASSERT_TRUE(eventually([&] { return nodeHasCached("llama-8b"); })) << logText_.str();
+  const json node = server_.node("node-a");
+  ASSERT_EQ(node["gpus"].size(), 2u) << node.dump();
+  EXPECT_EQ(node["gpus"][0]["type"], "L4");
+  EXPECT_EQ(node["cpuMilli"], 32000);
+  EXPECT_EQ(node["labels"]["pool"], "test");
+  EXPECT_EQ(node["labels"]["tessera.dev/gpu-source"], "virtual");
+
+  // Staged over the admin API: reported at the next heartbeat.
+  auto staged = admin_->Post("/models/qwen-7b/stage");
+  ASSERT_TRUE(staged);
+  EXPECT_EQ(staged->status, 200) << staged->body;
+  EXPECT_TRUE(eventually([&] { return nodeHasCached("qwen-7b"); }));
+  auto unknown = admin_->Post("/models/nope/stage");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+
+  // The server goes away: heartbeats fail and back off.
+  const int port = server_.port();
+  const std::int64_t failuresBefore = agent_->status()["heartbeatFailures"];
+  server_.stop();
+  ASSERT_TRUE(eventually([&] { return agent_->status()["heartbeatFailures"] > failuresBefore + 1; }));
+  EXPECT_TRUE(agent_->status().contains("lastError"));
+  // It comes back on the same port with no state: the agent registers again, cache included.
+  server_.start(port);
+  ASSERT_TRUE(eventually([&] { return nodeHasCached("qwen-7b") && nodeHasCached("llama-8b"); }))
+      << logText_.str();
+  EXPECT_GE(agent_->status()["registrations"], 2);
+  EXPECT_EQ(server_.node("node-a")["gpus"].size(), 2u);
+  EXPECT_NE(logText_.str().find("registering again"), std::string::npos);
+
+  // The admin status reports the GPUs as virtual and the cache contents.
+  auto status = admin_->Get("/status");
+  ASSERT_TRUE(status);
+  const json s = json::parse(status->body);
+  EXPECT_EQ(s["gpuSource"], "virtual");
+  EXPECT_EQ(s["gpus"][0]["virtual"], true);
+  EXPECT_EQ(s["cache"]["entries"].size(), 2u);
+  EXPECT_EQ(s["state"], "running");
+  agent_->stop();
+  EXPECT_EQ(agent_->wait(), 0);
+}
+
+TEST_F(AgentTest, HeartbeatsCarryNvmlTelemetry) {
+  config_.nvmlLibrary = TESSERA_FAKE_NVML;
+  config_.virtualGpus.clear();
+  config_.preload.clear();
+  makeAgent();
+  ASSERT_TRUE(eventually([&] {
+    const json n = server_.node("node-a");
+    return !n.is_null() && n["gpus"].size() == 3 && n["gpus"][1].value("usedMib", 0) == 3072;
+  })) << server_.node("node-a").dump()
+      << logText_.str();
+  const json n = server_.node("node-a");
+  EXPECT_EQ(n["labels"]["tessera.dev/gpu-source"], "nvml");
+  EXPECT_EQ(n["gpus"][0]["type"], "H100-80GB");
+  EXPECT_EQ(n["gpus"][2]["type"], "A100-80GB");
+  EXPECT_EQ(n["gpus"][0]["usedMib"], 1024);
+  agent_->stop();
+  agent_->wait();
+}
+
+TEST_F(AgentTest, DrainStopsNewWorkWaitsForLeasesReleasesDeviceMemoryAndFinishes) {
+  makeAgent();
+  ASSERT_TRUE(eventually([&] { return nodeHasCached("llama-8b"); }));
+  auto lease = admin_->Post("/leases", R"({"model": "llama-8b"})", "application/json");
+  ASSERT_TRUE(lease);
+  ASSERT_EQ(lease->status, 201) << lease->body;
+  const std::string id = json::parse(lease->body)["id"];
+  EXPECT_EQ(cache_->status().entries[0].pins, 1);
+  EXPECT_EQ(admin_->Get("/readyz")->status, 200);
+
+  auto drain = admin_->Post("/drain");
+  ASSERT_TRUE(drain);
+  EXPECT_EQ(drain->status, 202);
+  EXPECT_EQ(admin_->Get("/readyz")->status, 503);
+  auto refused = admin_->Post("/leases", R"({})", "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 409) << refused->body;
+  // Cordoned at the control plane.
+  ASSERT_TRUE(eventually([&] { return server_.node("node-a").value("cordoned", false); }));
+  // The lease keeps it draining past the stop-new-work window; releasing it finishes.
+  ASSERT_TRUE(eventually([&] {
+    const json s = agent_->status();
+    return s["drain"]["steps"].size() >= 3;  // ..., "stop-new-work window over"
+  }));
+  EXPECT_FALSE(agent_->finished());
+  EXPECT_EQ(agent_->phase(), AgentPhase::kDraining);
+  EXPECT_EQ(device_.releases, 0);
+  auto released = admin_->Delete("/leases/" + id);
+  ASSERT_TRUE(released);
+  EXPECT_EQ(released->status, 200);
+  EXPECT_EQ(agent_->wait(), 0);
+  EXPECT_EQ(device_.releases, 1);
+  EXPECT_EQ(agent_->phase(), AgentPhase::kDrained);
+  const json steps = agent_->status()["drain"]["steps"];
+  EXPECT_EQ(steps.back(), "drained");
+  EXPECT_NE(steps.dump().find("no work in flight"), std::string::npos) << steps.dump();
+  EXPECT_NE(steps.dump().find("device memory released (test pool)"), std::string::npos);
+  EXPECT_EQ(cache_->status().entries[0].pins, 0);
+}
+
+// Another part of the node (the device pool's registry) holding work that never ends: the
+// drain gives up on it at the in-flight limit and still finishes.
+class StuckWork final : public WorkTracker {
+ public:
+  std::string name() const override { return "stuck"; }
+  std::size_t inFlight() const override { return 2; }
+};
+
+TEST_F(AgentTest, DrainGoesOnAfterTheInFlightLimit) {
+  config_.inFlightMaxMs = 100;
+  config_.preload.clear();
+  StuckWork stuck;
+  // makeAgent() with a tracker: build the parts by hand.
+  std::vector<std::string> warnings;
+  auto gpus = openGpuSource(config_, catalog_, config_.nodeName, warnings);
+  ASSERT_TRUE(gpus);
+  auto client = ControlClient::create({config_.server, kToken, std::nullopt, 5});
+  ASSERT_TRUE(client);
+  AgentParts parts;
+  parts.gpus = gpus->get();
+  parts.client = client->get();
+  parts.trackers = {&stuck};
+  parts.log = &log_;
+  Agent node(config_, parts, timings_);
+  ASSERT_TRUE(node.start());
+  EXPECT_EQ(node.inFlight(), 2u);
+  node.drain("test");
+  EXPECT_EQ(node.wait(), 0);
+  const std::string steps = node.status()["drain"]["steps"].dump();
+  EXPECT_NE(steps.find("in-flight limit reached with 2 item(s) still running"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("no device memory pool attached"), std::string::npos);
+}
+
+TEST_F(AgentTest, AdminAddressMustBeLoopback) {
+  config_.admin = "0.0.0.0:9190";
+  std::vector<std::string> warnings;
+  auto gpus = openGpuSource(config_, catalog_, config_.nodeName, warnings);
+  ASSERT_TRUE(gpus);
+  auto client = ControlClient::create({config_.server, kToken, std::nullopt, 5});
+  ASSERT_TRUE(client);
+  AgentParts parts;
+  parts.gpus = gpus->get();
+  parts.client = client->get();
+  parts.log = &log_;
+  Agent node(config_, parts, timings_);
+  auto started = node.start();
+  ASSERT_FALSE(started);
+  EXPECT_NE(started.error().message.find("not a loopback address"), std::string::npos);
+}
+
+TEST(Backoff, GrowsWithJitterUpToTheCapAndResets) {
+  Backoff b(100, 1000, 42);
+  const Millis bases[] = {100, 200, 400, 800, 1000, 1000};
+  for (Millis base : bases) {
+    const Millis d = b.next();
+    EXPECT_GE(d, base / 2);
+    EXPECT_LE(d, base);
+  }
+  b.reset();
+  EXPECT_LE(b.next(), 100);
+}
+
+}  // namespace
+}  // namespace tessera::agent

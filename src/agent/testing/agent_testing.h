@@ -1,0 +1,114 @@
+#pragma once
+// Helpers for the agent's tests: a temporary directory, files, a bounded poll, and the REAL
+// control plane (ControlPlane + HttpServer) on a loopback port that a test can restart.
+// Threading: owned by one test.
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "api/control_plane.h"
+#include "api/http_server.h"
+#include "model/gpu_catalog.h"
+
+namespace tessera::agent::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-agent-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void writeFile(const std::filesystem::path& path, const std::string& bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+inline std::string readFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Polls `done` every 20 ms until it holds or `limitMs` passed (a bound on a hang, not a
+// timing assertion). Returns whether it held.
+inline bool eventually(const std::function<bool()>& done, int limitMs = 20'000) {
+  for (int waited = 0; waited < limitMs; waited += 20) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// The real control plane with an in-memory store: a restart forgets every node, as a server
+// without persistent state does.
+class ControlPlaneServer {
+ public:
+  explicit ControlPlaneServer(std::optional<std::string> token = std::nullopt) : token_(std::move(token)) {}
+  ~ControlPlaneServer() { stop(); }
+
+  // Starts on `port` (0: any free port; a restart passes the previous one).
+  void start(int port = 0) {
+    auto plane = api::ControlPlane::create(catalog_, clock_);
+    ASSERT_TRUE(plane) << plane.error().message;
+    plane_ = std::move(*plane);
+    api::ServerConfig config;
+    config.port = port;
+    config.token = token_;
+    config.threads = 2;
+    server_ = std::make_unique<api::HttpServer>(*plane_, config);
+    auto bound = server_->start();
+    ASSERT_TRUE(bound) << bound.error().message;
+    port_ = *bound;
+  }
+  void stop() {
+    if (server_) server_->stop();
+    server_.reset();
+    plane_.reset();
+  }
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // GET /api/v1/nodes/{name} over HTTP; a null json when it is not there.
+  nlohmann::json node(const std::string& name) const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(5);
+    auto r = c.Get("/api/v1/nodes/" + name);
+    if (!r || r->status != 200) return nullptr;
+    return nlohmann::json::parse(r->body, nullptr, false);
+  }
+
+ private:
+  model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
+  ManualClock clock_{0};
+  std::optional<std::string> token_;
+  std::unique_ptr<api::ControlPlane> plane_;
+  std::unique_ptr<api::HttpServer> server_;
+  int port_ = 0;
+};
+
+}  // namespace tessera::agent::testing
