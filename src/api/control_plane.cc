@@ -655,9 +655,10 @@ Result<json> ControlPlane::extenderBind(const json& args) {
   if (!rid) return out;  // not a pod Tessera books
   const sched::ReplicaRecord& rec = state_.replica(*rid);
   // The pod's container gets its GPUs from the node's device plugin, which confirms it.
-  if (const k8s::Extender::Unconfirmed* u = extender_->unconfirmed(id);
-      u != nullptr && !podAllocations_.contains(id)) {
-    podAllocations_[id].resource = u->resource;
+  // A fresh bind (the extender guards it) starts unconfirmed, also where a pod of the same
+  // name held a confirmed allocation before (a StatefulSet pod created again).
+  if (const k8s::Extender::Unconfirmed* u = extender_->unconfirmed(id); u != nullptr) {
+    podAllocations_[id] = PodAllocation{u->resource, false, {}};
   }
   store::Batch batch;
   batch.upsert("replica", id,
@@ -753,13 +754,14 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
   std::string swappedWith;
   if (!gpus->empty() && *gpus != gpuIdsOf(mine)) {
     // The plugin gave this pod a twin's booking: find the twin and swap their GPUs.
-    auto sameShape = [](const sched::Placement& a, const sched::Placement& b) {
+    auto sameShape = [this](const sched::Placement& a, const sched::Placement& b) {
       if (a.mode != b.mode || a.gpus.size() != b.gpus.size()) return false;
       for (std::size_t i = 0; i < a.gpus.size(); ++i) {
         const auto& x = a.gpus[i];
         const auto& y = b.gpus[i];
         if (x.reservedMib != y.reservedMib || x.computeMilli != y.computeMilli ||
-            x.migProfile != y.migProfile) {
+            x.migProfile != y.migProfile ||
+            state_.gpu(x.gpu).typeIndex != state_.gpu(y.gpu).typeIndex) {
           return false;
         }
       }
@@ -825,6 +827,20 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
                               (swappedWith.empty() ? "" : " (swapped with " + swappedWith + ")"));
       !saved) {
     alloc->second = before;
+    if (!swappedWith.empty()) {
+      // Put the books back as they were stored.
+      const sched::Placement twin = state_.replica(*state_.findReplica(swappedWith)).placement;
+      const sched::Placement now = state_.replica(*state_.findReplica(id)).placement;
+      (void)state_.apply(sched::ReplicaUnloaded{id});
+      (void)state_.apply(sched::ReplicaUnloaded{swappedWith});
+      sched::Placement a = now, b = twin;
+      for (std::size_t i = 0; i < a.gpus.size(); ++i) {
+        std::swap(a.gpus[i].gpu, b.gpus[i].gpu);
+        std::swap(a.gpus[i].migStart, b.gpus[i].migStart);
+      }
+      (void)state_.apply(sched::ReplicaPlaced{a});
+      (void)state_.apply(sched::ReplicaPlaced{b});
+    }
     return fail(saved.error());
   }
   extender_->allocationConfirmed(id);

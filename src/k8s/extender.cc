@@ -182,7 +182,9 @@ std::string Extender::bookingShape(const std::string& resource, sched::ReplicaId
   const sched::Placement& p = state_.replica(replica).placement;
   std::string key = resource + "|" + std::string(model::sharingModeName(p.mode));
   for (const sched::GpuAssignment& a : p.gpus) {
-    key += "|" + std::to_string(a.reservedMib) + "," + std::to_string(a.computeMilli) + "," +
+    // The card type too: twins on different types of the same memory would not be equal.
+    key += "|" + std::to_string(state_.gpu(a.gpu).typeIndex) + "," +
+           std::to_string(a.reservedMib) + "," + std::to_string(a.computeMilli) + "," +
            std::to_string(a.migProfile);
   }
   return key;

@@ -30,8 +30,8 @@
 //  - The device plugin hand-off (docs/device-plugin.md): kubelet's Allocate names device IDs,
 //    not the pod, so the node's plugin matches containers to bookings by GPU count, oldest
 //    first. Two pods bound to one node with the same GPU count and resource but a different
-//    booking shape (per-GPU memory, compute, sharing mode, MIG profile) could then be
-//    swapped. bind therefore refuses (a retryable `Error`: kube-scheduler retries the pod
+//    booking shape (per-GPU card type, memory, compute, sharing mode, MIG profile) could be
+//    swapped then. bind therefore refuses (a retryable `Error`: kube-scheduler retries the pod
 //    with backoff) to bind a pod next to such an unconfirmed booking; the guard ends when
 //    the plugin confirms the allocation (allocationConfirmed) or after a TTL.
 //
@@ -87,7 +87,7 @@ class Extender {
     sched::NodeId node = -1;
     std::string resource;  // the extended resource the pod asked for (kResourceGpus, ...)
     int gpus = 0;
-    std::string shape;  // resource, mode and per-GPU memory/compute/MIG profile
+    std::string shape;  // resource, mode and per-GPU card type/memory/compute/MIG profile
     Millis boundAtMs = 0;
   };
   // How long a bound pod's booking guards its node without a confirmation (default 30 s).

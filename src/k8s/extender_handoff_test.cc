@@ -111,6 +111,30 @@ TEST_F(ExtenderHandOffTest, TheGuardLapsesAfterItsTtlWithoutAConfirmation) {
   EXPECT_EQ(extender_->unconfirmed("serving/a"), nullptr);
 }
 
+TEST_F(ExtenderHandOffTest, WholeGpusOfDifferentTypesAreDifferentShapes) {
+  model::NodeSpec mixed;
+  mixed.name = "mixed";
+  mixed.cpuMilli = 64000;
+  mixed.hostMemoryMib = 512 * 1024;
+  for (const char* type : {"A100-80GB", "H100-80GB"}) {
+    model::GpuSpec g;
+    g.id = type;
+    g.type = type;
+    mixed.gpus.push_back(g);
+  }
+  ASSERT_TRUE(state_.apply(sched::NodeAdded{mixed}));
+  auto whole = [](const std::string& name, const std::string& type) {
+    json p = pod(name, {{"nvidia.com/gpu", "1"}});
+    p["metadata"]["annotations"] = {{"tessera.io/gpu-types", type}};
+    return p;
+  };
+  // Same size, same memory, but the plugin could give the A100 pod the H100.
+  ASSERT_EQ(schedule(whole("on-a100", "A100-80GB"), "mixed"), "");
+  EXPECT_NE(schedule(whole("on-h100", "H100-80GB"), "mixed"), "");
+  extender_->allocationConfirmed("serving/on-a100");
+  EXPECT_EQ(schedule(whole("on-h100", "H100-80GB"), "mixed"), "");
+}
+
 TEST(DeviceResourceTest, WholeGpusWhenAContainerAsksNvidiaGpu) {
   EXPECT_EQ(Extender::deviceResource(pod("x", share("1", "1"))), "tessera.io/gpus");
   EXPECT_EQ(Extender::deviceResource(pod("x", {{"nvidia.com/gpu", "2"}})), "nvidia.com/gpu");
