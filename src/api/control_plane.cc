@@ -740,10 +740,9 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
                                     "allocation to confirm"));
   }
   if (state_.replica(*rid).placement.node != *nodeId) {
-    return fail(Error::precondition(
-        "replica " + id + " is booked on node " +
-        state_.node(state_.replica(*rid).placement.node).spec.name + ", not " +
-        std::string(node)));
+    return fail(Error::precondition("replica " + id + " is booked on node " +
+                                    state_.node(state_.replica(*rid).placement.node).spec.name +
+                                    ", not " + std::string(node)));
   }
   auto gpuIdsOf = [this](const sched::Placement& p) {
     std::vector<std::string> out;
@@ -801,9 +800,9 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
       if (placedA) (void)state_.apply(sched::ReplicaUnloaded{a.replicaId});
       (void)state_.apply(sched::ReplicaPlaced{mine});
       (void)state_.apply(sched::ReplicaPlaced{*twin});
-      return fail(Error::internal("swapping the GPUs of " + id + " and " + twin->replicaId +
-                                  " failed: " +
-                                  (placedA ? placedB.error() : placedA.error()).message));
+      return fail(
+          Error::internal("swapping the GPUs of " + id + " and " + twin->replicaId +
+                          " failed: " + (placedA ? placedB.error() : placedA.error()).message));
     }
     swappedWith = twin->replicaId;
   }
@@ -814,7 +813,8 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
   alloc->second = updated;
   store::Batch batch;
   const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
-  batch.upsert("replica", id, replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
+  batch.upsert("replica", id,
+               replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
   if (!swappedWith.empty()) {
     const sched::ReplicaRecord& t = state_.replica(*state_.findReplica(swappedWith));
     batch.upsert("replica", swappedWith,

@@ -259,11 +259,9 @@ void HttpServer::routes() {
   s.Post(R"(/api/v1/nodes/([^/]+)/uncordon)", noBody(200, [this](const Req& r) {
            return plane_.setCordoned(r.matches[1].str(), false);
          }));
-  s.Get(R"(/api/v1/nodes/([^/]+)/allocations)", noBody(200, [this](const Req& r) {
-          return plane_.nodeAllocations(r.matches[1].str());
-        }));
-  s.Post(R"(/api/v1/nodes/([^/]+)/allocations)",
-         withBody(200, [this](const Req& r, const json& b) {
+  s.Get(R"(/api/v1/nodes/([^/]+)/allocations)",
+        noBody(200, [this](const Req& r) { return plane_.nodeAllocations(r.matches[1].str()); }));
+  s.Post(R"(/api/v1/nodes/([^/]+)/allocations)", withBody(200, [this](const Req& r, const json& b) {
            return plane_.confirmAllocation(r.matches[1].str(), b);
          }));
   s.Delete(R"(/api/v1/nodes/([^/]+))", noBody(200, [this](const Req& r) {

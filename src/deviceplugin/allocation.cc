@@ -187,8 +187,8 @@ Result<ContainerSpec> containerSpec(const Inventory& inventory, const Booking& b
                                   " is not on this node"));
     }
     if (!g->healthy) {
-      return fail(Error::precondition("booking " + booking.replica + ": GPU " + b.gpuId +
-                                      " is unhealthy"));
+      return fail(
+          Error::precondition("booking " + booking.replica + ": GPU " + b.gpuId + " is unhealthy"));
     }
     for (const std::string& n : g->deviceNodes) nodes.push_back(n);
     if (mig) {

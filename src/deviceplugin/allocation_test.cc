@@ -76,8 +76,7 @@ TEST(ContainerSpecTest, ExclusiveGetsWholeDevicesAndNoLimits) {
   const Inventory inv = fourGpus();
   auto spec = containerSpec(inv, booking("ml/train", "exclusive", {"2", "3"}, 81920, 1000, 1), {});
   ASSERT_TRUE(spec) << spec.error().message;
-  EXPECT_EQ(spec->envs.at("NVIDIA_VISIBLE_DEVICES"),
-            inv.gpus[2].uuid + "," + inv.gpus[3].uuid);
+  EXPECT_EQ(spec->envs.at("NVIDIA_VISIBLE_DEVICES"), inv.gpus[2].uuid + "," + inv.gpus[3].uuid);
   EXPECT_EQ(spec->envs.at("CUDA_VISIBLE_DEVICES"), spec->envs.at("NVIDIA_VISIBLE_DEVICES"));
   EXPECT_EQ(spec->envs.at("TESSERA_REPLICA_ID"), "ml/train");
   EXPECT_FALSE(spec->envs.contains("TESSERA_GPU_MEMORY_LIMIT_MIB"));
@@ -109,8 +108,8 @@ TEST(ContainerSpecTest, MpsSharesGetThreadPercentageAndPinnedMemoryPerDevice) {
   for (GpuDevice& g : inv.gpus) g.mps = true;
   EnvOptions options;
   options.mpsPipeDirectory = "/run/nvidia-mps";
-  auto spec = containerSpec(inv, booking("serving/tp2", "shared", {"2", "3"}, 30000, 333, 1),
-                            options);
+  auto spec =
+      containerSpec(inv, booking("serving/tp2", "shared", {"2", "3"}, 30000, 333, 1), options);
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(spec->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "34");  // 333 milli, rounded up
   EXPECT_EQ(spec->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=30000M,1=30000M");
@@ -124,7 +123,10 @@ TEST(ContainerSpecTest, MigGetsTheMigDeviceOfItsSlice) {
   Inventory inv = fourGpus();
   inv.gpus[0].migDevices = {
       {"MIG-11111111-2222-3333-4444-555555555555", "1g.10gb", 0, {"/dev/nvidia-caps/nvidia-cap21"}},
-      {"MIG-66666666-7777-8888-9999-000000000000", "1g.10gb", 1, {"/dev/nvidia-caps/nvidia-cap30"}}};
+      {"MIG-66666666-7777-8888-9999-000000000000",
+       "1g.10gb",
+       1,
+       {"/dev/nvidia-caps/nvidia-cap30"}}};
   Booking b = booking("serving/small", "mig", {"0"}, 9728, 142, 1);
   b.gpus[0].migProfile = "1g.10gb";
   b.gpus[0].migStart = 1;

@@ -22,7 +22,7 @@
 namespace tessera::deviceplugin {
 
 struct BookedGpu {
-  std::string gpuId;  // the node's GPU id
+  std::string gpuId;           // the node's GPU id
   std::int64_t memoryMib = 0;  // reserved on this GPU (the whole card when exclusive)
   std::int32_t computeMilli = 0;
   std::string migProfile;  // MIG only

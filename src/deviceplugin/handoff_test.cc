@@ -258,10 +258,10 @@ TEST_F(HandOffTest, ConfirmationErrorsAndTwinsSwappingGpus) {
   // A replica placed through the API, not a pod: nothing for a device plugin to confirm.
   ASSERT_EQ(post("/api/v1/models", {{"name", "x"}, {"weights", "1Gi"}}).status, 200);
   ASSERT_EQ(post("/api/v1/replicas", {{"replicaId", "standalone/x"}, {"model", "x"}}).status, 201);
-  const Reply notPod = post("/api/v1/nodes/" +
-                                get("/api/v1/replicas/standalone/x").body["node"].get<std::string>() +
-                                "/allocations",
-                            {{"replica", "standalone/x"}});
+  const Reply notPod =
+      post("/api/v1/nodes/" + get("/api/v1/replicas/standalone/x").body["node"].get<std::string>() +
+               "/allocations",
+           {{"replica", "standalone/x"}});
   EXPECT_EQ(notPod.status, 409);
   // GPUs no twin holds: refused.
   EXPECT_EQ(post(path, {{"replica", "serving/c"}, {"gpus", {"7"}}}).status, 409);

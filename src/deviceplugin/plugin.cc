@@ -131,9 +131,10 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
     auto pending = plugin_.pendingBookings();
     if (!pending) {
       plugin_.say("allocate refused: " + pending.error().message);
-      return toStatus(Error::internal("tessera device plugin: cannot read this node's bookings "
-                                      "from the control plane: " +
-                                      pending.error().message));
+      return toStatus(
+          Error::internal("tessera device plugin: cannot read this node's bookings "
+                          "from the control plane: " +
+                          pending.error().message));
     }
     const Inventory inv = plugin_.inventory();
     std::set<std::string> taken;
@@ -194,8 +195,7 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
     // Every container got its answer: now the bookings are handed out. A confirmation the
     // control plane cannot take now is retried; until then the booking is not offered again.
     for (Confirmation& conf : confirmations) {
-      std::erase_if(plugin_.remembered_,
-                    [&](const auto& kv) { return kv.second == conf.replica; });
+      std::erase_if(plugin_.remembered_, [&](const auto& kv) { return kv.second == conf.replica; });
       plugin_.say("allocated " + conf.replica + " on GPUs " + [&] {
         std::string g;
         for (const std::string& id : conf.gpuIds) g += (g.empty() ? "" : ",") + id;
@@ -288,8 +288,8 @@ void DevicePlugin::stop() {
 Result<void> DevicePlugin::serve() {
   const std::string path = socketPath();
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return fail(Error::internal("cannot remove stale socket " + path + ": " +
-                                std::strerror(errno)));
+    return fail(
+        Error::internal("cannot remove stale socket " + path + ": " + std::strerror(errno)));
   }
   auto service = std::make_unique<Service>(*this);
   grpc::ServerBuilder builder;
@@ -423,8 +423,9 @@ Result<std::vector<Booking>> DevicePlugin::pendingBookings() {
   std::vector<Booking> out;
   for (Booking& b : *all) {
     if (b.confirmed || b.resource != config_.resourceName) continue;
-    const bool handedOut = std::any_of(unconfirmed_.begin(), unconfirmed_.end(),
-                                       [&](const Confirmation& c) { return c.replica == b.replica; });
+    const bool handedOut =
+        std::any_of(unconfirmed_.begin(), unconfirmed_.end(),
+                    [&](const Confirmation& c) { return c.replica == b.replica; });
     if (!handedOut) out.push_back(std::move(b));
   }
   std::stable_sort(out.begin(), out.end(), [](const Booking& a, const Booking& b) {

@@ -111,7 +111,7 @@ class DevicePlugin {
   mutable std::mutex mu_;  // inventory, generation, server state
   std::condition_variable changed_;
   Inventory inventory_;
-  std::uint64_t generation_ = 1;  // bumped when the advertised device list changes
+  std::uint64_t generation_ = 1;   // bumped when the advertised device list changes
   std::uint64_t serverEpoch_ = 0;  // bumped when the server stops: streams end
   bool stopping_ = false;
   std::unique_ptr<Service> service_;

@@ -140,8 +140,7 @@ class MemoryBookings final : public BookingSource {
 };
 
 inline Booking booking(std::string replica, std::string mode, std::vector<std::string> gpus,
-                       std::int64_t memoryMib, std::int32_t computeMilli,
-                       std::int64_t placedAtMs) {
+                       std::int64_t memoryMib, std::int32_t computeMilli, std::int64_t placedAtMs) {
   Booking b;
   b.replica = std::move(replica);
   b.resource = "tessera.io/gpus";

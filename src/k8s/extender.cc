@@ -183,9 +183,8 @@ std::string Extender::bookingShape(const std::string& resource, sched::ReplicaId
   std::string key = resource + "|" + std::string(model::sharingModeName(p.mode));
   for (const sched::GpuAssignment& a : p.gpus) {
     // The card type too: twins on different types of the same memory would not be equal.
-    key += "|" + std::to_string(state_.gpu(a.gpu).typeIndex) + "," +
-           std::to_string(a.reservedMib) + "," + std::to_string(a.computeMilli) + "," +
-           std::to_string(a.migProfile);
+    key += "|" + std::to_string(state_.gpu(a.gpu).typeIndex) + "," + std::to_string(a.reservedMib) +
+           "," + std::to_string(a.computeMilli) + "," + std::to_string(a.migProfile);
   }
   return key;
 }
@@ -590,8 +589,7 @@ Result<json> Extender::bind(const json& args) {
   }
   boundUids_[*uid] = request.request.replicaId;
   if (!resource.empty() && !unconfirmed(request.request.replicaId)) {
-    unconfirmed_.push_back(
-        {request.request.replicaId, *nodeId, resource, gpuCount, shape, now});
+    unconfirmed_.push_back({request.request.replicaId, *nodeId, resource, gpuCount, shape, now});
   }
   pods_.erase(known);
   resources_.erase(*uid);
