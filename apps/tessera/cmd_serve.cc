@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "config/loaders.h"
 #include "config/serve_config.h"
+#include "demo/demo.h"
 #include "k8s/kube_client.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
@@ -141,6 +142,13 @@ ServeCommand::ServeCommand(CLI::App& app) {
       ->add_option("--config", o.configPath,
                    "Server file (docs/configuration.md); flags and $TESSERA_* variables win")
       ->check(CLI::ExistingFile);
+  command_->add_flag("--demo", o.demo,
+                     "Run the built-in demo: a fleet of virtual GPUs, a few models and "
+                     "synthetic traffic, in memory unless --store is given (no GPU, no cluster)");
+  command_->add_option("--demo-speed", o.demoSpeed,
+                       "With --demo: how many times faster than real time the demo runs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 100.0));
   command_->footer(
       "Every option can also come from the environment ($TESSERA_LISTEN, $TESSERA_STORE, "
       "$TESSERA_TOKEN_FILE, $TESSERA_CLUSTER, $TESSERA_PROFILE, $TESSERA_TLS_CERT, "
@@ -233,6 +241,14 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
                                       " without a token: give --token-file (or "
                                       "TESSERA_API_TOKEN), or --insecure-no-auth"));
   }
+  if (o.demo && o.clusterPath) {
+    return reportError(err, kCommand,
+                       Error::invalid("--demo seeds its own fleet: leave out --cluster"));
+  }
+  if (!o.demo && command_->count("--demo-speed") > 0) {
+    return reportError(err, kCommand, Error::invalid("--demo-speed needs --demo"));
+  }
+  if (o.demo && command_->count("--store") == 0) options_.storePath = ":memory:";
   model::GpuCatalog catalog = model::GpuCatalog::builtin();
   std::optional<config::ClusterFile> cluster;
   if (o.clusterPath) {
@@ -246,7 +262,9 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     if (!profile) return reportError(err, kCommand, profile.error());
     planeConfig.profile = std::move(*profile);
   }
-  SteadyClock clock;
+  SteadyClock steady;
+  demo::FastClock fast(o.demoSpeed);
+  const Clock& clock = o.demo ? static_cast<const Clock&>(fast) : steady;
   auto store = store::Store::open(o.storePath);
   if (!store) return reportError(err, kCommand, store.error());
   auto plane = api::ControlPlane::create(catalog, clock, std::move(planeConfig), store->get());
@@ -261,6 +279,15 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     } else if (auto seeded = (*plane)->loadCluster(*cluster, *o.clusterPath); !seeded) {
       return reportError(err, kCommand, seeded.error());
     }
+  }
+  std::optional<demo::Simulation> demoSim;
+  if (o.demo) {
+    if ((*plane)->listNodes()["nodes"].empty()) {
+      if (auto seeded = demo::seedFleet(**plane); !seeded) {
+        return reportError(err, kCommand, seeded.error());
+      }
+    }
+    demoSim.emplace();
   }
 
   // SIGINT and SIGTERM are taken synchronously below; block them before any thread starts
@@ -287,6 +314,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   serverConfig.threads = o.threads;
   serverConfig.tlsCertFile = o.tlsCert;
   serverConfig.tlsKeyFile = o.tlsKey;
+  serverConfig.demo = o.demo;
   api::HttpServer server(**plane, serverConfig);
   auto port = server.start();
   if (!port) return reportError(err, kCommand, port.error());
@@ -299,6 +327,16 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
                 : std::string("no Kubernetes API: the extender's bind books but binds nothing "
                               "(leave bindVerb out of the scheduler configuration)"))
       << std::endl;
+  const std::string url = std::string(o.tlsCert.empty() ? "http" : "https") + "://" +
+                          (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]"
+                                                                        : listen->first) +
+                          ":" + std::to_string(*port) + "/";
+  out << "tessera serve: dashboard at " << url << std::endl;
+  if (o.demo) {
+    out << "tessera serve: DEMO: " << demo::nodeNames().size() << " nodes with "
+        << demo::gpuCount() << " virtual GPUs, 4 models, synthetic traffic at " << o.demoSpeed
+        << "x real time; nothing here is real hardware. Open " << url << std::endl;
+  }
   logger.info("serving", {{"address", listen->first + ":" + std::to_string(*port)},
                           {"tls", !o.tlsCert.empty()},
                           {"auth", token->has_value()},
@@ -314,7 +352,10 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     const int sig = sigtimedwait(&signals, nullptr, &second);
     if (sig == SIGINT || sig == SIGTERM) break;
     if (sig < 0 && errno != EAGAIN && errno != EINTR) break;
-    server.withPlane([](api::ControlPlane& p) { p.tick(); });
+    server.withPlane([&](api::ControlPlane& p) {
+      if (demoSim) (void)demoSim->step(p, clock.nowMs());
+      p.tick();
+    });
   }
   out << "tessera serve: shutting down (finishing in-flight requests)" << std::endl;
   logger.info("shutting down", {{"reason", "signal"}});

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_body.h"
+#include "api/ui.h"
 
 namespace tessera::api {
 namespace {
@@ -212,6 +213,7 @@ void HttpServer::routes() {
     }
   });
 
+  ui::addRoutes(s, {.demo = config_.demo, .version = TESSERA_VERSION});
   s.Get("/healthz", [](const Req&, Res& res) { res.set_content("ok\n", "text/plain"); });
   s.Get("/readyz", [this](const Req&, Res& res) {
     res.status = ready_ ? 200 : 503;

@@ -1,6 +1,7 @@
 #pragma once
 // The HTTP face of the control plane: the JSON API under /api/v1 (docs/api.md), the
-// kube-scheduler extender under /scheduler, /metrics, /healthz and /readyz.
+// kube-scheduler extender under /scheduler, /metrics, /healthz and /readyz, and the web
+// dashboard at / (api/ui.h).
 //
 //  - Every answer is JSON (but /metrics and the probes). An error is
 //    {"error": {"code": "...", "message": "..."}} with a 4xx for bad input (400 malformed,
@@ -41,6 +42,7 @@ struct ServerConfig {
   std::string tlsCertFile, tlsKeyFile;  // both or neither
   // Requests answered with a 4xx or 5xx, and every mutating call, are logged here.
   Logger* logger = nullptr;
+  bool demo = false;  // the dashboard at / says it shows a demo (`tessera serve --demo`)
 };
 
 class HttpServer {
