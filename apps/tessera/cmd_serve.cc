@@ -145,8 +145,9 @@ ServeCommand::ServeCommand(CLI::App& app) {
   command_->add_flag("--demo", o.demo,
                      "Run the built-in demo: a fleet of virtual GPUs, a few models and "
                      "synthetic traffic, in memory unless --store is given (no GPU, no cluster)");
-  command_->add_option("--demo-speed", o.demoSpeed,
-                       "With --demo: how many times faster than real time the demo runs")
+  command_
+      ->add_option("--demo-speed", o.demoSpeed,
+                   "With --demo: how many times faster than real time the demo runs")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 100.0));
   command_->footer(
@@ -327,14 +328,14 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
                 : std::string("no Kubernetes API: the extender's bind books but binds nothing "
                               "(leave bindVerb out of the scheduler configuration)"))
       << std::endl;
-  const std::string url = std::string(o.tlsCert.empty() ? "http" : "https") + "://" +
-                          (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]"
-                                                                        : listen->first) +
-                          ":" + std::to_string(*port) + "/";
+  const std::string url =
+      std::string(o.tlsCert.empty() ? "http" : "https") + "://" +
+      (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]" : listen->first) +
+      ":" + std::to_string(*port) + "/";
   out << "tessera serve: dashboard at " << url << std::endl;
   if (o.demo) {
-    out << "tessera serve: DEMO: " << demo::nodeNames().size() << " nodes with "
-        << demo::gpuCount() << " virtual GPUs, 4 models, synthetic traffic at " << o.demoSpeed
+    out << "tessera serve: DEMO: " << demo::nodeNames().size() << " nodes with " << demo::gpuCount()
+        << " virtual GPUs, 4 models, synthetic traffic at " << o.demoSpeed
         << "x real time; nothing here is real hardware. Open " << url << std::endl;
   }
   logger.info("serving", {{"address", listen->first + ":" + std::to_string(*port)},
