@@ -271,6 +271,76 @@ Result<KubeResponse> KubeClient::request(std::string_view method, const std::str
   return KubeResponse{res->status, res->body};
 }
 
+void StreamStopper::stop() {
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  if (abort_) abort_();
+}
+
+bool StreamStopper::stopped() const {
+  std::lock_guard lock(mu_);
+  return stopped_;
+}
+
+Result<KubeResponse> KubeClient::stream(const std::string& path,
+                                        const std::function<bool(std::string_view)>& onData,
+                                        StreamStopper* stopper, int readTimeoutMs) {
+  std::string bearer;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto t = token();
+    if (!t) return fail(t.error());
+    bearer = std::move(*t);
+  }
+  // A connection of its own: a watch holds it for minutes.
+  httplib::Client http(config_.server);
+  if (config_.server.rfind("https://", 0) == 0) {
+    http.set_ca_cert_path(config_.caFile.c_str());
+    http.enable_server_certificate_verification(true);
+  }
+  const int readMs = readTimeoutMs > 0 ? readTimeoutMs : config_.timeoutMs;
+  http.set_connection_timeout(config_.timeoutMs / 1000, (config_.timeoutMs % 1000) * 1000);
+  http.set_read_timeout(readMs / 1000, (readMs % 1000) * 1000);
+  http.set_keep_alive(false);
+  if (stopper != nullptr) {
+    std::lock_guard lock(stopper->mu_);
+    if (stopper->stopped_) {
+      return fail(Error::internal("Kubernetes API GET " + config_.server + path + ": stopped"));
+    }
+    stopper->abort_ = [&http] { http.stop(); };
+  }
+  httplib::Headers headers{{"Accept", "application/json"}};
+  if (!bearer.empty()) headers.emplace("Authorization", "Bearer " + bearer);
+  KubeResponse out;
+  httplib::Result res = http.Get(
+      path, headers,
+      [&out](const httplib::Response& r) {
+        out.status = r.status;
+        return true;
+      },
+      [&](const char* data, size_t size) {
+        if (out.status != 200) {
+          out.body.append(data, size);
+          return true;
+        }
+        return onData(std::string_view(data, size));
+      });
+  bool stopped = false;
+  if (stopper != nullptr) {
+    std::lock_guard lock(stopper->mu_);
+    stopper->abort_ = nullptr;
+    stopped = stopper->stopped_;
+  }
+  if (!res) {
+    // The receiver ending the stream is not a failure.
+    if (res.error() == httplib::Error::Canceled && !stopped) return out;
+    return fail(Error::internal("Kubernetes API GET " + config_.server + path + ": " +
+                                (stopped ? std::string("stopped") : httplib::to_string(res.error()))));
+  }
+  out.status = res->status;
+  return out;
+}
+
 Result<void> KubeClient::bindPod(const std::string& ns, const std::string& name,
                                  const std::string& uid, const std::string& node) {
   json metadata{{"name", name}, {"namespace", ns}};

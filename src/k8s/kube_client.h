@@ -15,7 +15,9 @@
 //
 // Threading: one request at a time per client (calls are serialised inside).
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -44,6 +46,21 @@ struct KubeResponse {
   std::string body;
 };
 
+// Ends a KubeClient::stream from another thread (shutdown): the connection is shut down and
+// the stream returns. Once stopped it stays stopped; a stream started afterwards returns at
+// once.
+class StreamStopper {
+ public:
+  void stop();
+  bool stopped() const;
+
+ private:
+  friend class KubeClient;
+  mutable std::mutex mu_;
+  bool stopped_ = false;
+  std::function<void()> abort_;  // set while a stream is open
+};
+
 class KubeClient {
  public:
   // Checks the settings (URL scheme and host, readable token and CA files) without
@@ -64,6 +81,15 @@ class KubeClient {
   // 201; otherwise the error names the status and the API server's message.
   Result<void> bindPod(const std::string& ns, const std::string& name, const std::string& uid,
                        const std::string& node);
+
+  // A GET whose body is read as it arrives (a watch): each piece of a 200 answer goes to
+  // `onData` (return false to end the stream). Runs on its own connection, so it does not
+  // hold up request(); `readTimeoutMs` bounds the silence between two pieces (0 = the
+  // config's timeout). Returns the status; for a status other than 200 the body is returned
+  // whole instead of streamed. A stop through `stopper` ends it with an error.
+  Result<KubeResponse> stream(const std::string& path,
+                              const std::function<bool(std::string_view)>& onData,
+                              StreamStopper* stopper = nullptr, int readTimeoutMs = 0);
 
   const KubeConfig& config() const { return config_; }
 

@@ -1,0 +1,893 @@
+#include "k8s/controller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+
+#include "k8s/pod.h"
+#include "k8s/quantity.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+
+std::string metaText(const json& object, const char* key) {
+  const auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  const auto v = m->find(key);
+  return v != m->end() && v->is_string() ? v->get<std::string>() : "";
+}
+
+std::string annotationOf(const json& object, std::string_view key) {
+  const auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  const auto a = m->find("annotations");
+  if (a == m->end() || !a->is_object()) return "";
+  const auto v = a->find(std::string(key));
+  return v != a->end() && v->is_string() ? v->get<std::string>() : "";
+}
+
+std::string labelOf(const json& object, std::string_view key) {
+  const auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  const auto l = m->find("labels");
+  if (l == m->end() || !l->is_object()) return "";
+  const auto v = l->find(std::string(key));
+  return v != l->end() && v->is_string() ? v->get<std::string>() : "";
+}
+
+bool terminating(const json& object) {
+  const auto m = object.find("metadata");
+  return m != object.end() && m->is_object() && m->contains("deletionTimestamp") &&
+         !(*m)["deletionTimestamp"].is_null();
+}
+
+std::string podPhase(const json& pod) {
+  const auto s = pod.find("status");
+  if (s == pod.end() || !s->is_object()) return "";
+  return s->value("phase", "");
+}
+
+bool finished(const json& pod) {
+  const std::string phase = podPhase(pod);
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+// The pod condition of `type`, or null.
+const json* podCondition(const json& pod, std::string_view type) {
+  const auto s = pod.find("status");
+  if (s == pod.end() || !s->is_object()) return nullptr;
+  const auto c = s->find("conditions");
+  if (c == s->end() || !c->is_array()) return nullptr;
+  for (const json& cond : *c) {
+    if (cond.is_object() && cond.value("type", "") == type) return &cond;
+  }
+  return nullptr;
+}
+
+bool podReady(const json& pod) {
+  const json* c = podCondition(pod, "Ready");
+  return c != nullptr && c->value("status", "") == "True";
+}
+
+bool podScheduled(const json& pod) {
+  const auto s = pod.find("spec");
+  return s != pod.end() && s->is_object() && s->contains("nodeName") &&
+         (*s)["nodeName"].is_string() && !(*s)["nodeName"].get<std::string>().empty();
+}
+
+std::int64_t rvNumber(const json& object) {
+  const std::string rv = resourceVersionOf(object);
+  return rv.empty() ? 0 : std::atoll(rv.c_str());
+}
+
+std::string nowRfc3339() {
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A label value: at most 63 of [A-Za-z0-9-_.], starting and ending alphanumeric.
+std::string labelValue(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    out += ok ? c : '_';
+    if (out.size() == 63) break;
+  }
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.back()))) out.pop_back();
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.front()))) out.erase(0, 1);
+  return out;
+}
+
+std::string hex8(std::uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h & 0xffffffffu));
+  return buf;
+}
+
+Error fieldError(const std::string& field, const std::string& what) {
+  return Error::invalid(field + ": " + what);
+}
+
+Result<int> intField(const json& obj, const char* key, const std::string& path, int min, int max,
+                     int fallback) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max) {
+    return fail(fieldError(path + "." + key, "expected a whole number from " +
+                                                 std::to_string(min) + " to " +
+                                                 std::to_string(max)));
+  }
+  return it->get<int>();
+}
+
+// A list of text written as a list or as one comma-separated text.
+Result<std::string> commaList(const json& v, const std::string& path) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array()) return fail(fieldError(path, "expected a list of text"));
+  std::string out;
+  for (const json& e : v) {
+    if (!e.is_string()) return fail(fieldError(path, "expected a list of text"));
+    if (!out.empty()) out += ",";
+    out += e.get<std::string>();
+  }
+  return out;
+}
+
+std::string podPath(const std::string& ns, const std::string& name = "") {
+  return "/api/v1/namespaces/" + ns + "/pods" + (name.empty() ? "" : "/" + name);
+}
+
+std::string mdPath(const std::string& ns, const std::string& name) {
+  return "/apis/tessera.io/v1alpha1/namespaces/" + ns + "/modeldeployments/" + name;
+}
+
+}  // namespace
+
+int canaryReplicas(int total, int weight) {
+  if (total <= 0 || weight <= 0) return 0;
+  if (weight >= 100) return total;
+  const int n = (total * weight + 50) / 100;
+  return std::clamp(n, 1, total);
+}
+
+Result<ModelDeploymentSpec> readModelDeployment(const json& object,
+                                                const std::string& schedulerName) {
+  ModelDeploymentSpec s;
+  s.ns = metaText(object, "namespace");
+  s.name = metaText(object, "name");
+  s.uid = metaText(object, "uid");
+  if (s.name.empty()) return fail(fieldError("metadata.name", "required"));
+  if (s.ns.empty()) s.ns = "default";
+  if (const auto m = object.find("metadata"); m != object.end() && m->contains("generation") &&
+                                               (*m)["generation"].is_number_integer()) {
+    s.generation = (*m)["generation"].get<std::int64_t>();
+  }
+  s.tesseraName = s.ns + "." + s.name;
+  if (s.tesseraName.size() > 63) {
+    s.tesseraName = s.tesseraName.substr(0, 54) + "-" + hex8(std::hash<std::string>{}(s.tesseraName));
+  }
+  const auto specIt = object.find("spec");
+  if (specIt == object.end() || !specIt->is_object()) {
+    return fail(fieldError("spec", "required"));
+  }
+  const json& spec = *specIt;
+
+  // spec.model: a registered profile's name, {name} alone, or a profile written inline.
+  const auto model = spec.find("model");
+  if (model == spec.end()) return fail(fieldError("spec.model", "required"));
+  if (model->is_string()) {
+    s.modelName = model->get<std::string>();
+  } else if (model->is_object()) {
+    const auto n = model->find("name");
+    if (n == model->end() || !n->is_string()) {
+      return fail(fieldError("spec.model.name", "required text"));
+    }
+    s.modelName = n->get<std::string>();
+    if (model->size() > 1) s.modelProfile = *model;
+  } else {
+    return fail(fieldError("spec.model", "expected a model name or a model profile"));
+  }
+  if (s.modelName.empty()) return fail(fieldError("spec.model.name", "must not be empty"));
+
+  if (const auto v = spec.find("version"); v != spec.end() && !v->is_null()) {
+    if (!v->is_string()) return fail(fieldError("spec.version", "expected text"));
+    s.version = v->get<std::string>();
+  }
+
+  // spec.rollout
+  if (const auto r = spec.find("rollout"); r != spec.end() && !r->is_null()) {
+    if (!r->is_object()) return fail(fieldError("spec.rollout", "expected an object"));
+    const std::string strategy = r->value("strategy", "HotSwitch");
+    if (strategy == "Canary") {
+      s.canary = true;
+    } else if (strategy != "HotSwitch") {
+      return fail(fieldError("spec.rollout.strategy",
+                             "expected HotSwitch or Canary, got \"" + strategy + "\""));
+    }
+    auto w = intField(*r, "canaryWeight", "spec.rollout", 0, 100, s.canary ? 0 : 100);
+    if (!w) return fail(w.error());
+    s.canaryWeight = *w;
+  }
+
+  // spec.replicas
+  json replicas = json::object();
+  if (const auto r = spec.find("replicas"); r != spec.end() && !r->is_null()) {
+    if (!r->is_object()) return fail(fieldError("spec.replicas", "expected {min, max, warm}"));
+    replicas = *r;
+  }
+  auto minR = intField(replicas, "min", "spec.replicas", 0, 1000, 1);
+  if (!minR) return fail(minR.error());
+  auto maxR = intField(replicas, "max", "spec.replicas", 1, 1000, std::max(*minR, 10));
+  if (!maxR) return fail(maxR.error());
+  if (*maxR < *minR) return fail(fieldError("spec.replicas.max", "must be at least min"));
+  auto warm = intField(replicas, "warm", "spec.replicas", 0, 1000, 0);
+  if (!warm) return fail(warm.error());
+  s.minReplicas = *minR;
+
+  // The Tessera deployment.
+  json autoscaling = json::object();
+  if (const auto a = spec.find("autoscaling"); a != spec.end() && !a->is_null()) {
+    if (!a->is_object()) return fail(fieldError("spec.autoscaling", "expected an object"));
+    for (const auto& [k, v] : a->items()) {
+      if (k == "policy") {
+        if (!v.is_string()) return fail(fieldError("spec.autoscaling.policy", "expected text"));
+        autoscaling["recommender"] = v;
+      } else if (k == "targets") {
+        if (!v.is_object()) {
+          return fail(fieldError("spec.autoscaling.targets", "expected {name: number}"));
+        }
+        autoscaling["args"] = v;
+      } else if (k == "syncPeriodSeconds" || k == "scaleUpStabilizationSeconds" ||
+                 k == "scaleDownStabilizationSeconds") {
+        autoscaling[k] = v;
+      } else {
+        return fail(fieldError("spec.autoscaling." + k, "unknown field"));
+      }
+    }
+  }
+  if (*warm > 0) autoscaling["warmReplicas"] = *warm;
+  s.deployment = {{"name", s.tesseraName},
+                  {"model", s.modelName},
+                  {"version", s.version},
+                  {"minReplicas", *minR},
+                  {"maxReplicas", *maxR},
+                  {"placedBy", "kubernetes"}};
+  if (!autoscaling.empty()) s.deployment["autoscaling"] = autoscaling;
+  if (const auto p = spec.find("priority"); p != spec.end() && !p->is_null()) {
+    if (!p->is_number_integer()) return fail(fieldError("spec.priority", "expected a whole number"));
+    s.deployment["priority"] = *p;
+  }
+  if (const auto slo = spec.find("sloTtftMs"); slo != spec.end() && !slo->is_null()) {
+    s.deployment["sloTtftMs"] = *slo;
+  }
+
+  // The pod: spec.template (a pod template) or spec.image.
+  json pod{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", json::object()}};
+  if (const auto t = spec.find("template"); t != spec.end() && !t->is_null()) {
+    if (!t->is_object() || !t->contains("spec") || !(*t)["spec"].is_object()) {
+      return fail(fieldError("spec.template", "expected a pod template {metadata, spec}"));
+    }
+    pod["metadata"] = t->value("metadata", json::object());
+    pod["spec"] = (*t)["spec"];
+  } else if (const auto image = spec.find("image"); image != spec.end() && image->is_string()) {
+    pod["spec"] = {{"containers", json::array({{{"name", "server"}, {"image", *image}}})}};
+  } else {
+    return fail(fieldError("spec.template",
+                           "required (or spec.image): what the replicas' pods run"));
+  }
+  json& podSpec = pod["spec"];
+  if (!podSpec.contains("containers") || !podSpec["containers"].is_array() ||
+      podSpec["containers"].empty() || !podSpec["containers"][0].is_object()) {
+    return fail(fieldError("spec.template.spec.containers", "at least one container"));
+  }
+  podSpec["schedulerName"] = schedulerName;
+  json& meta = pod["metadata"];
+  meta.erase("name");
+  meta.erase("generateName");
+  meta["namespace"] = s.ns;
+  if (!meta.contains("labels") || !meta["labels"].is_object()) meta["labels"] = json::object();
+  if (!meta.contains("annotations") || !meta["annotations"].is_object()) {
+    meta["annotations"] = json::object();
+  }
+  meta["labels"][std::string(kLabelModelDeployment)] = labelValue(s.name);
+  meta["labels"]["app.kubernetes.io/managed-by"] = "tessera";
+  meta["annotations"]["tessera.io/model"] = s.modelName;
+  meta["annotations"]["tessera.io/deployment"] = s.tesseraName;
+  if (s.deployment.contains("priority")) {
+    meta["annotations"]["tessera.io/priority"] = std::to_string(s.deployment["priority"].get<int>());
+  }
+  meta["ownerReferences"] = json::array({{{"apiVersion", "tessera.io/v1alpha1"},
+                                          {"kind", "ModelDeployment"},
+                                          {"name", s.name},
+                                          {"uid", s.uid},
+                                          {"controller", true},
+                                          {"blockOwnerDeletion", true}}});
+
+  // spec.resources → the first container's tessera.io/* resources and the annotations.
+  int gpus = 1;
+  if (s.modelProfile) {
+    if (const auto g = s.modelProfile->find("gpusPerReplica");
+        g != s.modelProfile->end() && g->is_number_integer()) {
+      gpus = std::max(1, g->get<int>());
+    }
+  }
+  json extra = json::object();
+  if (const auto r = spec.find("resources"); r != spec.end() && !r->is_null()) {
+    if (!r->is_object()) return fail(fieldError("spec.resources", "expected an object"));
+    auto g = intField(*r, "gpus", "spec.resources", 1, 64, gpus);
+    if (!g) return fail(g.error());
+    gpus = *g;
+    if (const auto m = r->find("gpuMemory"); m != r->end() && !m->is_null()) {
+      std::int64_t mib = 0;
+      if (m->is_number_integer()) {
+        mib = m->get<std::int64_t>();
+      } else if (m->is_string()) {
+        auto parsed = bytesToMib(m->get<std::string>());
+        if (!parsed) return fail(fieldError("spec.resources.gpuMemory", parsed.error().message));
+        mib = *parsed;
+      }
+      if (mib <= 0) {
+        return fail(fieldError("spec.resources.gpuMemory",
+                               "expected a quantity per GPU (\"20Gi\") or MiB"));
+      }
+      extra["tessera.io/gpu-memory"] = std::to_string(mib);
+    }
+    if (const auto c = r->find("gpuCompute"); c != r->end() && !c->is_null()) {
+      std::int64_t milli = 0;
+      if (c->is_number_integer()) {
+        milli = c->get<std::int64_t>();
+      } else if (c->is_string()) {
+        auto parsed = cpuMilli(c->get<std::string>());
+        if (!parsed) return fail(fieldError("spec.resources.gpuCompute", parsed.error().message));
+        milli = *parsed;
+      }
+      if (milli <= 0 || milli > 1000) {
+        return fail(fieldError("spec.resources.gpuCompute",
+                               "expected thousandths of a GPU, 1 to 1000 (or \"500m\", \"0.5\")"));
+      }
+      extra["tessera.io/gpu-compute"] = std::to_string(milli);
+    }
+    if (const auto t = r->find("gpuTypes"); t != r->end() && !t->is_null()) {
+      auto list = commaList(*t, "spec.resources.gpuTypes");
+      if (!list) return fail(list.error());
+      meta["annotations"]["tessera.io/gpu-types"] = *list;
+    }
+    if (const auto sh = r->find("sharing"); sh != r->end() && !sh->is_null()) {
+      auto list = commaList(*sh, "spec.resources.sharing");
+      if (!list) return fail(list.error());
+      meta["annotations"]["tessera.io/sharing"] = *list;
+    }
+    if (const auto mig = r->find("migProfile"); mig != r->end() && mig->is_string()) {
+      meta["annotations"]["tessera.io/mig-profile"] = *mig;
+    }
+  }
+  extra["tessera.io/gpus"] = std::to_string(gpus);
+  json& container = podSpec["containers"][0];
+  if (!container.contains("resources") || !container["resources"].is_object()) {
+    container["resources"] = json::object();
+  }
+  for (const char* part : {"requests", "limits"}) {
+    json& r = container["resources"][part];
+    if (!r.is_object()) r = json::object();
+    for (const auto& [k, v] : extra.items()) r[k] = v;  // extended resources: limits = requests
+  }
+  s.pod = std::move(pod);
+  return s;
+}
+
+json podFor(const ModelDeploymentSpec& spec, const std::string& version, const std::string& name) {
+  json pod = spec.pod;
+  pod["metadata"]["name"] = name;
+  pod["metadata"]["labels"][std::string(kLabelVersion)] = labelValue(version);
+  pod["metadata"]["annotations"][std::string(kAnnotationVersion)] = version;
+  return pod;
+}
+
+// ---- the controller ------------------------------------------------------------------------
+
+Controller::Controller(KubeClient& client, Fleet& fleet, ControllerOptions options)
+    : client_(client), fleet_(fleet), options_(std::move(options)) {
+  auto informerOptions = [this](std::string path) {
+    InformerOptions o;
+    o.path = std::move(path);
+    o.pageSize = options_.pageSize;
+    o.watchTimeoutSeconds = options_.watchTimeoutSeconds;
+    o.backoffInitialMs = options_.backoffInitialMs;
+    o.backoffMaxMs = options_.backoffMaxMs;
+    return o;
+  };
+  mds_ = std::make_unique<Informer>(
+      client_, informerOptions(std::string(kModelDeploymentsPath)),
+      [this](Informer::Change, const json& md, const json*) {
+        {
+          std::lock_guard lock(mu_);
+          dirty_.insert(objectKey(md));
+        }
+        wake_.notify_all();
+      });
+  InformerOptions podOptions = informerOptions("/api/v1/pods");
+  podOptions.fieldSelector = "spec.schedulerName=" + options_.schedulerName;
+  pods_ = std::make_unique<Informer>(
+      client_, podOptions,
+      [this](Informer::Change change, const json& pod, const json*) { onPod(change, pod); });
+  nodes_ = std::make_unique<Informer>(
+      client_, informerOptions("/api/v1/nodes"),
+      [this](Informer::Change change, const json& node, const json*) {
+        onNode(node, change == Informer::Change::kDeleted);
+      });
+}
+
+Controller::~Controller() { stop(); }
+
+void Controller::start() {
+  if (worker_.joinable()) return;
+  mds_->start();
+  pods_->start();
+  nodes_->start();
+  worker_ = std::thread([this] { run(); });
+}
+
+void Controller::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  mds_->stop();
+  pods_->stop();
+  nodes_->stop();
+}
+
+bool Controller::synced() const {
+  return mds_->hasSynced() && pods_->hasSynced() && nodes_->hasSynced();
+}
+
+void Controller::resync() {
+  {
+    std::lock_guard lock(mu_);
+    resyncNow_ = true;
+  }
+  wake_.notify_all();
+}
+
+Controller::Stats Controller::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Controller::onPod(Informer::Change change, const json& pod) {
+  const std::string key = objectKey(pod);
+  const std::string owner = labelOf(pod, kLabelModelDeployment);
+  const std::string ns = metaText(pod, "namespace");
+  {
+    std::lock_guard lock(mu_);
+    if (const auto it = overlay_.find(key); it != overlay_.end()) {
+      if (change == Informer::Change::kDeleted || rvNumber(pod) >= it->second.rv) {
+        overlay_.erase(it);
+      }
+    }
+    if (change == Informer::Change::kDeleted || terminating(pod) || finished(pod)) {
+      podNotes_.emplace_back(PodNote::kGone, key);
+    } else {
+      if (change == Informer::Change::kAdded) podNotes_.emplace_back(PodNote::kAdded, key);
+      if (podReady(pod)) podNotes_.emplace_back(PodNote::kReady, key);
+    }
+    if (!owner.empty()) dirty_.insert(ns + "/" + owner);
+  }
+  wake_.notify_all();
+}
+
+void Controller::onNode(const json& node, bool deleted) {
+  {
+    std::lock_guard lock(mu_);
+    dirtyNodes_.insert(metaText(node, "name") + (deleted ? "\n" : ""));
+  }
+  wake_.notify_all();
+}
+
+void Controller::run() {
+  auto nextResync = std::chrono::steady_clock::now();
+  for (;;) {
+    std::set<std::string> keys, nodes;
+    std::vector<std::pair<PodNote, std::string>> notes;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait_until(lock, std::min(nextResync, std::chrono::steady_clock::now() +
+                                                      std::chrono::milliseconds(100)),
+                       [this] {
+                         return stopping_ || resyncNow_ || !dirty_.empty() ||
+                                !podNotes_.empty() || !dirtyNodes_.empty();
+                       });
+      if (stopping_) return;
+      if (!synced()) continue;  // act on complete copies only
+      if (resyncNow_ || std::chrono::steady_clock::now() >= nextResync) {
+        resyncNow_ = false;
+        nextResync =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.resyncMs);
+        for (const json& md : mds_->list()) dirty_.insert(objectKey(md));
+        for (const auto& [key, k] : known_) dirty_.insert(key);
+      }
+      keys.swap(dirty_);
+      nodes.swap(dirtyNodes_);
+      notes.swap(podNotes_);
+    }
+    // Pods: bookings follow them.
+    for (const auto& [note, id] : notes) {
+      if (note == PodNote::kAdded) {  // a new pod (possibly under an old name)
+        goneSent_.erase(id);
+        readySent_.erase(id);
+      } else if (note == PodNote::kReady) {
+        if (!goneSent_.contains(id) && readySent_.insert(id).second) fleet_.replicaReady(id);
+      } else {
+        if (goneSent_.insert(id).second) fleet_.replicaGone(id);
+        readySent_.erase(id);
+        if (!pods_->get(id)) goneSent_.erase(id);  // deleted for good: forget it
+      }
+    }
+    // Nodes: Kubernetes cordons and deletions become Tessera cordons.
+    for (std::string name : nodes) {
+      const bool deleted = !name.empty() && name.back() == '\n';
+      if (deleted) name.pop_back();
+      const auto node = nodes_->get(name);
+      bool cordoned = true;
+      if (!deleted && node) {
+        const json spec = node->value("spec", json::object());
+        cordoned = spec.value("unschedulable", false);
+      }
+      const auto last = nodeCordoned_.find(name);
+      const bool changed = last == nodeCordoned_.end() ? cordoned : last->second != cordoned;
+      nodeCordoned_[name] = cordoned;
+      if (deleted || !node) nodeCordoned_.erase(name);
+      if (changed) fleet_.setNodeCordoned(name, cordoned);
+    }
+    for (const std::string& key : keys) {
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;
+        ++stats_.reconciles;
+      }
+      reconcile(key);
+    }
+  }
+}
+
+std::vector<json> Controller::podsOf(const std::string& ns, const std::string& name) {
+  std::map<std::string, json> pods;
+  for (const json& pod : pods_->list()) {
+    if (metaText(pod, "namespace") == ns && labelOf(pod, kLabelModelDeployment) == labelValue(name)) {
+      pods[objectKey(pod)] = pod;
+    }
+  }
+  // Our writes the watch has not shown yet.
+  std::lock_guard lock(mu_);
+  for (const auto& [key, o] : overlay_) {
+    if (!o.pod) {
+      pods.erase(key);
+    } else if (metaText(*o.pod, "namespace") == ns &&
+               labelOf(*o.pod, kLabelModelDeployment) == labelValue(name)) {
+      pods[key] = *o.pod;
+    }
+  }
+  std::vector<json> out;
+  for (auto& [k, v] : pods) out.push_back(std::move(v));
+  return out;
+}
+
+std::string Controller::newPodName(const std::string& base) {
+  static const char* alphabet = "bcdfghjklmnpqrstvwxz2456789";
+  std::uint64_t n = std::hash<std::string>{}(base + std::to_string(++nameCounter_)) ^
+                    static_cast<std::uint64_t>(
+                        std::chrono::steady_clock::now().time_since_epoch().count());
+  std::string name = base.substr(0, 57) + "-";
+  for (int i = 0; i < 5; ++i) {
+    name += alphabet[n % 27];
+    n /= 27;
+  }
+  return name;
+}
+
+void Controller::remember(const std::string& key, Overlay write) {
+  // The watch may have shown this write (or a later change) already: then the informer's
+  // copy is current. The informer updates its copy before calling onPod, which takes mu_, so
+  // checking under mu_ cannot miss the erasing event.
+  std::lock_guard lock(mu_);
+  const auto seen = pods_->get(key);
+  if (write.pod ? (seen && rvNumber(*seen) >= write.rv) : !seen) return;
+  overlay_[key] = std::move(write);
+}
+
+Result<void> Controller::createPod(const ModelDeploymentSpec& spec, const std::string& version) {
+  const json pod = podFor(spec, version, newPodName(spec.name));
+  auto res = client_.request("POST", podPath(spec.ns), pod.dump());
+  if (!res) return fail(res.error());
+  if (res->status != 201 && res->status != 200) {
+    return fail(Error::precondition("creating a pod of " + spec.ns + "/" + spec.name + ": " +
+                                    describeFailure(*res)));
+  }
+  const json made = json::parse(res->body, nullptr, false);
+  if (!made.is_object()) return {};
+  remember(objectKey(made), Overlay{rvNumber(made), made});
+  std::lock_guard lock(mu_);
+  ++stats_.podsCreated;
+  return {};
+}
+
+Result<void> Controller::deletePod(const json& pod) {
+  const std::string ns = metaText(pod, "namespace"), name = metaText(pod, "name");
+  auto res = client_.request("DELETE", podPath(ns, name));
+  if (!res) return fail(res.error());
+  if (res->status != 200 && res->status != 202 && res->status != 404) {
+    return fail(Error::precondition("deleting pod " + ns + "/" + name + ": " +
+                                    describeFailure(*res)));
+  }
+  const json gone = json::parse(res->body, nullptr, false);
+  remember(ns + "/" + name, Overlay{gone.is_object() ? rvNumber(gone) : 0, std::nullopt});
+  std::lock_guard lock(mu_);
+  ++stats_.podsDeleted;
+  return {};
+}
+
+Result<void> Controller::switchPod(const json& pod, const std::string& version) {
+  json next = pod;
+  next["metadata"]["annotations"][std::string(kAnnotationVersion)] = version;
+  next["metadata"]["labels"][std::string(kLabelVersion)] = labelValue(version);
+  const std::string ns = metaText(pod, "namespace"), name = metaText(pod, "name");
+  auto res = client_.request("PUT", podPath(ns, name), next.dump());
+  if (!res) return fail(res.error());
+  if (res->status != 200) {
+    return fail(Error::precondition("switching pod " + ns + "/" + name + " to " + version +
+                                    ": " + describeFailure(*res)));
+  }
+  const json made = json::parse(res->body, nullptr, false);
+  if (made.is_object()) remember(ns + "/" + name, Overlay{rvNumber(made), made});
+  std::lock_guard lock(mu_);
+  ++stats_.podsSwitched;
+  return {};
+}
+
+void Controller::removeDeployment(const std::string& key) {
+  const auto slash = key.find('/');
+  const std::string ns = key.substr(0, slash), name = key.substr(slash + 1);
+  if (const auto k = known_.find(key); k != known_.end()) {
+    (void)fleet_.deleteDeployment(k->second.tesseraName);
+    known_.erase(k);
+  }
+  // The owner references let Kubernetes' garbage collector do this too; the controller does
+  // not wait for it.
+  for (const json& pod : podsOf(ns, name)) {
+    if (!terminating(pod)) (void)deletePod(pod);
+  }
+}
+
+void Controller::reconcile(const std::string& key) {
+  const auto md = mds_->get(key);
+  if (!md) return removeDeployment(key);
+  if (terminating(*md)) return;  // the garbage collector deletes its pods
+  const json oldStatus = md->value("status", json::object());
+
+  json conditions = json::array();
+  auto condition = [&](const std::string& type, bool status, const std::string& reason,
+                       const std::string& message) {
+    std::string since = nowRfc3339();
+    if (const auto c = oldStatus.find("conditions"); c != oldStatus.end() && c->is_array()) {
+      for (const json& old : *c) {
+        if (old.is_object() && old.value("type", "") == type &&
+            old.value("status", "") == (status ? "True" : "False")) {
+          since = old.value("lastTransitionTime", since);
+        }
+      }
+    }
+    conditions.push_back({{"type", type},
+                          {"status", status ? "True" : "False"},
+                          {"reason", reason},
+                          {"message", message},
+                          {"lastTransitionTime", since}});
+  };
+  auto generation = [&] {
+    const json meta = md->value("metadata", json::object());
+    return meta.value("generation", std::int64_t{0});
+  };
+  auto refuse = [&](const std::string& reason, const std::string& message) {
+    json status = oldStatus;
+    status["observedGeneration"] = generation();
+    conditions = json::array();
+    condition("Available", false, reason, message);
+    condition("Progressing", false, reason, message);
+    condition("Degraded", true, reason, message);
+    status["conditions"] = conditions;
+    writeStatus(*md, status);
+  };
+
+  auto spec = readModelDeployment(*md, options_.schedulerName);
+  if (!spec) return refuse("InvalidSpec", spec.error().message);
+
+  // 1. The fleet: model profile and deployment.
+  const json applied{{"model", spec->modelProfile ? *spec->modelProfile : json()},
+                     {"deployment", spec->deployment}};
+  Known& known = known_[key];
+  if (!known.tesseraName.empty() && known.tesseraName != spec->tesseraName) {
+    (void)fleet_.deleteDeployment(known.tesseraName);
+    known.applied = json();
+  }
+  known.tesseraName = spec->tesseraName;
+  if (known.applied != applied) {
+    if (spec->modelProfile) {
+      if (auto put = fleet_.putModel(*spec->modelProfile); !put) {
+        return refuse("ModelRejected", put.error().message);
+      }
+    }
+    if (auto put = fleet_.putDeployment(spec->deployment); !put) {
+      return refuse("DeploymentRejected", put.error().message);
+    }
+    known.applied = applied;
+  }
+  const auto dep = fleet_.deployment(spec->tesseraName);
+  if (!dep) return refuse("DeploymentMissing", "Tessera has no deployment " + spec->tesseraName);
+  const int target = std::max(0, dep->desired + dep->warm);
+
+  // 2. Pods.
+  std::vector<json> live;
+  for (json& pod : podsOf(spec->ns, spec->name)) {
+    if (terminating(pod)) continue;
+    if (finished(pod)) {
+      (void)deletePod(pod);  // replaced below
+      continue;
+    }
+    live.push_back(std::move(pod));
+  }
+  const std::string newV = spec->version;
+  std::string curV = oldStatus.value("currentVersion", "");
+  if (curV.empty() || (!spec->canary && curV != newV && live.empty())) curV = newV;
+  const bool rollingCanary = spec->canary && curV != newV;
+  std::string rolloutError;
+  if (!rollingCanary && curV != newV) {
+    // Hot switch: the pods stay, their version annotation changes.
+    for (json& pod : live) {
+      if (annotationOf(pod, kAnnotationVersion) == newV) continue;
+      if (auto done = switchPod(pod, newV); !done) {
+        rolloutError = done.error().message;
+        continue;
+      }
+      pod["metadata"]["annotations"][std::string(kAnnotationVersion)] = newV;
+    }
+  }
+  const int wantNew = rollingCanary ? canaryReplicas(target, spec->canaryWeight) : target;
+  const int wantOld = target - wantNew;
+  std::vector<json> newPods, oldPods, stray;
+  for (json& pod : live) {
+    const std::string v = annotationOf(pod, kAnnotationVersion);
+    if (v == newV) {
+      newPods.push_back(std::move(pod));
+    } else if (rollingCanary && v == curV) {
+      oldPods.push_back(std::move(pod));
+    } else if (spec->canary) {
+      stray.push_back(std::move(pod));
+    }
+    // A hot switch that failed leaves the pod as it is until the next pass.
+  }
+  std::string podError;
+  auto converge = [&](std::vector<json>& pods, int want, const std::string& version) {
+    int have = static_cast<int>(pods.size());
+    for (; have < want; ++have) {
+      if (auto made = createPod(*spec, version); !made) {
+        podError = made.error().message;
+        break;
+      }
+    }
+    if (have <= want) return;
+    // Fewest losses first: pods not scheduled yet, then not ready, then the newest.
+    std::sort(pods.begin(), pods.end(), [](const json& a, const json& b) {
+      if (podScheduled(a) != podScheduled(b)) return !podScheduled(a);
+      if (podReady(a) != podReady(b)) return !podReady(a);
+      return metaText(a, "creationTimestamp") != metaText(b, "creationTimestamp")
+                 ? metaText(a, "creationTimestamp") > metaText(b, "creationTimestamp")
+                 : metaText(a, "name") > metaText(b, "name");
+    });
+    for (int i = 0; i < have - want; ++i) {
+      if (auto gone = deletePod(pods[static_cast<std::size_t>(i)]); !gone) {
+        podError = gone.error().message;
+      }
+    }
+    pods.resize(static_cast<std::size_t>(std::max(want, 0)));
+  };
+  for (const json& pod : stray) (void)deletePod(pod);
+  converge(newPods, wantNew, newV);
+  if (rollingCanary) converge(oldPods, wantOld, curV);
+
+  // 3. Status, from what the cluster shows (pods created just now count as not ready).
+  int replicas = 0, ready = 0, readyNew = 0, onNew = 0;
+  std::string unschedulable;
+  int pendingPods = 0;
+  for (const json& pod : podsOf(spec->ns, spec->name)) {
+    if (terminating(pod) || finished(pod)) continue;
+    ++replicas;
+    const bool isNew = annotationOf(pod, kAnnotationVersion) == newV;
+    onNew += isNew ? 1 : 0;
+    if (podReady(pod)) {
+      ++ready;
+      readyNew += isNew ? 1 : 0;
+    }
+    if (const json* c = podCondition(pod, "PodScheduled");
+        c != nullptr && c->value("status", "") == "False") {
+      ++pendingPods;
+      if (unschedulable.empty()) unschedulable = c->value("message", c->value("reason", ""));
+    }
+  }
+  const bool rolledOut = (!spec->canary || spec->canaryWeight >= 100 || curV == newV) &&
+                         onNew == replicas;
+  json status = oldStatus;
+  status["replicas"] = replicas;
+  status["readyReplicas"] = ready;
+  status["currentVersion"] = rolledOut ? newV : curV;
+  status["observedGeneration"] = generation();
+  const int minAvailable = std::min(target, std::max(1, spec->minReplicas));
+  condition("Available", ready >= minAvailable,
+            ready >= minAvailable ? "MinimumReplicasAvailable" : "MinimumReplicasUnavailable",
+            std::to_string(ready) + " of " + std::to_string(target) + " replicas ready");
+  if (!rolledOut) {
+    condition("Progressing", true, spec->canary ? "Canary" : "HotSwitch",
+              std::to_string(onNew) + " of " + std::to_string(replicas) + " replicas on " +
+                  newV + (spec->canary ? " (canaryWeight " + std::to_string(spec->canaryWeight) +
+                                             "), the rest on " + curV
+                                       : ""));
+  } else if (replicas != target) {
+    condition("Progressing", true, "Scaling",
+              std::to_string(replicas) + " of " + std::to_string(target) + " replicas");
+  } else if (ready < replicas) {
+    condition("Progressing", true, "WaitingForReady",
+              std::to_string(ready) + " of " + std::to_string(replicas) + " replicas ready");
+  } else {
+    condition("Progressing", false, "Complete",
+              std::to_string(replicas) + " replicas on " + newV);
+  }
+  if (pendingPods > 0) {
+    condition("Degraded", true, "Unschedulable",
+              std::to_string(pendingPods) + " pods cannot be placed: " +
+                  (unschedulable.empty() ? dep->pendingReason : unschedulable));
+  } else if (!podError.empty() || !rolloutError.empty()) {
+    condition("Degraded", true, "PodWriteFailed", podError.empty() ? rolloutError : podError);
+  } else {
+    condition("Degraded", false, "AsExpected", "");
+  }
+  status["conditions"] = conditions;
+  writeStatus(*md, std::move(status));
+}
+
+void Controller::writeStatus(const json& md, json status) {
+  json current = md;
+  for (int attempt = 0; attempt <= options_.statusRetries; ++attempt) {
+    if (current.value("status", json::object()) == status) return;
+    json next = current;
+    next["status"] = status;
+    const std::string ns = metaText(current, "namespace"), name = metaText(current, "name");
+    auto res = client_.request("PUT", mdPath(ns, name) + "/status", next.dump());
+    if (!res) return;  // the next pass tries again
+    if (res->status == 200) {
+      std::lock_guard lock(mu_);
+      ++stats_.statusWrites;
+      return;
+    }
+    if (res->status != 409) return;
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.statusConflicts;
+    }
+    // Someone else wrote it: read it again and put the same status on the fresh copy.
+    auto fresh = client_.request("GET", mdPath(ns, name));
+    if (!fresh || fresh->status != 200) return;
+    current = json::parse(fresh->body, nullptr, false);
+    if (!current.is_object()) return;
+  }
+}
+
+}  // namespace tessera::k8s

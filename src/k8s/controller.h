@@ -1,0 +1,189 @@
+#pragma once
+// The ModelDeployment controller: keeps a cluster's pods where Tessera's deployments want
+// them (docs/kubernetes.md, "The ModelDeployment controller").
+//
+// It watches three collections through informers (k8s/informer.h):
+//  - ModelDeployments (tessera.io/v1alpha1, all namespaces),
+//  - pods that Tessera schedules (fieldSelector spec.schedulerName=tessera-scheduler),
+//  - nodes.
+// and reconciles each ModelDeployment on one worker thread:
+//  1. its spec becomes a Tessera model profile (spec.model written inline) and a Tessera
+//     deployment named "<namespace>.<name>" with `placedBy: kubernetes`: the control plane's
+//     autoscaler decides the count, and the pods, bound through the extender, are the
+//     replicas (the plane places none of its own);
+//  2. pods are created or deleted until the cluster runs the autoscaler's count (desired +
+//     warm): pods with schedulerName tessera-scheduler, the tessera.io/* resources and
+//     annotations the extender reads, the version as label and annotation, and an owner
+//     reference to the ModelDeployment (deleting it deletes them);
+//  3. a version change rolls out as the spec says: HotSwitch keeps the pods and rewrites
+//     their tessera.io/version annotation (the node agent switches the weights in place);
+//     Canary runs canaryReplicas(count, canaryWeight) pods on the new version and the rest
+//     on status.currentVersion, until the weight is 100;
+//  4. the status subresource gets replicas, readyReplicas, currentVersion,
+//     observedGeneration and the conditions Available, Progressing and Degraded, written
+//     with the object's resourceVersion (a 409 Conflict re-reads and retries, bounded).
+// Besides: a pod that is deleted or finished frees its replica booking, a pod that turns
+// Ready marks its replica loaded, and a node that is cordoned (spec.unschedulable) or
+// deleted is cordoned in Tessera (uncordoned when Kubernetes uncordons it).
+//
+// The controller acts only once all three informers have listed; every ModelDeployment is
+// reconciled again every `resyncMs` (the autoscaler's count changes without an event).
+//
+// Threading: start() starts the informers and the worker; stop() ends them. Fleet methods
+// are called from the worker thread only.
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "k8s/informer.h"
+#include "k8s/kube_client.h"
+
+namespace tessera::k8s {
+
+inline constexpr std::string_view kModelDeploymentsPath =
+    "/apis/tessera.io/v1alpha1/modeldeployments";
+inline constexpr std::string_view kLabelModelDeployment = "tessera.io/modeldeployment";
+inline constexpr std::string_view kLabelVersion = "tessera.io/version";
+inline constexpr std::string_view kAnnotationVersion = "tessera.io/version";
+
+// What the controller asks of Tessera's control plane (serve: api::ControlPlane, under the
+// server's lock; tests: a fake).
+class Fleet {
+ public:
+  struct Deployment {
+    int desired = 0;  // the autoscaler's count
+    int warm = 0;     // warm replicas on top
+    std::string pendingReason;
+  };
+  virtual ~Fleet() = default;
+  virtual Result<void> putModel(const nlohmann::json& profile) = 0;
+  virtual Result<void> putDeployment(const nlohmann::json& body) = 0;
+  virtual Result<void> deleteDeployment(const std::string& name) = 0;
+  virtual std::optional<Deployment> deployment(const std::string& name) = 0;
+  // Replica ids are "<namespace>/<pod>", as the extender books pods.
+  virtual void replicaReady(const std::string& replicaId) = 0;
+  virtual void replicaGone(const std::string& replicaId) = 0;
+  virtual void setNodeCordoned(const std::string& node, bool cordoned) = 0;
+};
+
+// How many of `total` replicas run the new version at `weight` percent: rounded half up, at
+// least 1 when the weight is above 0, all at 100.
+int canaryReplicas(int total, int weight);
+
+// A ModelDeployment's spec, read and checked.
+struct ModelDeploymentSpec {
+  std::string ns, name, uid;
+  std::int64_t generation = 0;
+  std::string tesseraName;                   // "<namespace>.<name>" (shortened when long)
+  std::string modelName;                     // the Tessera model profile
+  std::optional<nlohmann::json> modelProfile;  // written inline: registered by the controller
+  std::string version;
+  bool canary = false;  // rollout.strategy Canary (else HotSwitch)
+  int canaryWeight = 0;
+  int minReplicas = 1;
+  nlohmann::json deployment;  // the Tessera deployment body (PUT /api/v1/deployments)
+  nlohmann::json pod;         // the pod every replica is made from (no name, no version yet)
+};
+
+// Errors name the field ("spec.rollout.canaryWeight: expected a whole number from 0 to 100").
+Result<ModelDeploymentSpec> readModelDeployment(const nlohmann::json& object,
+                                                const std::string& schedulerName =
+                                                    "tessera-scheduler");
+
+// The pod of one replica of `spec` at `version`, named `name`.
+nlohmann::json podFor(const ModelDeploymentSpec& spec, const std::string& version,
+                      const std::string& name);
+
+struct ControllerOptions {
+  int resyncMs = 5000;
+  int statusRetries = 5;
+  int pageSize = 500;
+  int watchTimeoutSeconds = 300;
+  int backoffInitialMs = 200;
+  int backoffMaxMs = 30'000;
+  std::string schedulerName = "tessera-scheduler";
+};
+
+class Controller {
+ public:
+  struct Stats {
+    int reconciles = 0;
+    int podsCreated = 0;
+    int podsDeleted = 0;
+    int podsSwitched = 0;  // hot switches (version annotation rewritten)
+    int statusWrites = 0;
+    int statusConflicts = 0;
+  };
+
+  // Both borrowed; they must outlive the controller.
+  Controller(KubeClient& client, Fleet& fleet, ControllerOptions options = {});
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  void start();
+  void stop();
+  bool synced() const;
+  // Reconcile every ModelDeployment now instead of at the next resync.
+  void resync();
+  Stats stats() const;
+
+ private:
+  struct Overlay {  // a write of ours the pod informer has not shown yet
+    std::int64_t rv = 0;
+    std::optional<nlohmann::json> pod;  // nullopt: deleted
+  };
+  struct Known {
+    std::string tesseraName;
+    nlohmann::json applied;  // model profile and deployment body last given to the fleet
+  };
+
+  void run();
+  void onPod(Informer::Change change, const nlohmann::json& pod);
+  void onNode(const nlohmann::json& node, bool deleted);
+  void reconcile(const std::string& key);
+  void removeDeployment(const std::string& key);
+  std::vector<nlohmann::json> podsOf(const std::string& ns, const std::string& name);
+  void remember(const std::string& key, Overlay write);
+  Result<void> createPod(const ModelDeploymentSpec& spec, const std::string& version);
+  Result<void> deletePod(const nlohmann::json& pod);
+  Result<void> switchPod(const nlohmann::json& pod, const std::string& version);
+  void writeStatus(const nlohmann::json& md, nlohmann::json status);
+  std::string newPodName(const std::string& base);
+
+  KubeClient& client_;
+  Fleet& fleet_;
+  ControllerOptions options_;
+  std::unique_ptr<Informer> mds_, pods_, nodes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool resyncNow_ = false;
+  std::set<std::string> dirty_;                     // ModelDeployment keys
+  enum class PodNote { kAdded, kReady, kGone };
+  std::vector<std::pair<PodNote, std::string>> podNotes_;  // by replica id, in order
+  std::set<std::string> dirtyNodes_;
+  std::map<std::string, Overlay> overlay_;  // pod key → our write not seen yet
+  Stats stats_;
+
+  // Worker-only state.
+  std::map<std::string, Known> known_;
+  std::set<std::string> readySent_, goneSent_;
+  std::map<std::string, bool> nodeCordoned_;  // as last seen in Kubernetes
+  std::uint64_t nameCounter_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace tessera::k8s
