@@ -40,8 +40,10 @@ class PluginTest : public ::testing::Test {
     if (plugin_) plugin_->stop();
   }
 
-  void startPlugin(Inventory inventory = fourGpus(), int slots = 2) {
+  void startPlugin(Inventory inventory = fourGpus(), int slots = 2,
+                   const std::string& resource = "tessera.io/gpus") {
     PluginConfig config;
+    config.resourceName = resource;
     config.directory = dir_.path();
     config.nodeName = "gpu-node-1";
     config.slotsPerGpu = slots;
@@ -273,6 +275,42 @@ TEST_F(PluginTest, AContainerWithoutABookingFailsWithAClearError) {
   admit(2, allSlots(), &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(status.error_message().find("control plane"), std::string::npos);
+}
+
+TEST_F(PluginTest, TheWholeGpuResourceHandsOutOnlyItsOwnBookings) {
+  bookings_.add(booking("a/shared", "shared", {"0"}, 10000, 300, 1));
+  Booking whole = booking("a/whole", "exclusive", {"2"}, 81920, 1000, 2);
+  whole.resource = "nvidia.com/gpu";
+  bookings_.add(whole);
+  startPlugin(fourGpus(), 1, "nvidia.com/gpu");
+  ASSERT_TRUE(eventually([&] { return !kubelet_->requests().empty(); }));
+  EXPECT_EQ(kubelet_->requests().front().resource_name(), "nvidia.com/gpu");
+  EXPECT_EQ(kubelet_->requests().front().endpoint(), "tessera-nvidia.com_gpu.sock");
+  std::vector<std::string> ids;
+  grpc::Status status;
+  auto w = admit(1, allSlots(1), &status, &ids);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(ids, (std::vector<std::string>{"tessera-gpu2-0"}));
+  EXPECT_EQ(w.envs().at("TESSERA_REPLICA_ID"), "a/whole");
+  // The older tessera.io/gpus booking is not this plugin's to give.
+  admit(1, allSlots(1), &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(PluginTest, AFailedConfirmationIsRetriedAndItsBookingNotOfferedAgain) {
+  bookings_.add(booking("a/one", "shared", {"1"}, 10000, 300, 1));
+  startPlugin();
+  bookings_.setConfirmsFail(true);
+  grpc::Status status;
+  auto one = admit(1, allSlots(), &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();  // the container still starts
+  EXPECT_EQ(one.envs().at("TESSERA_REPLICA_ID"), "a/one");
+  EXPECT_TRUE(bookings_.confirmations().empty());
+  admit(1, allSlots(), &status);  // still unconfirmed upstream, but handed out here
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  bookings_.setConfirmsFail(false);
+  ASSERT_TRUE(eventually([&] { return bookings_.confirmations().size() == 1; }));
+  EXPECT_EQ(bookings_.confirmations()[0].replica, "a/one");
 }
 
 TEST_F(PluginTest, ServesAndRegistersAgainWhenKubeletRestarts) {

@@ -115,9 +115,14 @@ class MemoryBookings final : public BookingSource {
     if (unreachable_) return fail(Error::internal("control plane unreachable"));
     return bookings_;
   }
+  // Confirmations fail (the control plane went away after the bookings were read).
+  void setConfirmsFail(bool fail) {
+    std::lock_guard lock(mu_);
+    confirmsFail_ = fail;
+  }
   Result<void> confirm(const Confirmation& c) override {
     std::lock_guard lock(mu_);
-    if (unreachable_) return fail(Error::internal("control plane unreachable"));
+    if (unreachable_ || confirmsFail_) return fail(Error::internal("control plane unreachable"));
     for (Booking& b : bookings_) {
       if (b.replica == c.replica) {
         b.confirmed = true;
@@ -137,6 +142,7 @@ class MemoryBookings final : public BookingSource {
   std::vector<Booking> bookings_;
   std::vector<Confirmation> confirmations_;
   bool unreachable_ = false;
+  bool confirmsFail_ = false;
 };
 
 inline Booking booking(std::string replica, std::string mode, std::vector<std::string> gpus,
