@@ -210,9 +210,10 @@ function renderSummary(t, replicas, deployments) {
 // A line chart of `series` ({name, color, values}) on a 0..yMax scale.
 function lineChart(svg, series, yMax, format) {
   const W = 600, H = 200, left = 44, right = 8, top = 10, bottom = 36;
+  // The time axis spans what was gathered (at least a minute's worth), newest on the right.
   const n = Math.max(2, ...series.map((x) => x.values.length));
-  const x = (i) => left + ((W - left - right) * i) / (HISTORY_POINTS - 1) +
-    ((W - left - right) * (HISTORY_POINTS - n)) / (HISTORY_POINTS - 1);
+  const span = Math.max(n, 40);
+  const x = (i) => left + ((W - left - right) * (i + span - n)) / (span - 1);
   const y = (v) => top + (H - top - bottom) * (1 - Math.min(1, v / yMax));
   const parts = [];
   for (let k = 0; k <= 4; k++) {
