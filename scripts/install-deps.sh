@@ -29,6 +29,8 @@ PACKAGES=(
   protobuf-compiler-grpc  # grpc_cpp_plugin
   clang-format         # formatting check
   openssl              # test certificates (TLS tests of the server and the Kubernetes client)
+  chromium             # the dashboard's browser test (headless, driven over DevTools)
+  python3              # runs that test (standard library only)
 )
 
 missing=()
