@@ -31,6 +31,7 @@ PACKAGES=(
   openssl              # test certificates (TLS tests of the server and the Kubernetes client)
   chromium             # the dashboard's browser test (headless, driven over DevTools)
   python3              # runs that test (standard library only)
+  kubernetes-client    # kubectl (1.20, kustomize v2.0): the deploy tests build deploy/ with it
 )
 
 missing=()
