@@ -12,7 +12,8 @@
 //     dependency); the arena is one cudaMalloc, staging is cudaHostAlloc'd (pinned) memory,
 //     streams are CUDA streams and fences CUDA events.
 //
-// Threading: every method is safe to call from any thread. Copies on one stream may be
+// Threading: allocateArena happens once, before the backend is shared; after it, every method
+// is safe to call from any thread. Copies on one stream may be
 // enqueued from several threads; their order is then the order of the enqueue calls. A
 // backend must outlive its staging buffers.
 

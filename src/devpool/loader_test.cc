@@ -7,6 +7,8 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <thread>
 
 #include "devpool/testing/test_util.h"
 #include "profile/safetensors_writer.h"
@@ -289,6 +291,34 @@ TEST(Loader, ModelLargerThanThePoolIsRefused) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::kResourceExhausted);
   EXPECT_NE(r.error().message.find("big@v1"), std::string::npos);
+  rig.expectEmpty();
+}
+
+// Loads from several threads through one loader take turns; each gets its own blocks and
+// bytes.
+TEST(Loader, ConcurrentLoadsTakeTurns) {
+  auto backend = makeHostBackend();
+  Rig rig(*backend);
+  std::vector<std::string> sources;
+  for (int i = 0; i < 4; ++i) sources.push_back(patternBytes(700'000 + 1000 * i, 100 + i));
+  std::vector<std::optional<Result<LoadedModel>>> results(sources.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const ModelSpec spec{"m" + std::to_string(i),
+                           "v",
+                           {LoadSource::hostMemory("c", std::as_bytes(std::span(sources[i])))}};
+      results[i].emplace(rig.loader->load(spec));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_TRUE(results[i].has_value());
+    ASSERT_TRUE(results[i]->has_value()) << results[i]->error().message;
+    EXPECT_TRUE(placed(**results[i], *backend, 0) == sources[i]) << i;
+  }
+  EXPECT_EQ(rig.pool->stats().allocations, sources.size());
+  results.clear();
   rig.expectEmpty();
 }
 
