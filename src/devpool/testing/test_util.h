@@ -77,8 +77,10 @@ class TempDir {
   std::string path_;
 };
 
-// A host backend whose copies can be interrupted: before copy number `hookAt` (1-based,
-// counted over all streams) it runs `hook`; when `failAt` is reached the copy fails instead.
+// A host backend that behaves like a device (no host address for the arena, not virtual, so
+// the loader uses staging buffers and async copies) and whose copies can be interrupted: before
+// copy number `hookAt` (1-based, counted over all streams) it runs `hook`; when `failAt` is
+// reached the copy fails instead.
 class HookedBackend final : public DeviceBackend {
  public:
   explicit HookedBackend(int streams = 2) : inner_(makeHostBackend({streams})) {}
@@ -89,7 +91,8 @@ class HookedBackend final : public DeviceBackend {
   std::uint64_t copies() const { return copies_.load(); }
 
   std::string_view name() const override { return "hooked-host"; }
-  bool isVirtual() const override { return true; }
+  // Like a device: pageable host memory goes through the staging buffers.
+  bool isVirtual() const override { return false; }
   int streamCount() const override { return inner_->streamCount(); }
   std::string describe() const override { return "host backend with test hooks"; }
   Result<void> allocateArena(std::uint64_t bytes) override { return inner_->allocateArena(bytes); }
