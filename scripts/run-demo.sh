@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Command (1) of the README: install the dependencies, build the optimised release preset
-# and run the main job on its built-in default: `tessera simulate fgd`, the FGD paper's
-# experiment (ATC '23) on a built-in synthetic GPU cluster, comparing the placement policies
-# in a few seconds (docs/simulator.md). Extra arguments go to `tessera simulate fgd`, e.g.
-# `-o json`, `--policy fgd,bestfit`, `--seeds 42-44`, or a trace:
-#   --nodes ../shared/data/alibaba-gpu-2023/openb_node_list_gpu_node.csv
-#   --pods  ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv --jobs 2
+# Command (1) of the README, the main job: install the dependencies, build the optimised
+# release preset and start the demo, `tessera serve --demo`, on 127.0.0.1:8080: a built-in
+# fleet of 20 virtual GPUs on 6 nodes, four models with autoscaled deployments and synthetic
+# traffic, in memory. Open the printed URL for the dashboard (docs/dashboard.md); Ctrl-C stops.
+# No GPU and no cluster needed.
+#
+# Extra arguments go to `tessera serve`, e.g. `--demo-speed 4` (a faster day) or
+# `--listen 127.0.0.1:9090`. The FGD simulator, the main job before, is one argument away:
+#   ./scripts/run-demo.sh fgd [ARGS...]     # = tessera simulate fgd [ARGS...] (docs/simulator.md)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -13,7 +15,29 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 cmake --preset release
 cmake --build --preset release --target tessera
+tessera=./build/release/apps/tessera/tessera
+
+if [[ "${1:-}" == "fgd" ]]; then
+  shift
+  echo >&2
+  echo "+ tessera simulate fgd $*" >&2
+  exec "${tessera}" simulate fgd "$@"
+fi
+
+listen=127.0.0.1:8080
+for arg in "$@"; do
+  [[ "${arg}" == --listen=* ]] && listen="${arg#--listen=}"
+done
+args=("$@")
+for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+  [[ "${args[i]}" == "--listen" ]] && listen="${args[i + 1]}"
+done
 
 echo >&2
-echo "+ tessera simulate fgd $*" >&2
-./build/release/apps/tessera/tessera simulate fgd "$@"
+echo "+ tessera serve --demo --listen ${listen} $*" >&2
+echo "  dashboard: http://${listen}/   (Ctrl-C to stop)" >&2
+echo >&2
+if [[ " $* " == *" --listen"* ]]; then
+  exec "${tessera}" serve --demo "$@"
+fi
+exec "${tessera}" serve --demo --listen "${listen}" "$@"
