@@ -201,6 +201,13 @@ TEST(Loader, MissingFileAndEmptyModelAreErrors) {
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   EXPECT_NE(missing.error().message.find("nope.bin"), std::string::npos);
+  const std::string zero = dir.file("zero.bin");
+  writeFile(zero, "");
+  auto zeroBytes = rig.loader->load({"z", "v1", {LoadSource::file(zero)}});
+  ASSERT_TRUE(zeroBytes.has_value()) << zeroBytes.error().message;
+  EXPECT_EQ(zeroBytes->stats.bytes, 0u);
+  EXPECT_EQ(zeroBytes->sources.at(0).bytes, 0u);
+  zeroBytes->allocation.release();
   auto empty = rig.loader->load({"m", "v1", {}});
   ASSERT_FALSE(empty.has_value());
   EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
