@@ -102,15 +102,6 @@ class ControlPlaneBookings final : public BookingSource {
 
 }  // namespace
 
-std::string Booking::shape() const {
-  std::string key = resource + "|" + mode;
-  for (const BookedGpu& g : gpus) {
-    key += "|" + std::to_string(g.memoryMib) + "," + std::to_string(g.computeMilli) + "," +
-           g.migProfile;
-  }
-  return key;
-}
-
 Result<std::vector<Booking>> parseBookings(const json& body) {
   if (!body.is_object()) return fail(Error::invalid("body: expected an object"));
   const auto list = body.find("allocations");

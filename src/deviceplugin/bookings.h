@@ -36,10 +36,6 @@ struct Booking {
   std::int64_t placedAtMs = 0;
   bool confirmed = false;
   std::vector<BookedGpu> gpus;
-
-  // Everything a container's environment depends on but the GPUs: two bookings with the
-  // same shape and GPU count get the same environment on their own GPUs.
-  std::string shape() const;
 };
 
 struct Confirmation {
