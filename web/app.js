@@ -21,7 +21,6 @@ const PALETTE = ['#4f8cff', '#36c6a0', '#f2b134', '#c678dd', '#ef7a5b', '#56c2e6
 const state = {
   afterSeq: 0,
   events: [],         // newest last, at most EVENTS_KEPT
-  firstEventMs: null,  // the server's clock at the first event seen: event times are shown from it
   history: [],        // {memReserved, memUsed, busy, costTotal, costIdle}
   desired: new Map(),  // deployment -> [desired replicas per sample]
   colors: new Map(),   // model -> colour
@@ -57,10 +56,9 @@ function replace(id, ...children) {
 const gib = (mib) => (mib / 1024).toFixed(mib >= 10240 ? 0 : 1);
 const pct = (x) => `${Math.round(x * 100)} %`;
 const dollars = (x) => `$${x.toFixed(x >= 100 ? 0 : 2)}`;
+// Events carry Unix time in milliseconds: shown as the browser's local time of day.
 function clock(ms) {
-  const t = Math.max(0, Math.round(ms / 1000));
-  const m = Math.floor(t / 60);
-  return `${m}:${String(t % 60).padStart(2, '0')}`;
+  return new Date(ms).toLocaleTimeString([], {hour12: false});
 }
 
 function colorOf(model) {
@@ -284,7 +282,7 @@ function renderPending(deployments) {
   if (recent.length) {
     parts.push(h('h2', {}, h('small', {}, 'recent refusals')));
     parts.push(h('ul', {class: 'scale-events'}, recent.map((e) =>
-      h('li', {}, `${clock(e.timeMs - state.firstEventMs)} ${e.subject}: ${e.message}`))));
+      h('li', {}, `${clock(e.timeMs)} ${e.subject}: ${e.message}`))));
   }
   replace('pending', parts);
 }
@@ -315,7 +313,7 @@ function renderScaling(deployments) {
       h('td', {}, sparkline(hist, d.maxReplicas, colorOf(d.model)),
         h('ul', {class: 'scale-events'}, events.map((e) =>
           h('li', {class: e.type === 'ScaledUp' ? 'up' : 'down'},
-            `${clock(e.timeMs - state.firstEventMs)} ${e.type === 'ScaledUp' ? '▲' : '▼'} ` +
+            `${clock(e.timeMs)} ${e.type === 'ScaledUp' ? '▲' : '▼'} ` +
             `${e.message}`)))));
   });
   replace('scaling', rows.length ? h('table', {},
@@ -330,7 +328,7 @@ function renderEvents() {
     const cls = ['type', e.type === 'ScaledUp' ? 'up' : '',
       e.type === 'ReplicaPending' || e.type === 'ReplicaUnplaceable' ? 'warn' : ''].join(' ');
     return h('li', {'data-seq': e.seq},
-      h('span', {class: 't'}, clock(e.timeMs - state.firstEventMs)),
+      h('span', {class: 't'}, clock(e.timeMs)),
       h('span', {class: cls}, e.type), ` ${e.subject}`, e.message ? ` · ${e.message}` : '');
   });
   replace('events', items);
@@ -342,7 +340,6 @@ async function pollEvents() {
   for (let round = 0; round < 20; round++) {
     const page = await getJson(`/api/v1/events?after=${state.afterSeq}&limit=1000`);
     for (const e of page.events) {
-      if (state.firstEventMs === null) state.firstEventMs = e.timeMs;
       state.afterSeq = Math.max(state.afterSeq, e.seq);
       state.events.push(e);
     }
