@@ -9,11 +9,13 @@
 #include <sstream>
 
 #include "api/http_server.h"
+#include "api/kube_fleet.h"
 #include "api/log.h"
 #include "cli.h"
 #include "config/loaders.h"
 #include "config/serve_config.h"
 #include "demo/demo.h"
+#include "k8s/controller.h"
 #include "k8s/kube_client.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
@@ -142,6 +144,10 @@ ServeCommand::ServeCommand(CLI::App& app) {
       ->add_option("--config", o.configPath,
                    "Server file (docs/configuration.md); flags and $TESSERA_* variables win")
       ->check(CLI::ExistingFile);
+  command_->add_option("--controller", o.controller,
+                       "With a Kubernetes API: run the ModelDeployment controller (true or "
+                       "false)")
+      ->capture_default_str();
   command_->add_flag("--demo", o.demo,
                      "Run the built-in demo: a fleet of virtual GPUs, a few models and "
                      "synthetic traffic, in memory unless --store is given (no GPU, no cluster)");
@@ -155,6 +161,7 @@ ServeCommand::ServeCommand(CLI::App& app) {
       "$TESSERA_TOKEN_FILE, $TESSERA_CLUSTER, $TESSERA_PROFILE, $TESSERA_TLS_CERT, "
       "$TESSERA_TLS_KEY, $TESSERA_MAX_BODY_BYTES, $TESSERA_THREADS, $TESSERA_LOG_FORMAT, "
       "$TESSERA_KUBE_API_SERVER, $TESSERA_KUBE_TOKEN_FILE, $TESSERA_KUBE_CA_FILE, "
+      "$TESSERA_CONTROLLER, "
       "$TESSERA_INSECURE_NO_AUTH=true) or the --config file; flags win, then the environment.");
 }
 
@@ -221,6 +228,12 @@ Result<void> ServeCommand::resolve() {
       bad = Error::invalid("TESSERA_INSECURE_NO_AUTH: expected true or false, got \"" + v + "\"");
     }
     o.insecureNoAuth = v == "true";
+  });
+  text("--controller", "TESSERA_CONTROLLER", std::nullopt, [&](std::string v) {
+    if (v != "true" && v != "false") {
+      bad = Error::invalid("TESSERA_CONTROLLER: expected true or false, got \"" + v + "\"");
+    }
+    o.controller = v != "false";
   });
   if (!bad.message.empty()) return fail(bad);
   if (o.logFormat != "text" && o.logFormat != "json") {
@@ -333,6 +346,17 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
       (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]" : listen->first) +
       ":" + std::to_string(*port) + "/";
   out << "tessera serve: dashboard at " << url << std::endl;
+  // The ModelDeployment controller acts on the plane under the server's lock.
+  std::unique_ptr<api::PlaneFleet> fleet;
+  std::unique_ptr<k8s::Controller> controller;
+  if (*kube && o.controller) {
+    fleet = std::make_unique<api::PlaneFleet>(
+        [&server](const std::function<void(api::ControlPlane&)>& fn) { server.withPlane(fn); });
+    controller = std::make_unique<k8s::Controller>(**kube, *fleet);
+    controller->start();
+    out << "tessera serve: watching ModelDeployments, pods and nodes at "
+        << (*kube)->config().server << std::endl;
+  }
   if (o.demo) {
     out << "tessera serve: DEMO: " << demo::nodeNames().size() << " nodes with " << demo::gpuCount()
         << " virtual GPUs, 4 models, synthetic traffic at " << o.demoSpeed
@@ -360,6 +384,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   }
   out << "tessera serve: shutting down (finishing in-flight requests)" << std::endl;
   logger.info("shutting down", {{"reason", "signal"}});
+  if (controller) controller->stop();
   server.stop();
   logger.info("stopped", {{"store", o.storePath}});
   return kExitOk;

@@ -27,6 +27,8 @@ struct ServeOptions {
   // Kubernetes API for bindings: URL, "in-cluster", "none", or "" (in-cluster inside a pod).
   std::string kubeApiServer;
   std::string kubeTokenFile, kubeCaFile;
+  // With a Kubernetes API: run the ModelDeployment controller (src/k8s/controller.h).
+  bool controller = true;
   // The built-in demo (src/demo): virtual GPUs, models and synthetic traffic.
   bool demo = false;
   double demoSpeed = 1;  // the demo's clock runs this many times faster than real time

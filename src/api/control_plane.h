@@ -122,11 +122,14 @@ class ControlPlane {
   Result<nlohmann::json> confirmAllocation(std::string_view node, const nlohmann::json& body);
 
   // ---- deployments: replicas kept at what the autoscaler decides
-  // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs,
+  // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs, placedBy,
   //  autoscaling: {recommender, args: {name: number}, warmReplicas, syncPeriodSeconds,
   //                scaleUpStabilizationSeconds, scaleDownStabilizationSeconds}}
   // Creates (201) or updates (200) it; minReplicas are placed at once, and what does not fit
-  // waits as pending with its reason.
+  // waits as pending with its reason. With placedBy "kubernetes" (the ModelDeployment
+  // controller's) the plane places and drains nothing itself: the autoscaler's count is what
+  // the controller runs as pods, and the pods the extender binds with this deployment's name
+  // (tessera.io/deployment) are its replicas; the ones not bound yet count as pending.
   Result<nlohmann::json> putDeployment(const nlohmann::json& body);
   Result<nlohmann::json> deleteDeployment(std::string_view name);  // drains every replica
   nlohmann::json listDeployments() const;
@@ -185,6 +188,7 @@ class ControlPlane {
     scale::AutoscalerConfig config;
     nlohmann::json spec;  // as given: what the store keeps
     std::unique_ptr<scale::Autoscaler> autoscaler;
+    bool placedByKubernetes = false;  // placedBy: kubernetes (pods are the replicas)
     int desired = 0;
     int warm = 0;
     int nextIndex = 0;

@@ -64,7 +64,7 @@ Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
     const json& body) const {
   TESSERA_RETURN_IF_ERROR(onlyKeys(body, "",
                                    {"name", "model", "version", "minReplicas", "maxReplicas",
-                                    "priority", "sloTtftMs", "autoscaling"}));
+                                    "priority", "sloTtftMs", "autoscaling", "placedBy"}));
   auto d = std::make_unique<Deployment>();
   const auto name = body.find("name");
   if (name == body.end() || !name->is_string() || !validName(name->get<std::string>())) {
@@ -81,6 +81,12 @@ Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
   if (const auto v = body.find("version"); v != body.end()) {
     if (!v->is_string()) return fail(fieldError("version", "expected text"));
     d->version = v->get<std::string>();
+  }
+  if (const auto p = body.find("placedBy"); p != body.end() && !p->is_null()) {
+    if (!p->is_string() || (*p != "tessera" && *p != "kubernetes")) {
+      return fail(fieldError("placedBy", "expected \"tessera\" or \"kubernetes\""));
+    }
+    d->placedByKubernetes = *p == "kubernetes";
   }
   auto minR = readInt(body, "minReplicas", 0, 1000, 1);
   if (!minR) return fail(minR.error());
@@ -164,7 +170,9 @@ Result<json> ControlPlane::putDeployment(const json& body) {
       std::clamp(update ? existing->second->desired : serving, d->minReplicas, d->maxReplicas);
   Deployment& ref = *d;
   deployments_.insert_or_assign(ref.name, std::move(d));
-  if (serving < ref.desired) (void)addReplicas(ref, ref.desired - serving, clock_.nowMs());
+  if (serving < ref.desired && !ref.placedByKubernetes) {
+    (void)addReplicas(ref, ref.desired - serving, clock_.nowMs());
+  }
   return getDeployment(ref.name);
 }
 
@@ -180,6 +188,8 @@ Result<json> ControlPlane::deleteDeployment(std::string_view name) {
   const Millis now = clock_.nowMs();
   int draining = 0;
   for (const auto& r : state_.replicas()) {
+    // Pods' bookings go when Kubernetes deletes the pods.
+    if (it->second->placedByKubernetes) break;
     if (r.removed || r.placement.deployment != name) continue;
     ReplicaRuntime& rt = runtime_[r.placement.replicaId];
     if (!rt.drain) {
@@ -334,7 +344,14 @@ void ControlPlane::reconcile(Deployment& d, Millis now) {
   d.desired = decision.desiredReplicas;
   d.warm = decision.warmReplicas;
   const int target = d.desired + d.warm;
-  if (target > serving) {
+  if (d.placedByKubernetes) {
+    // The controller runs the pods; the ones not bound yet are capacity on its way.
+    d.pending = std::max(0, target - serving);
+    d.pendingReason =
+        d.pending > 0 ? std::to_string(d.pending) + " pods not bound through the extender yet"
+                      : "";
+    d.pendingFilter = d.pending > 0 ? "Kubernetes" : "";
+  } else if (target > serving) {
     std::optional<std::int32_t> share;
     if (decision.placementHint == scale::PlacementHint::kGpuShare) {
       // The compute the serving replicas use, at a 70 % target, in tenths of a GPU.
@@ -478,6 +495,7 @@ json ControlPlane::deploymentJson(const Deployment& d) const {
           {"priority", d.priority},
           {"sloTtftMs", d.sloTtftMs ? json(*d.sloTtftMs) : json(nullptr)},
           {"recommender", d.config.recommender},
+          {"placedBy", d.placedByKubernetes ? "kubernetes" : "tessera"},
           {"status",
            {{"desired", d.desired},
             {"warm", d.warm},

@@ -1,0 +1,63 @@
+#include "api/kube_fleet.h"
+
+namespace tessera::api {
+
+using nlohmann::json;
+
+Result<void> PlaneFleet::putModel(const json& profile) {
+  Result<void> out;
+  run_([&](ControlPlane& plane) {
+    if (auto r = plane.putModel(profile); !r) out = fail(r.error());
+  });
+  return out;
+}
+
+Result<void> PlaneFleet::putDeployment(const json& body) {
+  Result<void> out;
+  run_([&](ControlPlane& plane) {
+    if (auto r = plane.putDeployment(body); !r) out = fail(r.error());
+  });
+  return out;
+}
+
+Result<void> PlaneFleet::deleteDeployment(const std::string& name) {
+  Result<void> out;
+  run_([&](ControlPlane& plane) {
+    if (!plane.hasDeployment(name)) return;
+    if (auto r = plane.deleteDeployment(name); !r) out = fail(r.error());
+  });
+  return out;
+}
+
+std::optional<k8s::Fleet::Deployment> PlaneFleet::deployment(const std::string& name) {
+  std::optional<Deployment> out;
+  run_([&](ControlPlane& plane) {
+    auto d = plane.getDeployment(name);
+    if (!d) return;
+    const json& s = (*d)["status"];
+    out = Deployment{s.value("desired", 0), s.value("warm", 0), s.value("pendingReason", "")};
+  });
+  return out;
+}
+
+void PlaneFleet::replicaReady(const std::string& replicaId) {
+  run_([&](ControlPlane& plane) {
+    const auto r = plane.getReplica(replicaId);
+    if (r && (*r).value("phase", "") != "loaded") (void)plane.replicaLoaded(replicaId);
+  });
+}
+
+void PlaneFleet::replicaGone(const std::string& replicaId) {
+  run_([&](ControlPlane& plane) {
+    if (plane.getReplica(replicaId)) (void)plane.removeReplica(replicaId);
+  });
+}
+
+void PlaneFleet::setNodeCordoned(const std::string& node, bool cordoned) {
+  run_([&](ControlPlane& plane) {
+    const auto n = plane.getNode(node);
+    if (n && (*n).value("cordoned", !cordoned) != cordoned) (void)plane.setCordoned(node, cordoned);
+  });
+}
+
+}  // namespace tessera::api

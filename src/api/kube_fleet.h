@@ -1,0 +1,40 @@
+#pragma once
+// The ModelDeployment controller's (k8s/controller.h) view of the control plane: each call
+// runs through `run`, which `tessera serve` points at HttpServer::withPlane so that the
+// controller's thread sees the plane under the same lock as the HTTP handlers and the upkeep
+// tick.
+//
+//  - putModel / putDeployment / deleteDeployment: the API's own operations (errors name the
+//    field, as the API's do);
+//  - deployment: the autoscaler's count (status.desired, status.warm) and why replicas wait;
+//  - replicaReady: a pod turned Ready, its booking is marked loaded (once);
+//  - replicaGone: a pod was deleted or finished, its booking is freed;
+//  - setNodeCordoned: Kubernetes cordoned, uncordoned or deleted a node Tessera knows.
+// Replicas or nodes Tessera does not know are ignored: not every pod or node is Tessera's.
+
+#include <functional>
+#include <string>
+
+#include "api/control_plane.h"
+#include "k8s/controller.h"
+
+namespace tessera::api {
+
+class PlaneFleet : public k8s::Fleet {
+ public:
+  using Runner = std::function<void(const std::function<void(ControlPlane&)>&)>;
+  explicit PlaneFleet(Runner run) : run_(std::move(run)) {}
+
+  Result<void> putModel(const nlohmann::json& profile) override;
+  Result<void> putDeployment(const nlohmann::json& body) override;
+  Result<void> deleteDeployment(const std::string& name) override;
+  std::optional<Deployment> deployment(const std::string& name) override;
+  void replicaReady(const std::string& replicaId) override;
+  void replicaGone(const std::string& replicaId) override;
+  void setNodeCordoned(const std::string& node, bool cordoned) override;
+
+ private:
+  Runner run_;
+};
+
+}  // namespace tessera::api

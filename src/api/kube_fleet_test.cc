@@ -1,0 +1,183 @@
+// The ModelDeployment controller driving a real ControlPlane through PlaneFleet, against the
+// test API server (src/k8s/testing): the model and a placedBy-kubernetes deployment are
+// registered, pods follow the autoscaler's count, bound pods are the deployment's replicas,
+// Ready marks them loaded, deleted pods free their bookings, node cordons carry over, and
+// deleting the ModelDeployment deletes the deployment.
+#include "api/kube_fleet.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "k8s/testing/fake_apiserver.h"
+#include "model/gpu_catalog.h"
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+
+bool eventually(const std::function<bool()>& pred) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+class KubeFleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = ControlPlane::create(catalog_, clock_);
+    ASSERT_TRUE(p) << p.error().message;
+    plane_ = std::move(*p);
+    for (const char* n : {"gpu-1", "gpu-2"}) {
+      ASSERT_TRUE(plane_->registerNode(
+          {{"name", n}, {"cpu", 64}, {"gpus", json::array({{{"type", "A100-80GB"}}})}}));
+    }
+    ASSERT_TRUE(server_.start());
+    k8s::KubeConfig config;
+    config.server = server_.url();
+    auto client = k8s::KubeClient::create(config);
+    ASSERT_TRUE(client);
+    client_ = std::move(*client);
+    fleet_ = std::make_unique<PlaneFleet>([this](const std::function<void(ControlPlane&)>& fn) {
+      std::lock_guard lock(mu_);
+      fn(*plane_);
+    });
+    k8s::ControllerOptions o;
+    o.resyncMs = 100;
+    o.backoffInitialMs = 10;
+    controller_ = std::make_unique<k8s::Controller>(*client_, *fleet_, o);
+  }
+  void TearDown() override {
+    if (controller_) controller_->stop();
+  }
+  template <typename T>
+  T withPlane(const std::function<T(ControlPlane&)>& fn) {
+    std::lock_guard lock(mu_);
+    return fn(*plane_);
+  }
+  std::vector<json> pods() {
+    std::vector<json> out;
+    for (json& p : server_.list("pods")) {
+      if (p["metadata"].value("labels", json::object()).contains("tessera.io/modeldeployment")) {
+        out.push_back(std::move(p));
+      }
+    }
+    return out;
+  }
+
+  model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
+  ManualClock clock_{1'000'000};
+  std::unique_ptr<ControlPlane> plane_;
+  std::mutex mu_;
+  k8s::testing::FakeApiServer server_;
+  std::unique_ptr<k8s::KubeClient> client_;
+  std::unique_ptr<PlaneFleet> fleet_;
+  std::unique_ptr<k8s::Controller> controller_;
+};
+
+TEST_F(KubeFleetTest, TheControllerRunsTheDeploymentsReplicasAsPods) {
+  ASSERT_TRUE(server_.create(
+      "modeldeployments",
+      {{"metadata", {{"name", "chat"}, {"namespace", "ml"}}},
+       {"spec",
+        {{"model", {{"name", "llama-8b"}, {"weights", "16Gi"}, {"kvCache", "4Gi"}}},
+         {"version", "v1"},
+         {"replicas", {{"min", 2}, {"max", 4}}},
+         {"autoscaling", {{"policy", "hpa"}, {"targets", {{"queuePerReplica", 5}}}}},
+         {"image", "vllm/vllm-openai:v0.6"}}}}));
+  controller_->start();
+  ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
+  // The model profile and the deployment exist; the plane placed nothing itself.
+  const json d = withPlane<json>([](ControlPlane& p) { return *p.getDeployment("ml.chat"); });
+  EXPECT_EQ(d["placedBy"], "kubernetes");
+  EXPECT_EQ(d["model"], "llama-8b");
+  EXPECT_EQ(d["recommender"], "hpa");
+  EXPECT_EQ(d["status"]["desired"], 2);
+  EXPECT_TRUE(d["replicas"].empty());
+  EXPECT_TRUE(withPlane<bool>([](ControlPlane& p) { return p.findModel("llama-8b").has_value(); }));
+
+  // The extender binds the first pod: its booking carries the deployment's name.
+  const json pod = pods()[0];
+  const std::string id = "ml/" + pod["metadata"]["name"].get<std::string>();
+  ASSERT_EQ(pod["metadata"]["annotations"]["tessera.io/deployment"], "ml.chat");
+  auto placed = withPlane<bool>([&](ControlPlane& p) {
+    return p.placeReplicas({{"replicaId", id}, {"model", "llama-8b"}, {"deployment", "ml.chat"}})
+        .has_value();
+  });
+  ASSERT_TRUE(placed);
+  // The autoscaler's period: one bound, one still to come.
+  withPlane<int>([&](ControlPlane& p) {
+    clock_.advance(20'000);
+    p.tick();
+    return 0;
+  });
+  const json after = withPlane<json>([](ControlPlane& p) { return *p.getDeployment("ml.chat"); });
+  EXPECT_EQ(after["status"]["loading"], 1);
+  EXPECT_EQ(after["status"]["pending"], 1);
+  EXPECT_EQ(withPlane<std::size_t>(
+                [](ControlPlane& p) { return p.listReplicas()["replicas"].size(); }),
+            1u);  // the plane added no replica of its own
+
+  // Kubelet: the pod runs and is ready → the booking is loaded.
+  json running = *server_.get("pods", "ml", pod["metadata"]["name"]);
+  running["status"] = {{"phase", "Running"},
+                       {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}};
+  ASSERT_TRUE(server_.updateStatus("pods", running));
+  ASSERT_TRUE(eventually([&] {
+    return withPlane<std::string>([&](ControlPlane& p) {
+             auto r = p.getReplica(id);
+             return r ? (*r)["phase"].get<std::string>() : std::string();
+           }) == "loaded";
+  }));
+
+  // The pod is deleted: its booking goes and the controller makes a new pod.
+  ASSERT_TRUE(server_.remove("pods", "ml", pod["metadata"]["name"]));
+  ASSERT_TRUE(eventually([&] {
+    return !withPlane<bool>([&](ControlPlane& p) { return p.getReplica(id).has_value(); });
+  }));
+  ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
+
+  // Kubernetes cordons a node Tessera knows.
+  ASSERT_TRUE(server_.create("nodes", {{"metadata", {{"name", "gpu-2"}}},
+                                       {"spec", {{"unschedulable", true}}}}));
+  ASSERT_TRUE(eventually([&] {
+    return withPlane<bool>([](ControlPlane& p) { return (*p.getNode("gpu-2"))["cordoned"] == true; });
+  }));
+  EXPECT_EQ(withPlane<json>([](ControlPlane& p) { return (*p.getNode("gpu-1"))["cordoned"]; }),
+            false);
+
+  // Deleting the ModelDeployment deletes the deployment and the pods.
+  ASSERT_TRUE(server_.remove("modeldeployments", "ml", "chat"));
+  ASSERT_TRUE(eventually([&] {
+    return !withPlane<bool>([](ControlPlane& p) { return p.hasDeployment("ml.chat"); });
+  }));
+  ASSERT_TRUE(eventually([&] { return pods().empty(); }));
+}
+
+TEST_F(KubeFleetTest, ASpecTesseraRefusesIsReportedOnTheObject) {
+  ASSERT_TRUE(server_.create("modeldeployments",
+                             {{"metadata", {{"name", "ghost"}, {"namespace", "ml"}}},
+                              {"spec", {{"model", {{"name", "never-registered"}}},
+                                        {"image", "x"}}}}));
+  controller_->start();
+  ASSERT_TRUE(eventually([&] {
+    const json s = server_.get("modeldeployments", "ml", "ghost")->value("status", json::object());
+    for (const json& c : s.value("conditions", json::array())) {
+      if (c["type"] == "Degraded" && c["reason"] == "DeploymentRejected") {
+        return c["message"].get<std::string>().find("never-registered") != std::string::npos;
+      }
+    }
+    return false;
+  }));
+  EXPECT_TRUE(pods().empty());
+}
+
+}  // namespace
+}  // namespace tessera::api
