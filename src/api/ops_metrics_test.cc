@@ -40,7 +40,8 @@ class OpsMetricsTest : public ::testing::Test {
       ASSERT_TRUE(plane_->registerNode(
           {{"name", node}, {"cpu", 64}, {"gpus", json::array({{{"type", "A100-80GB"}}})}}));
     }
-    ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+    ASSERT_TRUE(
+        plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
   }
   std::string metrics() const { return plane_->metricsText(); }
 
@@ -60,11 +61,10 @@ TEST_F(OpsMetricsTest, HeartbeatAgeGrowsUntilTheAgentReportsAndGoesWithTheNode) 
 }
 
 TEST_F(OpsMetricsTest, QueueDepthSumsFreshReplicaQueuesAndTheRouterBuffer) {
-  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
-                                     {"model", "llama-8b"},
-                                     {"minReplicas", 2},
-                                     {"maxReplicas", 2}}));
-  const std::string series = "tessera_deployment_queue_depth{deployment=\"chat\",model=\"llama-8b\"}";
+  ASSERT_TRUE(plane_->putDeployment(
+      {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 2}, {"maxReplicas", 2}}));
+  const std::string series =
+      "tessera_deployment_queue_depth{deployment=\"chat\",model=\"llama-8b\"}";
   EXPECT_EQ(sampleValue(metrics(), series), 0);
   ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 7}, {"running", 3}}));
   ASSERT_TRUE(plane_->replicaSignals("chat-1", {{"waiting", 4}, {"running", 3}}));
@@ -92,14 +92,15 @@ TEST_F(OpsMetricsTest, LoadDurationIsObservedOnceFromPlacementToLoaded) {
   ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
   ASSERT_TRUE(plane_->replicaLoaded("chat-0"));  // a repeated report is not a second load
   const std::string text = metrics();
-  EXPECT_EQ(sampleValue(text, "tessera_replica_load_duration_seconds_count{model=\"llama-8b\"}"), 1);
+  EXPECT_EQ(sampleValue(text, "tessera_replica_load_duration_seconds_count{model=\"llama-8b\"}"),
+            1);
   EXPECT_EQ(sampleValue(text, "tessera_replica_load_duration_seconds_sum{model=\"llama-8b\"}"), 12);
-  EXPECT_EQ(
-      sampleValue(text, "tessera_replica_load_duration_seconds_bucket{model=\"llama-8b\",le=\"10\"}"),
-      0);
-  EXPECT_EQ(
-      sampleValue(text, "tessera_replica_load_duration_seconds_bucket{model=\"llama-8b\",le=\"20\"}"),
-      1);
+  EXPECT_EQ(sampleValue(
+                text, "tessera_replica_load_duration_seconds_bucket{model=\"llama-8b\",le=\"10\"}"),
+            0);
+  EXPECT_EQ(sampleValue(
+                text, "tessera_replica_load_duration_seconds_bucket{model=\"llama-8b\",le=\"20\"}"),
+            1);
 }
 
 }  // namespace

@@ -114,7 +114,8 @@ TEST_F(CrdTest, TheSchemaIsStructuralAndTheResourceHasAStatusSubresource) {
       std::size_t at = 1;
       while (at < path.size()) {
         const std::size_t dot = path.find('.', at);
-        const std::string key = path.substr(at, dot == std::string::npos ? std::string::npos : dot - at);
+        const std::string key =
+            path.substr(at, dot == std::string::npos ? std::string::npos : dot - at);
         ASSERT_TRUE(node.contains("properties") && node["properties"].contains(key))
             << "printer column " << col["name"] << ": " << path;
         node = node["properties"][key];
@@ -138,7 +139,8 @@ TEST_F(CrdTest, BrokenObjectsAreRefusedWithTheFieldNamed) {
 
   json wrongType = good;
   wrongType["spec"]["replicas"]["min"] = "two";
-  EXPECT_TRUE(mentions(check(wrongType), "spec.replicas.min: expected integer")) << joined(check(wrongType));
+  EXPECT_TRUE(mentions(check(wrongType), "spec.replicas.min: expected integer"))
+      << joined(check(wrongType));
 
   json missingModel = good;
   missingModel["spec"].erase("model");
@@ -185,7 +187,8 @@ TEST_F(CrdTest, BrokenObjectsAreRefusedWithTheFieldNamed) {
 
   json targets = good;
   targets["spec"]["autoscaling"]["targets"]["queuePerReplica"] = "five";
-  EXPECT_TRUE(mentions(check(targets), "spec.autoscaling.targets.queuePerReplica: expected number"));
+  EXPECT_TRUE(
+      mentions(check(targets), "spec.autoscaling.targets.queuePerReplica: expected number"));
 
   json noPods = good;
   noPods["spec"].erase("template");
@@ -198,15 +201,16 @@ TEST_F(CrdTest, BrokenObjectsAreRefusedWithTheFieldNamed) {
   EXPECT_TRUE(check(podSpec).empty()) << joined(check(podSpec));
 
   json status = good;
-  status["status"] = {{"replicas", 2},
-                      {"readyReplicas", 1},
-                      {"currentVersion", "v1"},
-                      {"observedGeneration", 3},
-                      {"conditions", json::array({{{"type", "Available"},
-                                                   {"status", "True"},
-                                                   {"reason", "MinimumReplicasAvailable"},
-                                                   {"message", ""},
-                                                   {"lastTransitionTime", "2026-11-29T14:00:00Z"}}})}};
+  status["status"] = {
+      {"replicas", 2},
+      {"readyReplicas", 1},
+      {"currentVersion", "v1"},
+      {"observedGeneration", 3},
+      {"conditions", json::array({{{"type", "Available"},
+                                   {"status", "True"},
+                                   {"reason", "MinimumReplicasAvailable"},
+                                   {"message", ""},
+                                   {"lastTransitionTime", "2026-11-29T14:00:00Z"}}})}};
   EXPECT_TRUE(check(status).empty()) << joined(check(status));
   status["status"]["conditions"][0]["status"] = "Maybe";
   EXPECT_TRUE(mentions(check(status), "status.conditions[0].status"));

@@ -18,7 +18,9 @@ namespace tessera::deploytest {
 
 namespace fs = std::filesystem;
 
-fs::path sourceDir() { return fs::path(TESSERA_SOURCE_DIR); }
+fs::path sourceDir() {
+  return fs::path(TESSERA_SOURCE_DIR);
+}
 
 std::string readText(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);

@@ -5,8 +5,8 @@
 // kubernetes-client, whose kustomize is v2.0, is the oldest the manifests promise to build
 // with), or $TESSERA_KUBECTL.
 
-#include <algorithm>
 #include <unistd.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -28,14 +28,14 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::set<std::string> kClusterScoped = {"Namespace", "CustomResourceDefinition",
-                                              "ClusterRole", "ClusterRoleBinding",
-                                              "PriorityClass"};
+                                              "ClusterRole", "ClusterRoleBinding", "PriorityClass"};
 
 std::vector<fs::path> kustomizations() {
   std::vector<fs::path> dirs = {sourceDir() / "deploy/base"};
   std::vector<fs::path> overlays;
   for (const auto& e : fs::directory_iterator(sourceDir() / "deploy/overlays")) {
-    if (e.is_directory() && fs::exists(e.path() / "kustomization.yaml")) overlays.push_back(e.path());
+    if (e.is_directory() && fs::exists(e.path() / "kustomization.yaml"))
+      overlays.push_back(e.path());
   }
   std::sort(overlays.begin(), overlays.end());
   dirs.insert(dirs.end(), overlays.begin(), overlays.end());
@@ -92,10 +92,13 @@ void checkCommon(const Built& b, const std::string& where) {
     const std::string name = o["metadata"].value("name", "");
     EXPECT_FALSE(name.empty()) << kind;
     if (!kClusterScoped.contains(kind)) {
-      EXPECT_TRUE(o["metadata"].contains("namespace")) << kind << " " << name << " has no namespace";
+      EXPECT_TRUE(o["metadata"].contains("namespace"))
+          << kind << " " << name << " has no namespace";
     }
-    if (kind == "ServiceAccount") serviceAccounts.insert(o["metadata"]["namespace"].get<std::string>() + "/" + name);
-    if (kind == "ConfigMap") configMaps.insert(o["metadata"]["namespace"].get<std::string>() + "/" + name);
+    if (kind == "ServiceAccount")
+      serviceAccounts.insert(o["metadata"]["namespace"].get<std::string>() + "/" + name);
+    if (kind == "ConfigMap")
+      configMaps.insert(o["metadata"]["namespace"].get<std::string>() + "/" + name);
   }
   ASSERT_NE(b.find("Namespace", "tessera-system"), nullptr);
   ASSERT_NE(b.find("CustomResourceDefinition", "modeldeployments.tessera.io"), nullptr);
@@ -119,7 +122,8 @@ void checkCommon(const Built& b, const std::string& where) {
       for (const json& c : pod["spec"]["containers"]) {
         EXPECT_TRUE(c.contains("resources") && c["resources"].contains("requests"))
             << name << "/" << c["name"] << ": no resource requests";
-        EXPECT_TRUE(c["resources"].contains("limits") && c["resources"]["limits"].contains("memory"))
+        EXPECT_TRUE(c["resources"].contains("limits") &&
+                    c["resources"]["limits"].contains("memory"))
             << name << "/" << c["name"] << ": no memory limit";
         const json sc = c.value("securityContext", json::object());
         EXPECT_EQ(sc.value("allowPrivilegeEscalation", true), false) << name;
@@ -190,7 +194,8 @@ void checkCommon(const Built& b, const std::string& where) {
   const int port = std::stoi(listen.substr(listen.rfind(':') + 1));
   const json* svc = b.find("Service", "tessera");
   ASSERT_NE(svc, nullptr);
-  EXPECT_TRUE(labelsMatch((*svc)["spec"]["selector"], (*cp)["spec"]["template"]["metadata"]["labels"]));
+  EXPECT_TRUE(
+      labelsMatch((*svc)["spec"]["selector"], (*cp)["spec"]["template"]["metadata"]["labels"]));
   EXPECT_EQ(serve["ports"][0]["containerPort"], port);
   EXPECT_EQ((*svc)["spec"]["ports"][0]["port"], port);
 
@@ -251,7 +256,8 @@ void checkCommon(const Built& b, const std::string& where) {
   bool leaseAllowed = false;
   for (const json& r : (*role)["rules"]) {
     if (r.contains("resourceNames")) {
-      for (const json& n : r["resourceNames"]) leaseAllowed = leaseAllowed || n == sc["leaderElection"]["resourceName"];
+      for (const json& n : r["resourceNames"])
+        leaseAllowed = leaseAllowed || n == sc["leaderElection"]["resourceName"];
     }
   }
   EXPECT_TRUE(leaseAllowed);
@@ -341,7 +347,8 @@ TEST_F(KustomizeTest, ProductionRunsTwoSchedulersWithABudgetAndIssuesItsCertific
   EXPECT_EQ((*sched)["spec"]["replicas"], 2);
   ASSERT_EQ(b.ofKind("PodDisruptionBudget").size(), 1u);
   bool tls = false;
-  for (const json* c : b.ofKind("Certificate")) tls = tls || (*c)["spec"]["secretName"] == "tessera-tls";
+  for (const json* c : b.ofKind("Certificate"))
+    tls = tls || (*c)["spec"]["secretName"] == "tessera-tls";
   EXPECT_TRUE(tls) << "nothing issues the tessera-tls Secret";
   for (const json& o : b.all()) {
     if (o["kind"] != "Deployment" && o["kind"] != "DaemonSet") continue;
@@ -370,11 +377,10 @@ TEST_F(KustomizeTest, DevRunsVirtualGpusWithoutTheNvidiaRuntime) {
 
 TEST_F(KustomizeTest, ABrokenKustomizationFails) {
   // The check above can fail: kubectl refuses a kustomization naming a missing file.
-  const fs::path dir = fs::temp_directory_path() / ("tessera-kustomize-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("tessera-kustomize-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  {
-    std::ofstream(dir / "kustomization.yaml") << "resources:\n  - missing.yaml\n";
-  }
+  { std::ofstream(dir / "kustomization.yaml") << "resources:\n  - missing.yaml\n"; }
   const CommandResult r = runCommand("'" + *kubectl_ + "' kustomize '" + dir.string() + "'");
   fs::remove_all(dir);
   EXPECT_NE(r.status, 0);

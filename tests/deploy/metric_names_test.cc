@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "deploy_test_support.h"
@@ -182,9 +182,10 @@ class MetricNamesTest : public ::testing::Test {
       ASSERT_TRUE(r) << path;
       ASSERT_LT(r->status, 300) << path << ": " << r->body;
     };
-    post("/api/v1/nodes", {{"name", "gpu-a"},
-                           {"cpu", 64},
-                           {"gpus", json::array({{{"type", "A100-80GB"}}, {{"type", "A100-80GB"}}})}});
+    post("/api/v1/nodes",
+         {{"name", "gpu-a"},
+          {"cpu", 64},
+          {"gpus", json::array({{{"type", "A100-80GB"}}, {{"type", "A100-80GB"}}})}});
     post("/api/v1/models", {{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}});
     post("/api/v1/models", {{"name", "giant"}, {"weights", "400Gi"}});
     post("/api/v1/deployments",
@@ -216,8 +217,8 @@ class MetricNamesTest : public ::testing::Test {
     ASSERT_TRUE(read) << where << ": " << read.error().message;
     EXPECT_FALSE(read->metrics.empty()) << where << ": reads no metric";
     for (const std::string& m : read->metrics) {
-      EXPECT_TRUE(exported_->names.contains(m)) << where << ": " << m
-                                                << " is not exported by tessera serve";
+      EXPECT_TRUE(exported_->names.contains(m))
+          << where << ": " << m << " is not exported by tessera serve";
     }
     for (const auto& [m, labels] : read->selectors) {
       if (!exported_->withSamples.contains(m)) continue;
@@ -237,11 +238,12 @@ Exported* MetricNamesTest::exported_ = nullptr;
 
 TEST_F(MetricNamesTest, TheSeededServerExportsWhatTheDashboardsNeed) {
   // The seeding worked: these carry samples (so their labels are checked too).
-  for (const char* m : {"tessera_gpu_utilization_ratio", "tessera_deployment_replicas",
-                        "tessera_pending_replicas", "tessera_deployment_queue_depth",
-                        "tessera_node_heartbeat_age_seconds", "tessera_replica_load_duration_seconds_bucket",
-                        "tessera_http_requests_total", "tessera_extender_request_duration_seconds_bucket",
-                        "tessera_placements_total", "tessera_reservations_expired_total"}) {
+  for (const char* m :
+       {"tessera_gpu_utilization_ratio", "tessera_deployment_replicas", "tessera_pending_replicas",
+        "tessera_deployment_queue_depth", "tessera_node_heartbeat_age_seconds",
+        "tessera_replica_load_duration_seconds_bucket", "tessera_http_requests_total",
+        "tessera_extender_request_duration_seconds_bucket", "tessera_placements_total",
+        "tessera_reservations_expired_total"}) {
     EXPECT_TRUE(exported_->withSamples.contains(m)) << m;
   }
   EXPECT_FALSE(exported_->names.contains("tessera_no_such_metric"));
@@ -269,7 +271,8 @@ TEST_F(MetricNamesTest, EveryDashboardQueryNamesExportedMetrics) {
       EXPECT_EQ(p["datasource"]["uid"], "${datasource}") << title;
       for (const json& t : p["targets"]) {
         ++targets;
-        expectExported(e.path().filename().string() + ": " + title, readPromql(t["expr"].get<std::string>()));
+        expectExported(e.path().filename().string() + ": " + title,
+                       readPromql(t["expr"].get<std::string>()));
       }
     }
     for (const json& v : d["templating"]["list"]) {
@@ -290,8 +293,9 @@ json rulesOf(const json& doc) {
 TEST_F(MetricNamesTest, EveryAlertRuleNamesExportedMetricsAndHasARunbook) {
   const auto crd = yamlDocuments(readText(sourceDir() / "deploy/prometheus/tessera-alerts.yaml"),
                                  "tessera-alerts.yaml");
-  const auto plain = yamlDocuments(
-      readText(sourceDir() / "deploy/prometheus/tessera-alerts.rules.yaml"), "tessera-alerts.rules.yaml");
+  const auto plain =
+      yamlDocuments(readText(sourceDir() / "deploy/prometheus/tessera-alerts.rules.yaml"),
+                    "tessera-alerts.rules.yaml");
   ASSERT_EQ(crd.size(), 1u);
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_EQ(crd[0]["apiVersion"], "monitoring.coreos.com/v1");
@@ -307,36 +311,43 @@ TEST_F(MetricNamesTest, EveryAlertRuleNamesExportedMetricsAndHasARunbook) {
       if (!rule.contains("alert")) continue;
       EXPECT_TRUE(rule["labels"].contains("severity")) << name;
       const std::string runbook = rule["annotations"].value("runbook", "");
-      EXPECT_EQ(runbook, "docs/operations.md#" + [&] {
-        std::string lower = name;
-        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return lower;
-      }()) << name;
+      EXPECT_EQ(
+          runbook, "docs/operations.md#" +
+                       [&] {
+                         std::string lower = name;
+                         for (char& c : lower)
+                           c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+                         return lower;
+                       }())
+          << name;
       EXPECT_NE(operations.find("### " + name + "\n"), std::string::npos)
           << name << " has no section in docs/operations.md";
     }
   }
-  for (const char* required : {"TesseraFleetUtilisationLow", "TesseraReplicasPending",
-                               "TesseraReservationsExpiringWithoutTelemetry",
-                               "TesseraAgentHeartbeatLost"}) {
+  for (const char* required :
+       {"TesseraFleetUtilisationLow", "TesseraReplicasPending",
+        "TesseraReservationsExpiringWithoutTelemetry", "TesseraAgentHeartbeatLost"}) {
     EXPECT_TRUE(alerts.contains(required)) << required;
   }
 }
 
 TEST_F(MetricNamesTest, TheAutoscalerExamplesQueryExportedMetrics) {
   int queries = 0;
-  for (const auto& doc : yamlDocuments(readText(sourceDir() / "deploy/examples/keda-scaledobject.yaml"),
-                                       "keda-scaledobject.yaml")) {
+  for (const auto& doc :
+       yamlDocuments(readText(sourceDir() / "deploy/examples/keda-scaledobject.yaml"),
+                     "keda-scaledobject.yaml")) {
     if (doc["kind"] != "ScaledObject") continue;
     for (const json& t : doc["spec"]["triggers"]) {
       ++queries;
       expectExported("ScaledObject trigger", readPromql(t["metadata"]["query"].get<std::string>()));
     }
   }
-  for (const auto& doc : yamlDocuments(readText(sourceDir() / "deploy/examples/hpa-prometheus-adapter.yaml"),
-                                       "hpa-prometheus-adapter.yaml")) {
+  for (const auto& doc :
+       yamlDocuments(readText(sourceDir() / "deploy/examples/hpa-prometheus-adapter.yaml"),
+                     "hpa-prometheus-adapter.yaml")) {
     if (doc["kind"] != "ConfigMap") continue;
-    const auto config = yamlDocuments(doc["data"]["config.yaml"].get<std::string>(), "adapter config");
+    const auto config =
+        yamlDocuments(doc["data"]["config.yaml"].get<std::string>(), "adapter config");
     ASSERT_EQ(config.size(), 1u);
     for (const json& rule : config[0]["externalRules"]) {
       // prometheus-adapter fills these in; stand in a plausible expansion.

@@ -12,28 +12,32 @@ const std::set<std::string, std::less<>>& functions() {
       "count_over_time", "day_of_month", "day_of_week", "day_of_year", "days_in_month", "deg",
       "delta", "deriv", "double_exponential_smoothing", "exp", "floor", "histogram_avg",
       "histogram_count", "histogram_fraction", "histogram_quantile", "histogram_stddev",
-      "histogram_stdvar", "histogram_sum", "holt_winters", "hour", "idelta", "increase",
-      "irate", "label_join", "label_replace", "last_over_time", "ln", "log10", "log2",
-      "mad_over_time", "max_over_time", "min_over_time", "minute", "month", "pi",
-      "predict_linear", "present_over_time", "quantile_over_time", "rad", "rate", "resets",
-      "round", "scalar", "sgn", "sin", "sinh", "sort", "sort_by_label", "sort_by_label_desc",
-      "sort_desc", "sqrt", "stddev_over_time", "stdvar_over_time", "sum_over_time", "tan",
-      "tanh", "time", "timestamp", "vector", "year",
+      "histogram_stdvar", "histogram_sum", "holt_winters", "hour", "idelta", "increase", "irate",
+      "label_join", "label_replace", "last_over_time", "ln", "log10", "log2", "mad_over_time",
+      "max_over_time", "min_over_time", "minute", "month", "pi", "predict_linear",
+      "present_over_time", "quantile_over_time", "rad", "rate", "resets", "round", "scalar", "sgn",
+      "sin", "sinh", "sort", "sort_by_label", "sort_by_label_desc", "sort_desc", "sqrt",
+      "stddev_over_time", "stdvar_over_time", "sum_over_time", "tan", "tanh", "time", "timestamp",
+      "vector", "year",
       // aggregation operators
-      "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
-      "bottomk", "topk", "quantile", "limitk", "limit_ratio"};
+      "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk",
+      "topk", "quantile", "limitk", "limit_ratio"};
   return names;
 }
 
 const std::set<std::string, std::less<>>& aggregations() {
   static const std::set<std::string, std::less<>> names = {
-      "sum",    "min",  "max",      "avg",      "group",  "stddev",      "stdvar",
-      "count",  "count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio"};
+      "sum",   "min",          "max",     "avg",  "group",    "stddev", "stdvar",
+      "count", "count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio"};
   return names;
 }
 
-bool identStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
-bool identChar(char c) { return identStart(c) || std::isdigit(static_cast<unsigned char>(c)); }
+bool identStart(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+}
+bool identChar(char c) {
+  return identStart(c) || std::isdigit(static_cast<unsigned char>(c));
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -66,7 +70,8 @@ class Reader {
         skipVariable();
         lastMetric_.clear();
       } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-                 (c == '.' && i_ + 1 < e_.size() && std::isdigit(static_cast<unsigned char>(e_[i_ + 1])))) {
+                 (c == '.' && i_ + 1 < e_.size() &&
+                  std::isdigit(static_cast<unsigned char>(e_[i_ + 1])))) {
         skipNumber();
         lastMetric_.clear();
       } else if (identStart(c)) {
@@ -165,16 +170,16 @@ class Reader {
         continue;
       }
       if (!identStart(c)) {
-        return fail(Error::invalid("unexpected '" + std::string(1, c) + "' in a label matcher: " +
-                                   std::string(e_)));
+        return fail(Error::invalid("unexpected '" + std::string(1, c) +
+                                   "' in a label matcher: " + std::string(e_)));
       }
       const std::string label = readIdent();
       skipSpace();
       while (i_ < e_.size() && (e_[i_] == '=' || e_[i_] == '!' || e_[i_] == '~')) ++i_;
       skipSpace();
       if (i_ >= e_.size() || (e_[i_] != '"' && e_[i_] != '\'' && e_[i_] != '`')) {
-        return fail(Error::invalid("label " + label + " is not matched against a string in: " +
-                                   std::string(e_)));
+        return fail(Error::invalid("label " + label +
+                                   " is not matched against a string in: " + std::string(e_)));
       }
       const std::size_t start = i_ + 1;
       TESSERA_RETURN_IF_ERROR(skipString());
@@ -206,11 +211,11 @@ class Reader {
       return {};
     }
     const char next = peek();
-    if (next == '(' || (aggregations().contains(word) &&
-                        (startsWord("by") || startsWord("without")))) {
+    if (next == '(' ||
+        (aggregations().contains(word) && (startsWord("by") || startsWord("without")))) {
       if (!functions().contains(word)) {
-        return fail(Error::invalid("unknown PromQL function \"" + word + "\" in: " +
-                                   std::string(e_)));
+        return fail(
+            Error::invalid("unknown PromQL function \"" + word + "\" in: " + std::string(e_)));
       }
       return {};
     }
@@ -233,7 +238,9 @@ class Reader {
 
 }  // namespace
 
-Result<PromqlNames> readPromql(std::string_view expr) { return Reader(expr).run(); }
+Result<PromqlNames> readPromql(std::string_view expr) {
+  return Reader(expr).run();
+}
 
 Result<PromqlNames> readGrafanaVariableQuery(std::string_view query) {
   std::string_view q = query;

@@ -44,14 +44,16 @@ TEST(Readers, EveryExampleModelDeploymentReadsWithTheController) {
     for (json doc : yamlDocuments(readText(e.path()), e.path().string())) {
       if (doc.value("kind", "") != "ModelDeployment") continue;
       ++seen;
-      const std::string where = e.path().filename().string() + ": " + doc["metadata"]["name"].get<std::string>();
+      const std::string where =
+          e.path().filename().string() + ": " + doc["metadata"]["name"].get<std::string>();
       doc["metadata"]["uid"] = "uid-" + doc["metadata"]["name"].get<std::string>();
       auto spec = k8s::readModelDeployment(doc);
       ASSERT_TRUE(spec) << where << ": " << spec.error().message;
       EXPECT_EQ(spec->tesseraName, doc["metadata"]["namespace"].get<std::string>() + "." +
                                        doc["metadata"]["name"].get<std::string>());
       // The pod it makes is one the extender places.
-      json pod = k8s::podFor(*spec, spec->version, doc["metadata"]["name"].get<std::string>() + "-x");
+      json pod =
+          k8s::podFor(*spec, spec->version, doc["metadata"]["name"].get<std::string>() + "-x");
       const auto inlineModel = [&](std::string_view) -> std::optional<model::ModelProfile> {
         if (!spec->modelProfile) return std::nullopt;
         model::ModelProfile p;
@@ -82,7 +84,8 @@ TEST(Readers, TheSharedGpuPodsFitOneCardTogether) {
   std::int32_t milli = 0;
   for (const auto& p : pods) {
     EXPECT_EQ(p.request.model.gpusPerReplica, 1);
-    EXPECT_EQ(p.request.model.sharing, static_cast<model::SharingModes>(model::SharingMode::kShared));
+    EXPECT_EQ(p.request.model.sharing,
+              static_cast<model::SharingModes>(model::SharingMode::kShared));
     mib += p.request.model.memoryPerGpuMib();
     milli += p.request.model.computeMilli;
   }
@@ -94,12 +97,13 @@ TEST(Readers, TheSharedGpuPodsFitOneCardTogether) {
 TEST(Readers, TheAutoscalerExamplePodsBelongToTheirTesseraDeployment) {
   for (const json& d : docsOf("deploy/examples/keda-scaledobject.yaml")) {
     if (d["kind"] != "Deployment") continue;
-    auto read = k8s::readPod(podOf(d), [](std::string_view name) -> std::optional<model::ModelProfile> {
-      model::ModelProfile p;
-      p.name = std::string(name);
-      p.weightsMib = 16 * 1024;
-      return p;
-    });
+    auto read =
+        k8s::readPod(podOf(d), [](std::string_view name) -> std::optional<model::ModelProfile> {
+          model::ModelProfile p;
+          p.name = std::string(name);
+          p.weightsMib = 16 * 1024;
+          return p;
+        });
     ASSERT_TRUE(read) << read.error().message;
     EXPECT_TRUE(read->managed);
     EXPECT_EQ(read->request.deployment, "models.chat");
@@ -107,7 +111,8 @@ TEST(Readers, TheAutoscalerExamplePodsBelongToTheirTesseraDeployment) {
 }
 
 TEST(Readers, TheAgentFilesLoad) {
-  for (const char* file : {"deploy/base/agent-config.yaml", "deploy/overlays/dev/agent-config.yaml"}) {
+  for (const char* file :
+       {"deploy/base/agent-config.yaml", "deploy/overlays/dev/agent-config.yaml"}) {
     auto config = agent::parseAgentYaml(readText(sourceDir() / file), file);
     ASSERT_TRUE(config) << config.error().message;
   }

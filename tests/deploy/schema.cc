@@ -73,10 +73,12 @@ std::vector<std::string> validate(const json& schema, const json& value, const s
   }
   if (value.is_string()) {
     const std::string s = value.get<std::string>();
-    if (const auto m = schema.find("minLength"); m != schema.end() && s.size() < m->get<std::size_t>()) {
+    if (const auto m = schema.find("minLength");
+        m != schema.end() && s.size() < m->get<std::size_t>()) {
       bad("shorter than " + m->dump() + " characters");
     }
-    if (const auto m = schema.find("maxLength"); m != schema.end() && s.size() > m->get<std::size_t>()) {
+    if (const auto m = schema.find("maxLength");
+        m != schema.end() && s.size() > m->get<std::size_t>()) {
       bad("longer than " + m->dump() + " characters");
     }
     if (const auto p = schema.find("pattern"); p != schema.end()) {
@@ -92,7 +94,8 @@ std::vector<std::string> validate(const json& schema, const json& value, const s
   }
   if (value.is_object()) {
     for (const json& r : schema.value("required", json::array())) {
-      if (!value.contains(r.get<std::string>())) bad("missing required field " + r.get<std::string>());
+      if (!value.contains(r.get<std::string>()))
+        bad("missing required field " + r.get<std::string>());
     }
     const json props = schema.value("properties", json::object());
     const bool preserve = schema.value("x-kubernetes-preserve-unknown-fields", false);
@@ -125,7 +128,8 @@ std::vector<std::string> validate(const json& schema, const json& value, const s
     for (const json& branch : *any) {
       // A branch checks values only: a property it does not list is not "unknown" there.
       json relaxed = branch;
-      if (!relaxed.contains("additionalProperties")) relaxed["x-kubernetes-preserve-unknown-fields"] = true;
+      if (!relaxed.contains("additionalProperties"))
+        relaxed["x-kubernetes-preserve-unknown-fields"] = true;
       const auto problems = validate(relaxed, value, path);
       if (problems.empty()) {
         one = true;
@@ -162,7 +166,8 @@ std::vector<std::string> structuralProblems(const json& schema, const std::strin
   }
   if (const auto a = schema.find("additionalProperties"); a != schema.end()) {
     if (a->is_boolean() && !a->get<bool>()) {
-      out.push_back(where + ": additionalProperties: false is not allowed (unknown fields are pruned)");
+      out.push_back(where +
+                    ": additionalProperties: false is not allowed (unknown fields are pruned)");
     } else if (schema.contains("properties")) {
       out.push_back(where + ": properties and additionalProperties are mutually exclusive");
     }
