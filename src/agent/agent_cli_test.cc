@@ -92,7 +92,7 @@ class AgentCli : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.start();
-    writeFile(dir_.path() / "models" / "llama-8b" / "model.safetensors", std::string(1000, 'w'));
+    writeFile(dir_.path() / "models" / "llama-8b" / "model.bin", std::string(1000, 'w'));
   }
   std::string writeConfig(const std::string& extra = "") {
     const std::string path = dir_.file("agent.yaml");

@@ -42,9 +42,9 @@ class AgentTest : public ::testing::Test {
     ::unsetenv("FAKE_NVML_MODE");
     ::unsetenv("FAKE_NVML_XID");
     server_.start();
-    writeFile(dir_.path() / "models" / "llama-8b" / "model.safetensors", std::string(4096, 'w'));
+    writeFile(dir_.path() / "models" / "llama-8b" / "model.bin", std::string(4096, 'w'));
     writeFile(dir_.path() / "models" / "llama-8b" / "config.json", "{}");
-    writeFile(dir_.path() / "models" / "qwen-7b" / "model.safetensors", std::string(2048, 'q'));
+    writeFile(dir_.path() / "models" / "qwen-7b" / "model.bin", std::string(2048, 'q'));
     config_.nodeName = "node-a";
     config_.server = server_.url();
     config_.heartbeatMs = 50;

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "profile/safetensors.h"
+
 namespace tessera::agent {
 namespace {
 
@@ -378,6 +380,15 @@ Result<CacheEntry> ModelCache::copyIn(const std::string& model, ModelSource& sou
                                      source.name() + ": expected " + std::to_string(f.bytes) +
                                      " bytes, got " + std::to_string(*written) +
                                      " (the source changed while it was copied?)"));
+    }
+    // A safetensors file must also hold a consistent header (dtypes, shapes and byte ranges
+    // inside the file): a truncated or damaged shard is refused here, not at load time.
+    if (f.path.ends_with(".safetensors")) {
+      if (auto header = profile::readSafetensors(target.string()); !header) {
+        return abandon(Error::invalid("cache: " + model + "/" + f.path + " from source " +
+                                      source.name() + " is not a valid safetensors file: " +
+                                      header.error().message));
+      }
     }
     record["files"].push_back({{"path", f.path}, {"bytes", f.bytes}});
   }

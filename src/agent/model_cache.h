@@ -7,7 +7,8 @@
 //   models/<encoded name>/.tessera-entry.json   {"model", "bytes", "files": [{path, bytes}]}
 //   staging/<encoded name>.<n>/        an entry being copied (removed on open)
 // An entry appears under models/ only by rename() of a staged folder whose files were
-// written, fsync'ed and checked against the source's sizes, so a crash leaves either a whole
+// written, fsync'ed and checked against the source's sizes (and *.safetensors files against
+// their own header, profile::readSafetensors), so a crash leaves either a whole
 // entry or a staging folder that the next open() deletes.
 //
 // Eviction (both tiers): when room is needed, the unpinned entry with the largest

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/testing/agent_testing.h"
+#include "profile/safetensors_writer.h"
 
 namespace tessera::agent {
 namespace {
@@ -28,7 +29,7 @@ void addModel(const fs::path& root, const std::string& model, std::vector<std::i
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     std::string bytes(static_cast<std::size_t>(sizes[i]), '\0');
     for (std::size_t b = 0; b < bytes.size(); ++b) bytes[b] = static_cast<char>((b * 31 + i + model.size()) & 0xFF);
-    writeFile(root / model / ("shard-" + std::to_string(i) + ".safetensors"), bytes);
+    writeFile(root / model / ("shard-" + std::to_string(i) + ".bin"), bytes);
   }
 }
 
@@ -71,8 +72,8 @@ TEST_F(ModelCacheTest, StagesFromADirectoryAndSurvivesARestart) {
   auto staged = cache->stage("llama-8b", sources());
   ASSERT_TRUE(staged) << staged.error().message;
   EXPECT_EQ(staged->diskBytes, 43 * kKi);
-  EXPECT_EQ(readFile(fs::path(cache->pathOf("llama-8b")) / "shard-0.safetensors"),
-            readFile(models_ / "llama-8b" / "shard-0.safetensors"));
+  EXPECT_EQ(readFile(fs::path(cache->pathOf("llama-8b")) / "shard-0.bin"),
+            readFile(models_ / "llama-8b" / "shard-0.bin"));
   ASSERT_TRUE(cache->stage("single.bin", sources()));
   EXPECT_EQ(readFile(fs::path(cache->pathOf("single.bin")) / "single.bin"), std::string(5000, 'x'));
   auto missing = cache->stage("nope", sources());
@@ -85,7 +86,7 @@ TEST_F(ModelCacheTest, StagesFromADirectoryAndSurvivesARestart) {
 
   // A crash mid-copy leaves a staging folder; a damaged entry fails its record's sizes.
   const fs::path root = dir_.path() / "cache";
-  writeFile(root / "staging" / "qwen.7" / "shard-0.safetensors", "half");
+  writeFile(root / "staging" / "qwen.7" / "shard-0.bin", "half");
   fs::resize_file(fs::path(cache->pathOf("single.bin")) / "single.bin", 10);
   cache.reset();
   warnings_.clear();
@@ -150,8 +151,8 @@ TEST_F(ModelCacheTest, HostTierHoldsHotModelsWithinItsCapacity) {
   ASSERT_TRUE(cache->stage("b", sources()));
   auto hostA = cache->loadToHost("a");
   ASSERT_TRUE(hostA) << hostA.error().message;
-  const std::string original = readFile(models_ / "a" / "shard-0.safetensors");
-  EXPECT_EQ((*hostA)->files.at("shard-0.safetensors"),
+  const std::string original = readFile(models_ / "a" / "shard-0.bin");
+  EXPECT_EQ((*hostA)->files.at("shard-0.bin"),
             std::vector<char>(original.begin(), original.end()));
   EXPECT_EQ(cache->status().hostUsedBytes, 30 * kKi);
   ASSERT_TRUE(cache->pin("a"));
@@ -207,8 +208,8 @@ TEST_F(ModelCacheTest, StagesOverHttpAndRejectsAShortDownload) {
   auto cache = open(1 << 20);
   auto staged = cache->stage("org/llama", list);
   EXPECT_TRUE(staged) << (staged ? "" : staged.error().message);
-  EXPECT_EQ(readFile(fs::path(cache->pathOf("org/llama")) / "shard-1.safetensors"),
-            readFile(models_ / "org/llama" / "shard-1.safetensors"));
+  EXPECT_EQ(readFile(fs::path(cache->pathOf("org/llama")) / "shard-1.bin"),
+            readFile(models_ / "org/llama" / "shard-1.bin"));
   auto liar = cache->stage("liar", list);
   EXPECT_FALSE(liar);
   if (!liar) {
@@ -301,6 +302,26 @@ TEST_F(ModelCacheTest, RandomisedInvariants) {
     const auto listed = cache->models();
     ASSERT_EQ(folders, std::set<std::string>(listed.begin(), listed.end())) << "step " << step;
   }
+}
+
+TEST_F(ModelCacheTest, ChecksSafetensorsHeadersWhenStaging) {
+  fs::create_directories(models_ / "good");
+  fs::create_directories(models_ / "bad");
+  ASSERT_TRUE(profile::writeSyntheticModel((models_ / "good" / "model.safetensors").string(), 64 * kKi, 4));
+  ASSERT_TRUE(profile::writeSyntheticModel((models_ / "bad" / "model.safetensors").string(), 64 * kKi, 4));
+  // Cut the data section short: the header's byte ranges no longer fit the file.
+  fs::resize_file(models_ / "bad" / "model.safetensors", 32 * kKi);
+  auto cache = open(1 << 20);
+  auto good = cache->stage("good", sources());
+  ASSERT_TRUE(good) << good.error().message;
+  auto bad = cache->stage("bad", sources());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message.find("bad/model.safetensors from source local is not a valid safetensors file"),
+            std::string::npos)
+      << bad.error().message;
+  EXPECT_EQ(cache->models(), (std::vector<std::string>{"good"}));
+  EXPECT_TRUE(fs::is_empty(dir_.path() / "cache" / "staging"));
 }
 
 TEST(ModelNames, AreCheckedAndEncoded) {
