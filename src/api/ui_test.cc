@@ -171,11 +171,12 @@ class DemoServe {
     }
     ::close(out[1]);
     out_ = out[0];
-    // The banner: listening, Kubernetes, dashboard, demo.
-    for (int line = 0; line < 4; ++line) {
+    // The banner: listening, Kubernetes, dashboard, ..., and last the demo's line.
+    for (int line = 0; line < 8 && banner_.find("DEMO") == std::string::npos; ++line) {
       std::string text;
       char c = 0;
       while (::read(out_, &c, 1) == 1 && c != '\n') text += c;
+      if (text.empty()) break;
       banner_ += text + "\n";
       std::smatch m;
       if (std::regex_search(text, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))"))) {
