@@ -364,6 +364,18 @@ Result<void> Loader::runPipeline(const Plan& plan, const LoadControl& control,
       const Plan::Chunk& chunk = plan.chunks[index];
       const Plan::Source& source = plan.sources[chunk.source];
       const std::byte* from = nullptr;
+      if (source.memory != nullptr && direct) {
+        // Host memory into a host-memory arena: the reader copies it itself, with no
+        // hand-off to a stream's thread.
+        const std::byte* at = source.memory + chunk.offset;
+        for (const ArenaExtent& e :
+             blocks.extents(source.logicalOffset + chunk.offset, chunk.bytes)) {
+          std::memcpy(backend.hostAddress(e.arenaOffset), at, e.bytes);
+          at += e.bytes;
+        }
+        doneBytes.fetch_add(chunk.payload);
+        continue;
+      }
       if (source.memory != nullptr) {
         if (source.directCopy) {
           from = source.memory + chunk.offset;

@@ -120,8 +120,9 @@ struct LoaderOptions {
   int stagingPerReader = 2;              // 2: one being read while the other is copied
   std::uint64_t sourceAlignment = 4096;  // each source starts at a multiple of this (logical)
   // When the arena is host memory (DeviceBackend::hostAddress), read file chunks straight into
-  // their blocks instead of through a staging buffer: one copy fewer. The device analogue
-  // would be GPUDirect Storage, which the CUDA backend does not use.
+  // their blocks instead of through a staging buffer (one copy fewer), and copy host-memory
+  // sources on the reader threads. The device analogue would be GPUDirect Storage, which the
+  // CUDA backend does not use.
   bool directReads = true;
   // Read files with O_DIRECT (DMA into the blocks or the staging buffer, past the page cache),
   // falling back to buffered reads where the file system refuses it. Helps a cold load when
