@@ -10,13 +10,6 @@
 
 namespace tessera::fuzz {
 
-void checkFailed(const char* condition, const std::string& what, const char* file, int line) {
-  std::fprintf(stderr, "\n==fuzz== invariant violated at %s:%d: %s\n==fuzz== %s\n", file, line,
-               condition, what.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
 std::optional<nlohmann::json> decodeBody(const std::uint8_t* data, std::size_t size) {
   auto parsed = api::parseJsonBody(std::string_view(reinterpret_cast<const char*>(data), size));
   if (!parsed) {

@@ -1,6 +1,6 @@
 #pragma once
-// Shared pieces of the fuzz targets (fuzz/*_fuzz.cc): the server's own body decoder, a check
-// that aborts with a message (the driver or libFuzzer then saves the input), and the small
+// Shared pieces of the fuzz targets (fuzz/*_fuzz.cc): the server's own body decoder, the check
+// that aborts with a message (fuzz_check.h; the driver or libFuzzer then saves the input), and the small
 // cluster the extender and control-plane targets work on.
 
 #include <cstddef>
@@ -13,20 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "fuzz_check.h"
 #include "k8s/extender.h"
 #include "model/gpu_catalog.h"
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
 
 namespace tessera::fuzz {
-
-[[noreturn]] void checkFailed(const char* condition, const std::string& what, const char* file,
-                              int line);
-
-#define TESSERA_FUZZ_CHECK(cond, what)                                            \
-  do {                                                                            \
-    if (!(cond)) ::tessera::fuzz::checkFailed(#cond, (what), __FILE__, __LINE__); \
-  } while (0)
 
 // The bytes as the HTTP server decodes a request body (api::parseJsonBody: no exceptions,
 // nesting bounded); nullopt when the server would answer 400 before any handler runs.

@@ -133,7 +133,8 @@ TEST_F(CliTest, VersionSubcommandSpeaksJson) {
 
 TEST_F(CliTest, HelpWorksOnEveryCommand) {
   for (const char* args :
-       {"--help", "place --help", "catalog --help", "simulate fgd --help", "version --help"}) {
+       {"--help", "place --help", "catalog --help", "simulate fgd --help", "profile --help",
+        "version --help"}) {
     const Outcome run = tessera(args);
     EXPECT_TRUE(exitedWith(run, 0)) << args;
     EXPECT_NE(run.out.find("--help"), std::string::npos) << args << ":\n" << run.out;
@@ -598,6 +599,68 @@ TEST_F(CliTest, SimulateServingHelp) {
   for (const char* flag : {"--trace", "--format", "--policy", "--gpu", "--model", "--slo-ttft-ms",
                            "--time-scale", "--out-dir"}) {
     EXPECT_NE(run.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+
+// ---- tessera profile -----------------------------------------------------------------------
+
+// A safetensors file: one BF16 tensor of `elements` elements (zeros).
+std::string safetensorsFile(std::uint64_t elements) {
+  std::string header = "{\"w\":{\"dtype\":\"BF16\",\"shape\":[" + std::to_string(elements) +
+                       "],\"data_offsets\":[0," + std::to_string(elements * 2) + "]}}";
+  std::string length(8, '\0');
+  for (std::uint64_t n = header.size(), i = 0; i < 8; ++i, n >>= 8) {
+    length[i] = static_cast<char>(n & 0xff);
+  }
+  return length + header + std::string(elements * 2, '\0');
+}
+
+constexpr const char* kTinyConfig = R"({"num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "hidden_size": 64, "max_position_embeddings": 1024,
+  "torch_dtype": "bfloat16"})";
+
+TEST_F(CliTest, ProfileDirectoryPrintsTheModelsBody) {
+  fs::create_directories(dir_ / "tiny-llama");
+  write("tiny-llama/config.json", kTinyConfig);
+  write("tiny-llama/model.safetensors", safetensorsFile(512 * 1024));  // 1 MiB
+  const std::string model = quoted((dir_ / "tiny-llama").string());
+  // KV: 2 layers × 2 heads × (16 + 16) × 2 B = 256 B per token; × 1024 × 4 = 1 MiB.
+  Outcome run = tessera("profile " + model + " --concurrency 4 -o json");
+  ASSERT_TRUE(exitedWith(run, 0));
+  EXPECT_EQ(json::parse(run.out),
+            json::parse(R"({"name": "tiny-llama", "weightsMib": 1, "kvCacheMib": 1,
+                            "overheadMib": 1025, "gpusPerReplica": 1})"));
+  run = tessera("profile " + model + " --tp 2 --name llama -o json");
+  ASSERT_TRUE(exitedWith(run, 0));
+  EXPECT_EQ(json::parse(run.out).at("gpusPerReplica"), 2);
+  EXPECT_EQ(json::parse(run.out).at("overheadMib"), 2049);
+  EXPECT_EQ(json::parse(run.out).at("name"), "llama");
+  run = tessera("profile " + model);
+  ASSERT_TRUE(exitedWith(run, 0));
+  EXPECT_NE(run.out.find("256 B per token"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("BF16"), std::string::npos) << run.out;
+}
+
+TEST_F(CliTest, ProfileBadInputExitsTwoNamingTheFile) {
+  std::string bytes = safetensorsFile(1024);
+  const std::string truncated = write("cut.safetensors", bytes.substr(0, bytes.size() - 1));
+  Outcome run = tessera("profile " + quoted(truncated));
+  EXPECT_TRUE(exitedWith(run, 2));
+  EXPECT_TRUE(run.out.empty());
+  EXPECT_NE(run.err.find("tessera profile: " + truncated + ": tensor \"w\""), std::string::npos)
+      << run.err;
+  const std::string gguf = write("m.gguf", std::string("GGUF\x01\0\0\0", 8) + std::string(16, '\0'));
+  run = tessera("profile " + quoted(gguf));
+  EXPECT_TRUE(exitedWith(run, 2));
+  EXPECT_NE(run.err.find("m.gguf: GGUF version 1 is not supported"), std::string::npos) << run.err;
+  for (const std::string& args :
+       {"profile " + quoted((dir_ / "missing").string()), "profile " + quoted(truncated) + " --tp 0",
+        "profile " + quoted(truncated) + " --kv-dtype fp7", std::string("profile"),
+        std::string("profile x -o yaml")}) {
+    run = tessera(args);
+    EXPECT_TRUE(exitedWith(run, 2)) << args;
+    EXPECT_FALSE(run.err.empty()) << args;
   }
 }
 

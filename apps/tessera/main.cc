@@ -11,6 +11,7 @@
 #include "cmd_agent.h"
 #include "cmd_catalog.h"
 #include "cmd_place.h"
+#include "cmd_profile.h"
 #include "cmd_serve.h"
 #include "cmd_simulate.h"
 
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
 
   tessera::cli::SimulateCommand simulate(app);
   tessera::cli::ServeCommand serve(app);
+  tessera::cli::ProfileCommand profile(app);
   tessera::cli::AgentCommand agent(app);
 
   CLI::App* versionCmd = app.add_subcommand("version", "Print the version");
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
     }
     if (simulate.parsed()) return simulate.run(std::cout, std::cerr);
     if (serve.parsed()) return serve.run(std::cout, std::cerr);
+    if (profile.parsed()) return profile.run(std::cout, std::cerr);
     if (agent.parsed()) return agent.run(std::cout, std::cerr);
     if (versionCmd->parsed()) return runVersion(versionOutput.format());
   } catch (const std::exception& e) {

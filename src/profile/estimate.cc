@@ -248,7 +248,7 @@ Result<std::optional<KvDtype>> parseKvDtype(std::string_view text) {
                              "int8, q8_0, q4_0"));
 }
 
-Result<Estimate> estimateMemory(const ModelFiles& model, const EstimateOptions& o) {
+Result<void> checkEstimateOptions(const EstimateOptions& o) {
   if (o.tensorParallel < 1 || o.tensorParallel > kMaxTensorParallel) {
     return fail(Error::invalid("--tp " + std::to_string(o.tensorParallel) + ": must be in [1, " +
                                std::to_string(kMaxTensorParallel) + "]"));
@@ -269,6 +269,13 @@ Result<Estimate> estimateMemory(const ModelFiles& model, const EstimateOptions& 
       o.activationFraction > 10) {
     return fail(Error::invalid("--activation-fraction must be in [0, 10]"));
   }
+  auto dtype = parseKvDtype(o.kvDtype);
+  if (!dtype) return fail(std::move(dtype.error()));
+  return {};
+}
+
+Result<Estimate> estimateMemory(const ModelFiles& model, const EstimateOptions& o) {
+  TESSERA_RETURN_IF_ERROR(checkEstimateOptions(o));
   auto dtype = parseKvDtype(o.kvDtype);
   if (!dtype) return fail(std::move(dtype.error()));
 

@@ -95,6 +95,9 @@ struct Estimate {
   std::vector<std::string> notes;
 };
 
+// Checks the options alone (ranges, the KV dtype's name); estimateMemory checks them too.
+Result<void> checkEstimateOptions(const EstimateOptions& options);
+
 Result<Estimate> estimateMemory(const ModelFiles& model, const EstimateOptions& options);
 
 // Bytes → MiB, rounded up.

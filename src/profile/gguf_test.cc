@@ -175,7 +175,7 @@ TEST(Gguf, ShapeErrors) {
   ASSERT_TRUE(file);
   auto shape = shapeFromGguf(*file);
   ASSERT_FALSE(shape);
-  EXPECT_NE(shape.error().message.find("llama.block_count is missing"), std::string::npos);
+  EXPECT_NE(shape.error().message.find("\"llama.block_count\" is missing"), std::string::npos);
 
   spec = llamaSpec();
   spec.metadata[3].second = GgufSpecValue::string("four");  // head_count
@@ -184,8 +184,17 @@ TEST(Gguf, ShapeErrors) {
   ASSERT_TRUE(file);
   shape = shapeFromGguf(*file);
   ASSERT_FALSE(shape);
-  EXPECT_NE(shape.error().message.find("llama.attention.head_count must be an integer"),
+  EXPECT_NE(shape.error().message.find("\"llama.attention.head_count\" must be an integer"),
             std::string::npos);
+
+  spec = llamaSpec();
+  spec.metadata[0].second = GgufSpecValue::string("l\x1b[2Jlama");  // not a name
+  bytes = bytesOf(spec);
+  file = parseGguf(bytes, bytes.size());
+  ASSERT_TRUE(file);
+  shape = shapeFromGguf(*file);
+  ASSERT_FALSE(shape);
+  EXPECT_NE(shape.error().message.find("\"l?[2Jlama\" is not a name"), std::string::npos);
 
   spec = llamaSpec();
   spec.metadata.erase(spec.metadata.begin());  // no architecture: no shape, not an error

@@ -71,9 +71,9 @@ Result<ModelShape> parseScope(const Scope& s, const json& top) {
   ModelShape shape;
   if (const auto a = top.find("architectures");
       a != top.end() && a->is_array() && !a->empty() && (*a)[0].is_string()) {
-    shape.architecture = (*a)[0].get<std::string>();
+    shape.architecture = internal::sanitized((*a)[0].get<std::string>());
   } else if (const json* m = findAny(s, {"model_type"}, nullptr); m && m->is_string()) {
-    shape.architecture = m->get<std::string>();
+    shape.architecture = internal::sanitized(m->get<std::string>());
   }
   auto layers =
       required(s, {"num_hidden_layers", "n_layer", "num_layers", "n_layers"}, 1, kMaxLayers);

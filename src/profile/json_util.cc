@@ -91,14 +91,17 @@ std::optional<std::uint64_t> jsonUnsigned(const json& value) {
 }
 
 std::string printable(std::string_view s, std::size_t max) {
-  std::string out = "\"";
+  return "\"" + sanitized(s, max) + "\"";
+}
+
+std::string sanitized(std::string_view s, std::size_t max) {
+  std::string out;
   const std::size_t n = s.size() < max ? s.size() : max;
   for (std::size_t i = 0; i < n; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     out += (c < 0x20 || c >= 0x7f) ? '?' : static_cast<char>(c);
   }
   if (s.size() > max) out += "...";
-  out += '"';
   return out;
 }
 

@@ -45,5 +45,7 @@ inline std::uint32_t readLe32(const void* p) {
 // replaces control and non-ASCII bytes by '?', so that a message never carries bytes of a
 // hostile file that are not valid UTF-8.
 std::string printable(std::string_view s, std::size_t max = 80);
+// The same without the quotes.
+std::string sanitized(std::string_view s, std::size_t max = 80);
 
 }  // namespace tessera::profile::internal

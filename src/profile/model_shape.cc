@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "profile/json_util.h"
+
 namespace tessera::profile {
 namespace {
 
@@ -14,10 +16,11 @@ std::uint64_t perGpuHeads(std::int64_t heads, int tp) {
 Result<std::int64_t> ggufCount(const GgufFile& file, const std::string& key, std::int64_t min,
                                std::int64_t max) {
   const GgufValue* v = file.find(key);
-  if (v == nullptr) return fail(Error::invalid("metadata " + key + " is missing"));
+  if (v == nullptr)
+    return fail(Error::invalid("metadata " + internal::printable(key) + " is missing"));
   const auto n = v->asInt();
   if (!n || *n < min || *n > max) {
-    return fail(Error::invalid("metadata " + key + " must be an integer in [" +
+    return fail(Error::invalid("metadata " + internal::printable(key) + " must be an integer in [" +
                                std::to_string(min) + ", " + std::to_string(max) + "]"));
   }
   return *n;
@@ -27,7 +30,8 @@ Result<std::int64_t> ggufCount(const GgufFile& file, const std::string& key, std
 Result<void> ggufHeads(const GgufFile& file, const std::string& key, std::int64_t layers,
                        std::int64_t& uniform, std::vector<std::int64_t>& perLayer) {
   const GgufValue* v = file.find(key);
-  if (v == nullptr) return fail(Error::invalid("metadata " + key + " is missing"));
+  if (v == nullptr)
+    return fail(Error::invalid("metadata " + internal::printable(key) + " is missing"));
   if (v->type != GgufType::kArray) {
     auto n = ggufCount(file, key, 1, kMaxHeads);
     if (!n) return fail(std::move(n.error()));
@@ -35,13 +39,15 @@ Result<void> ggufHeads(const GgufFile& file, const std::string& key, std::int64_
     return {};
   }
   if (!v->intsKept || static_cast<std::int64_t>(v->ints.size()) != layers) {
-    return fail(Error::invalid("metadata " + key + ": an array must hold one integer per layer (" +
+    return fail(Error::invalid("metadata " + internal::printable(key) +
+                               ": an array must hold one integer per layer (" +
                                std::to_string(layers) + ")"));
   }
   for (const auto h : v->ints) {
     if (h < 0 || h > kMaxHeads) {
-      return fail(Error::invalid("metadata " + key + ": per-layer counts must be in [0, " +
-                                 std::to_string(kMaxHeads) + "]"));
+      return fail(Error::invalid("metadata " + internal::printable(key) +
+                                 ": per-layer counts must be in [0, " + std::to_string(kMaxHeads) +
+                                 "]"));
     }
   }
   perLayer = v->ints;
@@ -122,6 +128,15 @@ Result<std::optional<ModelShape>> shapeFromGguf(const GgufFile& file) {
       return fail(Error::invalid("metadata general.architecture must be a string"));
     }
     return std::optional<ModelShape>();
+  }
+  const bool isName =
+      !arch->empty() && arch->size() <= 64 && std::all_of(arch->begin(), arch->end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-' || c == '.';
+      });
+  if (!isName) {
+    return fail(Error::invalid("metadata general.architecture " + internal::printable(*arch) +
+                               " is not a name (letters, digits, '_', '-', '.'; at most 64)"));
   }
   ModelShape s;
   s.architecture = *arch;
