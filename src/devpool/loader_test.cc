@@ -277,6 +277,37 @@ TEST(Loader, CancelledBeforeStartDoesNothing) {
   rig.expectEmpty();
 }
 
+// A load waiting for its turn behind another still honours its cancel token.
+TEST(Loader, CancelledWhileWaitingForItsTurn) {
+  const std::string first = patternBytes(1 << 20, 9), second = patternBytes(1 << 20, 10);
+  testing::HookedBackend backend;
+  Rig rig(backend);
+  CancelToken cancel;
+  cancel.cancel();
+  std::optional<Result<LoadedModel>> waiting;
+  backend.hookAt = 2;  // the first load holds the loader's turn here
+  backend.hook = [&] {
+    std::thread other([&] {
+      LoadControl control;
+      control.cancel = &cancel;
+      const ModelSpec spec{
+          "b", "v1", {LoadSource::hostMemory("c", std::as_bytes(std::span(second)))}};
+      waiting.emplace(rig.loader->load(spec, control));
+    });
+    other.join();
+  };
+  auto r =
+      rig.loader->load({"a", "v1", {LoadSource::hostMemory("c", std::as_bytes(std::span(first)))}});
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_TRUE(placed(*r, backend, 0) == first);
+  ASSERT_TRUE(waiting.has_value());
+  ASSERT_FALSE(waiting->has_value());
+  EXPECT_TRUE(isCancelled(waiting->error()));
+  EXPECT_NE(waiting->error().message.find("b@v1 before it started"), std::string::npos)
+      << waiting->error().message;
+  EXPECT_EQ(rig.pool->stats().allocations, 1u);
+}
+
 TEST(Loader, FailedCopyFailsTheLoadAndNamesTheOffset) {
   testing::TempDir dir;
   const std::string path = dir.file("w.bin");
