@@ -144,9 +144,10 @@ ServeCommand::ServeCommand(CLI::App& app) {
       ->add_option("--config", o.configPath,
                    "Server file (docs/configuration.md); flags and $TESSERA_* variables win")
       ->check(CLI::ExistingFile);
-  command_->add_option("--controller", o.controller,
-                       "With a Kubernetes API: run the ModelDeployment controller (true or "
-                       "false)")
+  command_
+      ->add_option("--controller", o.controller,
+                   "With a Kubernetes API: run the ModelDeployment controller (true or "
+                   "false)")
       ->capture_default_str();
   command_->add_flag("--demo", o.demo,
                      "Run the built-in demo: a fleet of virtual GPUs, a few models and "
@@ -341,11 +342,6 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
                 : std::string("no Kubernetes API: the extender's bind books but binds nothing "
                               "(leave bindVerb out of the scheduler configuration)"))
       << std::endl;
-  const std::string url =
-      std::string(o.tlsCert.empty() ? "http" : "https") + "://" +
-      (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]" : listen->first) +
-      ":" + std::to_string(*port) + "/";
-  out << "tessera serve: dashboard at " << url << std::endl;
   // The ModelDeployment controller acts on the plane under the server's lock.
   std::unique_ptr<api::PlaneFleet> fleet;
   std::unique_ptr<k8s::Controller> controller;
@@ -357,6 +353,11 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     out << "tessera serve: watching ModelDeployments, pods and nodes at "
         << (*kube)->config().server << std::endl;
   }
+  const std::string url =
+      std::string(o.tlsCert.empty() ? "http" : "https") + "://" +
+      (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]" : listen->first) +
+      ":" + std::to_string(*port) + "/";
+  out << "tessera serve: dashboard at " << url << std::endl;
   if (o.demo) {
     out << "tessera serve: DEMO: " << demo::nodeNames().size() << " nodes with " << demo::gpuCount()
         << " virtual GPUs, 4 models, synthetic traffic at " << o.demoSpeed

@@ -348,8 +348,7 @@ void ControlPlane::reconcile(Deployment& d, Millis now) {
     // The controller runs the pods; the ones not bound yet are capacity on its way.
     d.pending = std::max(0, target - serving);
     d.pendingReason =
-        d.pending > 0 ? std::to_string(d.pending) + " pods not bound through the extender yet"
-                      : "";
+        d.pending > 0 ? std::to_string(d.pending) + " pods not bound through the extender yet" : "";
     d.pendingFilter = d.pending > 0 ? "Kubernetes" : "";
   } else if (target > serving) {
     std::optional<std::int32_t> share;

@@ -83,15 +83,15 @@ class KubeFleetTest : public ::testing::Test {
 };
 
 TEST_F(KubeFleetTest, TheControllerRunsTheDeploymentsReplicasAsPods) {
-  ASSERT_TRUE(server_.create(
-      "modeldeployments",
-      {{"metadata", {{"name", "chat"}, {"namespace", "ml"}}},
-       {"spec",
-        {{"model", {{"name", "llama-8b"}, {"weights", "16Gi"}, {"kvCache", "4Gi"}}},
-         {"version", "v1"},
-         {"replicas", {{"min", 2}, {"max", 4}}},
-         {"autoscaling", {{"policy", "hpa"}, {"targets", {{"queuePerReplica", 5}}}}},
-         {"image", "vllm/vllm-openai:v0.6"}}}}));
+  ASSERT_TRUE(
+      server_.create("modeldeployments",
+                     {{"metadata", {{"name", "chat"}, {"namespace", "ml"}}},
+                      {"spec",
+                       {{"model", {{"name", "llama-8b"}, {"weights", "16Gi"}, {"kvCache", "4Gi"}}},
+                        {"version", "v1"},
+                        {"replicas", {{"min", 2}, {"max", 4}}},
+                        {"autoscaling", {{"policy", "hpa"}, {"targets", {{"queuePerReplica", 5}}}}},
+                        {"image", "vllm/vllm-openai:v0.6"}}}}));
   controller_->start();
   ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
   // The model profile and the deployment exist; the plane placed nothing itself.
@@ -121,9 +121,9 @@ TEST_F(KubeFleetTest, TheControllerRunsTheDeploymentsReplicasAsPods) {
   const json after = withPlane<json>([](ControlPlane& p) { return *p.getDeployment("ml.chat"); });
   EXPECT_EQ(after["status"]["loading"], 1);
   EXPECT_EQ(after["status"]["pending"], 1);
-  EXPECT_EQ(withPlane<std::size_t>(
-                [](ControlPlane& p) { return p.listReplicas()["replicas"].size(); }),
-            1u);  // the plane added no replica of its own
+  EXPECT_EQ(
+      withPlane<std::size_t>([](ControlPlane& p) { return p.listReplicas()["replicas"].size(); }),
+      1u);  // the plane added no replica of its own
 
   // Kubelet: the pod runs and is ready → the booking is loaded.
   json running = *server_.get("pods", "ml", pod["metadata"]["name"]);
@@ -145,10 +145,11 @@ TEST_F(KubeFleetTest, TheControllerRunsTheDeploymentsReplicasAsPods) {
   ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
 
   // Kubernetes cordons a node Tessera knows.
-  ASSERT_TRUE(server_.create("nodes", {{"metadata", {{"name", "gpu-2"}}},
-                                       {"spec", {{"unschedulable", true}}}}));
+  ASSERT_TRUE(server_.create(
+      "nodes", {{"metadata", {{"name", "gpu-2"}}}, {"spec", {{"unschedulable", true}}}}));
   ASSERT_TRUE(eventually([&] {
-    return withPlane<bool>([](ControlPlane& p) { return (*p.getNode("gpu-2"))["cordoned"] == true; });
+    return withPlane<bool>(
+        [](ControlPlane& p) { return (*p.getNode("gpu-2"))["cordoned"] == true; });
   }));
   EXPECT_EQ(withPlane<json>([](ControlPlane& p) { return (*p.getNode("gpu-1"))["cordoned"]; }),
             false);
@@ -162,10 +163,9 @@ TEST_F(KubeFleetTest, TheControllerRunsTheDeploymentsReplicasAsPods) {
 }
 
 TEST_F(KubeFleetTest, ASpecTesseraRefusesIsReportedOnTheObject) {
-  ASSERT_TRUE(server_.create("modeldeployments",
-                             {{"metadata", {{"name", "ghost"}, {"namespace", "ml"}}},
-                              {"spec", {{"model", {{"name", "never-registered"}}},
-                                        {"image", "x"}}}}));
+  ASSERT_TRUE(server_.create(
+      "modeldeployments", {{"metadata", {{"name", "ghost"}, {"namespace", "ml"}}},
+                           {"spec", {{"model", {{"name", "never-registered"}}}, {"image", "x"}}}}));
   controller_->start();
   ASSERT_TRUE(eventually([&] {
     const json s = server_.get("modeldeployments", "ml", "ghost")->value("status", json::object());

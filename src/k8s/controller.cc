@@ -122,9 +122,8 @@ Result<int> intField(const json& obj, const char* key, const std::string& path, 
   const auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return fallback;
   if (!it->is_number_integer() || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max) {
-    return fail(fieldError(path + "." + key, "expected a whole number from " +
-                                                 std::to_string(min) + " to " +
-                                                 std::to_string(max)));
+    return fail(fieldError(path + "." + key, "expected a whole number from " + std::to_string(min) +
+                                                 " to " + std::to_string(max)));
   }
   return it->get<int>();
 }
@@ -167,13 +166,14 @@ Result<ModelDeploymentSpec> readModelDeployment(const json& object,
   s.uid = metaText(object, "uid");
   if (s.name.empty()) return fail(fieldError("metadata.name", "required"));
   if (s.ns.empty()) s.ns = "default";
-  if (const auto m = object.find("metadata"); m != object.end() && m->contains("generation") &&
-                                               (*m)["generation"].is_number_integer()) {
+  if (const auto m = object.find("metadata");
+      m != object.end() && m->contains("generation") && (*m)["generation"].is_number_integer()) {
     s.generation = (*m)["generation"].get<std::int64_t>();
   }
   s.tesseraName = s.ns + "." + s.name;
   if (s.tesseraName.size() > 63) {
-    s.tesseraName = s.tesseraName.substr(0, 54) + "-" + hex8(std::hash<std::string>{}(s.tesseraName));
+    s.tesseraName =
+        s.tesseraName.substr(0, 54) + "-" + hex8(std::hash<std::string>{}(s.tesseraName));
   }
   const auto specIt = object.find("spec");
   if (specIt == object.end() || !specIt->is_object()) {
@@ -255,15 +255,12 @@ Result<ModelDeploymentSpec> readModelDeployment(const json& object,
     }
   }
   if (*warm > 0) autoscaling["warmReplicas"] = *warm;
-  s.deployment = {{"name", s.tesseraName},
-                  {"model", s.modelName},
-                  {"version", s.version},
-                  {"minReplicas", *minR},
-                  {"maxReplicas", *maxR},
-                  {"placedBy", "kubernetes"}};
+  s.deployment = {{"name", s.tesseraName}, {"model", s.modelName}, {"version", s.version},
+                  {"minReplicas", *minR},  {"maxReplicas", *maxR}, {"placedBy", "kubernetes"}};
   if (!autoscaling.empty()) s.deployment["autoscaling"] = autoscaling;
   if (const auto p = spec.find("priority"); p != spec.end() && !p->is_null()) {
-    if (!p->is_number_integer()) return fail(fieldError("spec.priority", "expected a whole number"));
+    if (!p->is_number_integer())
+      return fail(fieldError("spec.priority", "expected a whole number"));
     s.deployment["priority"] = *p;
   }
   if (const auto slo = spec.find("sloTtftMs"); slo != spec.end() && !slo->is_null()) {
@@ -281,8 +278,8 @@ Result<ModelDeploymentSpec> readModelDeployment(const json& object,
   } else if (const auto image = spec.find("image"); image != spec.end() && image->is_string()) {
     pod["spec"] = {{"containers", json::array({{{"name", "server"}, {"image", *image}}})}};
   } else {
-    return fail(fieldError("spec.template",
-                           "required (or spec.image): what the replicas' pods run"));
+    return fail(
+        fieldError("spec.template", "required (or spec.image): what the replicas' pods run"));
   }
   json& podSpec = pod["spec"];
   if (!podSpec.contains("containers") || !podSpec["containers"].is_array() ||
@@ -303,7 +300,8 @@ Result<ModelDeploymentSpec> readModelDeployment(const json& object,
   meta["annotations"]["tessera.io/model"] = s.modelName;
   meta["annotations"]["tessera.io/deployment"] = s.tesseraName;
   if (s.deployment.contains("priority")) {
-    meta["annotations"]["tessera.io/priority"] = std::to_string(s.deployment["priority"].get<int>());
+    meta["annotations"]["tessera.io/priority"] =
+        std::to_string(s.deployment["priority"].get<int>());
   }
   meta["ownerReferences"] = json::array({{{"apiVersion", "tessera.io/v1alpha1"},
                                           {"kind", "ModelDeployment"},
@@ -405,28 +403,29 @@ Controller::Controller(KubeClient& client, Fleet& fleet, ControllerOptions optio
     o.backoffMaxMs = options_.backoffMaxMs;
     return o;
   };
-  mds_ = std::make_unique<Informer>(
-      client_, informerOptions(std::string(kModelDeploymentsPath)),
-      [this](Informer::Change, const json& md, const json*) {
-        {
-          std::lock_guard lock(mu_);
-          dirty_.insert(objectKey(md));
-        }
-        wake_.notify_all();
-      });
+  mds_ = std::make_unique<Informer>(client_, informerOptions(std::string(kModelDeploymentsPath)),
+                                    [this](Informer::Change, const json& md, const json*) {
+                                      {
+                                        std::lock_guard lock(mu_);
+                                        dirty_.insert(objectKey(md));
+                                      }
+                                      wake_.notify_all();
+                                    });
   InformerOptions podOptions = informerOptions("/api/v1/pods");
   podOptions.fieldSelector = "spec.schedulerName=" + options_.schedulerName;
   pods_ = std::make_unique<Informer>(
       client_, podOptions,
       [this](Informer::Change change, const json& pod, const json*) { onPod(change, pod); });
-  nodes_ = std::make_unique<Informer>(
-      client_, informerOptions("/api/v1/nodes"),
-      [this](Informer::Change change, const json& node, const json*) {
-        onNode(node, change == Informer::Change::kDeleted);
-      });
+  nodes_ =
+      std::make_unique<Informer>(client_, informerOptions("/api/v1/nodes"),
+                                 [this](Informer::Change change, const json& node, const json*) {
+                                   onNode(node, change == Informer::Change::kDeleted);
+                                 });
 }
 
-Controller::~Controller() { stop(); }
+Controller::~Controller() {
+  stop();
+}
 
 void Controller::start() {
   if (worker_.joinable()) return;
@@ -502,14 +501,18 @@ void Controller::run() {
     std::vector<std::pair<PodNote, std::string>> notes;
     {
       std::unique_lock lock(mu_);
-      wake_.wait_until(lock, std::min(nextResync, std::chrono::steady_clock::now() +
-                                                      std::chrono::milliseconds(100)),
-                       [this] {
-                         return stopping_ || resyncNow_ || !dirty_.empty() ||
-                                !podNotes_.empty() || !dirtyNodes_.empty();
-                       });
+      wake_.wait_until(
+          lock,
+          std::min(nextResync, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)),
+          [this] {
+            return stopping_ || resyncNow_ || !dirty_.empty() || !podNotes_.empty() ||
+                   !dirtyNodes_.empty();
+          });
       if (stopping_) return;
-      if (!synced()) continue;  // act on complete copies only
+      if (!synced()) {  // act on complete copies only; the work waits
+        wake_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopping_; });
+        continue;
+      }
       if (resyncNow_ || std::chrono::steady_clock::now() >= nextResync) {
         resyncNow_ = false;
         nextResync =
@@ -564,7 +567,8 @@ void Controller::run() {
 std::vector<json> Controller::podsOf(const std::string& ns, const std::string& name) {
   std::map<std::string, json> pods;
   for (const json& pod : pods_->list()) {
-    if (metaText(pod, "namespace") == ns && labelOf(pod, kLabelModelDeployment) == labelValue(name)) {
+    if (metaText(pod, "namespace") == ns &&
+        labelOf(pod, kLabelModelDeployment) == labelValue(name)) {
       pods[objectKey(pod)] = pod;
     }
   }
@@ -585,9 +589,9 @@ std::vector<json> Controller::podsOf(const std::string& ns, const std::string& n
 
 std::string Controller::newPodName(const std::string& base) {
   static const char* alphabet = "bcdfghjklmnpqrstvwxz2456789";
-  std::uint64_t n = std::hash<std::string>{}(base + std::to_string(++nameCounter_)) ^
-                    static_cast<std::uint64_t>(
-                        std::chrono::steady_clock::now().time_since_epoch().count());
+  std::uint64_t n =
+      std::hash<std::string>{}(base + std::to_string(++nameCounter_)) ^
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   std::string name = base.substr(0, 57) + "-";
   for (int i = 0; i < 5; ++i) {
     name += alphabet[n % 27];
@@ -627,8 +631,8 @@ Result<void> Controller::deletePod(const json& pod) {
   auto res = client_.request("DELETE", podPath(ns, name));
   if (!res) return fail(res.error());
   if (res->status != 200 && res->status != 202 && res->status != 404) {
-    return fail(Error::precondition("deleting pod " + ns + "/" + name + ": " +
-                                    describeFailure(*res)));
+    return fail(
+        Error::precondition("deleting pod " + ns + "/" + name + ": " + describeFailure(*res)));
   }
   const json gone = json::parse(res->body, nullptr, false);
   remember(ns + "/" + name, Overlay{gone.is_object() ? rvNumber(gone) : 0, std::nullopt});
@@ -645,8 +649,8 @@ Result<void> Controller::switchPod(const json& pod, const std::string& version) 
   auto res = client_.request("PUT", podPath(ns, name), next.dump());
   if (!res) return fail(res.error());
   if (res->status != 200) {
-    return fail(Error::precondition("switching pod " + ns + "/" + name + " to " + version +
-                                    ": " + describeFailure(*res)));
+    return fail(Error::precondition("switching pod " + ns + "/" + name + " to " + version + ": " +
+                                    describeFailure(*res)));
   }
   const json made = json::parse(res->body, nullptr, false);
   if (made.is_object()) remember(ns + "/" + name, Overlay{rvNumber(made), made});
@@ -823,8 +827,8 @@ void Controller::reconcile(const std::string& key) {
       if (unschedulable.empty()) unschedulable = c->value("message", c->value("reason", ""));
     }
   }
-  const bool rolledOut = (!spec->canary || spec->canaryWeight >= 100 || curV == newV) &&
-                         onNew == replicas;
+  const bool rolledOut =
+      (!spec->canary || spec->canaryWeight >= 100 || curV == newV) && onNew == replicas;
   json status = oldStatus;
   status["replicas"] = replicas;
   status["readyReplicas"] = ready;
@@ -836,10 +840,10 @@ void Controller::reconcile(const std::string& key) {
             std::to_string(ready) + " of " + std::to_string(target) + " replicas ready");
   if (!rolledOut) {
     condition("Progressing", true, spec->canary ? "Canary" : "HotSwitch",
-              std::to_string(onNew) + " of " + std::to_string(replicas) + " replicas on " +
-                  newV + (spec->canary ? " (canaryWeight " + std::to_string(spec->canaryWeight) +
-                                             "), the rest on " + curV
-                                       : ""));
+              std::to_string(onNew) + " of " + std::to_string(replicas) + " replicas on " + newV +
+                  (spec->canary ? " (canaryWeight " + std::to_string(spec->canaryWeight) +
+                                      "), the rest on " + curV
+                                : ""));
   } else if (replicas != target) {
     condition("Progressing", true, "Scaling",
               std::to_string(replicas) + " of " + std::to_string(target) + " replicas");
@@ -847,8 +851,7 @@ void Controller::reconcile(const std::string& key) {
     condition("Progressing", true, "WaitingForReady",
               std::to_string(ready) + " of " + std::to_string(replicas) + " replicas ready");
   } else {
-    condition("Progressing", false, "Complete",
-              std::to_string(replicas) + " replicas on " + newV);
+    condition("Progressing", false, "Complete", std::to_string(replicas) + " replicas on " + newV);
   }
   if (pendingPods > 0) {
     condition("Degraded", true, "Unschedulable",

@@ -85,8 +85,8 @@ int canaryReplicas(int total, int weight);
 struct ModelDeploymentSpec {
   std::string ns, name, uid;
   std::int64_t generation = 0;
-  std::string tesseraName;                   // "<namespace>.<name>" (shortened when long)
-  std::string modelName;                     // the Tessera model profile
+  std::string tesseraName;                     // "<namespace>.<name>" (shortened when long)
+  std::string modelName;                       // the Tessera model profile
   std::optional<nlohmann::json> modelProfile;  // written inline: registered by the controller
   std::string version;
   bool canary = false;  // rollout.strategy Canary (else HotSwitch)
@@ -97,9 +97,8 @@ struct ModelDeploymentSpec {
 };
 
 // Errors name the field ("spec.rollout.canaryWeight: expected a whole number from 0 to 100").
-Result<ModelDeploymentSpec> readModelDeployment(const nlohmann::json& object,
-                                                const std::string& schedulerName =
-                                                    "tessera-scheduler");
+Result<ModelDeploymentSpec> readModelDeployment(
+    const nlohmann::json& object, const std::string& schedulerName = "tessera-scheduler");
 
 // The pod of one replica of `spec` at `version`, named `name`.
 nlohmann::json podFor(const ModelDeploymentSpec& spec, const std::string& version,
@@ -171,7 +170,7 @@ class Controller {
   std::condition_variable wake_;
   bool stopping_ = false;
   bool resyncNow_ = false;
-  std::set<std::string> dirty_;                     // ModelDeployment keys
+  std::set<std::string> dirty_;  // ModelDeployment keys
   enum class PodNote { kAdded, kReady, kGone };
   std::vector<std::pair<PodNote, std::string>> podNotes_;  // by replica id, in order
   std::set<std::string> dirtyNodes_;

@@ -91,25 +91,26 @@ class RecordingFleet : public Fleet {
 
 json modelDeployment(const std::string& version, const std::string& strategy = "HotSwitch",
                      int weight = 0, int min = 2) {
-  return {{"apiVersion", "tessera.io/v1alpha1"},
-          {"kind", "ModelDeployment"},
-          {"metadata", {{"name", "chat"}, {"namespace", "ml"}}},
+  return {
+      {"apiVersion", "tessera.io/v1alpha1"},
+      {"kind", "ModelDeployment"},
+      {"metadata", {{"name", "chat"}, {"namespace", "ml"}}},
+      {"spec",
+       {{"model",
+         {{"name", "llama-8b"}, {"weights", "16Gi"}, {"kvCache", "4Gi"}, {"gpusPerReplica", 1}}},
+        {"version", version},
+        {"replicas", {{"min", min}, {"max", 8}}},
+        {"resources",
+         {{"gpuMemory", "20Gi"},
+          {"gpuCompute", 500},
+          {"gpuTypes", json::array({"A100-80GB", "H100-80GB"})},
+          {"sharing", "shared"}}},
+        {"rollout", {{"strategy", strategy}, {"canaryWeight", weight}}},
+        {"template",
+         {{"metadata", {{"labels", {{"team", "search"}}}}},
           {"spec",
-           {{"model",
-             {{"name", "llama-8b"}, {"weights", "16Gi"}, {"kvCache", "4Gi"}, {"gpusPerReplica", 1}}},
-            {"version", version},
-            {"replicas", {{"min", min}, {"max", 8}}},
-            {"resources",
-             {{"gpuMemory", "20Gi"},
-              {"gpuCompute", 500},
-              {"gpuTypes", json::array({"A100-80GB", "H100-80GB"})},
-              {"sharing", "shared"}}},
-            {"rollout", {{"strategy", strategy}, {"canaryWeight", weight}}},
-            {"template",
-             {{"metadata", {{"labels", {{"team", "search"}}}}},
-              {"spec",
-               {{"containers",
-                 json::array({{{"name", "vllm"}, {"image", "vllm/vllm-openai:v0.6"}}})}}}}}}}};
+           {{"containers",
+             json::array({{{"name", "vllm"}, {"image", "vllm/vllm-openai:v0.6"}}})}}}}}}}};
 }
 
 class ControllerTest : public ::testing::Test {
@@ -406,15 +407,17 @@ TEST_F(ControllerTest, UnplaceablePodsMakeItDegradedWithTheEnginesReason) {
   ASSERT_TRUE(eventually([&] { return livePods().size() == 2; }));
   // kube-scheduler reports the extender's refusal on the pod.
   json p = livePods()[0];
-  p["status"] = {{"phase", "Pending"},
-                 {"conditions",
-                  json::array({{{"type", "PodScheduled"},
-                                {"status", "False"},
-                                {"reason", "Unschedulable"},
-                                {"message", "0/3 nodes are available: MemoryFit rejected 6 GPUs"}}})}};
+  p["status"] = {
+      {"phase", "Pending"},
+      {"conditions",
+       json::array({{{"type", "PodScheduled"},
+                     {"status", "False"},
+                     {"reason", "Unschedulable"},
+                     {"message", "0/3 nodes are available: MemoryFit rejected 6 GPUs"}}})}};
   ASSERT_TRUE(server.updateStatus("pods", p));
   ASSERT_TRUE(eventually([&] { return condition("Degraded")["status"] == "True"; }))
-      << status().dump() << "\n" << server.get("pods", "ml", p["metadata"]["name"])->dump();
+      << status().dump() << "\n"
+      << server.get("pods", "ml", p["metadata"]["name"])->dump();
   EXPECT_EQ(condition("Degraded")["reason"], "Unschedulable");
   EXPECT_NE(condition("Degraded")["message"].get<std::string>().find("MemoryFit rejected 6 GPUs"),
             std::string::npos);
@@ -456,8 +459,10 @@ TEST_F(ControllerTest, DeletingTheModelDeploymentDeletesItsPodsAndTheDeployment)
 }
 
 TEST_F(ControllerTest, CordonedOrDeletedNodesAreCordonedInTessera) {
-  ASSERT_TRUE(server.create("nodes", {{"metadata", {{"name", "gpu-1"}}}, {"spec", json::object()}}));
-  ASSERT_TRUE(server.create("nodes", {{"metadata", {{"name", "gpu-2"}}}, {"spec", json::object()}}));
+  ASSERT_TRUE(
+      server.create("nodes", {{"metadata", {{"name", "gpu-1"}}}, {"spec", json::object()}}));
+  ASSERT_TRUE(
+      server.create("nodes", {{"metadata", {{"name", "gpu-2"}}}, {"spec", json::object()}}));
   ASSERT_TRUE(server.create(
       "nodes", {{"metadata", {{"name", "gpu-3"}}}, {"spec", {{"unschedulable", true}}}}));
   controller->start();

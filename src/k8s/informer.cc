@@ -39,18 +39,19 @@ std::string objectKey(const json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-std::string resourceVersionOf(const json& object) { return metaText(object, "resourceVersion"); }
+std::string resourceVersionOf(const json& object) {
+  return metaText(object, "resourceVersion");
+}
 
 Result<WatchEvent> parseWatchEvent(std::string_view line) {
   const json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!event.is_object()) {
-    return fail(Error::invalid("watch event: not a JSON object: " +
-                               std::string(line.substr(0, 120))));
+    return fail(
+        Error::invalid("watch event: not a JSON object: " + std::string(line.substr(0, 120))));
   }
   const auto type = event.find("type");
   const auto object = event.find("object");
-  if (type == event.end() || !type->is_string() || object == event.end() ||
-      !object->is_object()) {
+  if (type == event.end() || !type->is_string() || object == event.end() || !object->is_object()) {
     return fail(Error::invalid("watch event: expected {type, object}: " +
                                std::string(line.substr(0, 120))));
   }
@@ -82,7 +83,9 @@ Informer::Informer(KubeClient& client, InformerOptions options, Handler handler)
                    1;
 }
 
-Informer::~Informer() { stop(); }
+Informer::~Informer() {
+  stop();
+}
 
 void Informer::start() {
   if (thread_.joinable()) return;
@@ -142,8 +145,8 @@ std::string Informer::query(bool watch) const {
 }
 
 void Informer::sleepBackoff() {
-  backoffMs_ = backoffMs_ == 0 ? options_.backoffInitialMs
-                               : std::min(options_.backoffMaxMs, backoffMs_ * 2);
+  backoffMs_ =
+      backoffMs_ == 0 ? options_.backoffInitialMs : std::min(options_.backoffMaxMs, backoffMs_ * 2);
   // Full jitter on the upper half: between half the step and the step.
   rng_ ^= rng_ << 13;
   rng_ ^= rng_ >> 7;

@@ -105,9 +105,9 @@ TEST_F(InformerTest, ListsInPagesThenWatchesEventsInOrder) {
   ASSERT_TRUE(server.update("pods", p1));
   ASSERT_TRUE(server.remove("pods", "ml", "p2"));
   ASSERT_TRUE(eventually([&] { return rec.snapshot().size() == 6; }));
-  EXPECT_EQ(rec.snapshot(), (std::vector<std::string>{"ADDED ml/p1", "ADDED ml/p2", "ADDED ml/p3",
-                                                      "ADDED ml/p4", "MODIFIED ml/p1 old",
-                                                      "DELETED ml/p2 old"}));
+  EXPECT_EQ(rec.snapshot(),
+            (std::vector<std::string>{"ADDED ml/p1", "ADDED ml/p2", "ADDED ml/p3", "ADDED ml/p4",
+                                      "MODIFIED ml/p1 old", "DELETED ml/p2 old"}));
   EXPECT_EQ(informer.get("ml/p1")->at("metadata").at("labels").at("tier"), "gold");
   EXPECT_FALSE(informer.get("ml/p2"));
   EXPECT_EQ(informer.resourceVersion(), std::to_string(server.resourceVersion()));
@@ -122,14 +122,15 @@ TEST_F(InformerTest, WatchesAgainFromTheLastResourceVersionWhenTheServerEndsTheW
   for (int round = 0; round < 3; ++round) {
     server.closeWatches();
     ASSERT_TRUE(server.create("pods", pod("q" + std::to_string(round))));
-    ASSERT_TRUE(eventually([&] { return informer.get("ml/q" + std::to_string(round)).has_value(); }));
+    ASSERT_TRUE(
+        eventually([&] { return informer.get("ml/q" + std::to_string(round)).has_value(); }));
   }
   EXPECT_GE(server.watches("pods"), 2);
   EXPECT_EQ(server.lists("pods"), 1);  // never relisted
   EXPECT_EQ(informer.stats().lists, 1);
   // Every object was reported once: nothing was replayed.
-  EXPECT_EQ(rec.snapshot(), (std::vector<std::string>{"ADDED ml/p1", "ADDED ml/q0", "ADDED ml/q1",
-                                                      "ADDED ml/q2"}));
+  EXPECT_EQ(rec.snapshot(),
+            (std::vector<std::string>{"ADDED ml/p1", "ADDED ml/q0", "ADDED ml/q1", "ADDED ml/q2"}));
 }
 
 TEST_F(InformerTest, RelistsWhenTheResourceVersionIsGone) {
@@ -144,7 +145,8 @@ TEST_F(InformerTest, RelistsWhenTheResourceVersionIsGone) {
   ASSERT_TRUE(server.remove("pods", "ml", "p1"));
   server.compact();
   server.resumeWatches();
-  ASSERT_TRUE(eventually([&] { return informer.stats().relists == 1 && informer.stats().lists == 2; }));
+  ASSERT_TRUE(
+      eventually([&] { return informer.stats().relists == 1 && informer.stats().lists == 2; }));
   ASSERT_TRUE(eventually([&] { return informer.list().size() == 2; }));
   EXPECT_TRUE(informer.get("ml/p3"));
   EXPECT_FALSE(informer.get("ml/p1"));
@@ -209,9 +211,8 @@ TEST_F(InformerTest, StopEndsAnOpenWatch) {
 }
 
 TEST_F(InformerTest, CollectionPathsAndSelectorsReachTheServer) {
-  ASSERT_TRUE(server.create("modeldeployments",
-                            {{"metadata", {{"name", "m"}, {"namespace", "ml"}}},
-                             {"spec", {{"model", "x"}}}}));
+  ASSERT_TRUE(server.create("modeldeployments", {{"metadata", {{"name", "m"}, {"namespace", "ml"}}},
+                                                 {"spec", {{"model", "x"}}}}));
   ASSERT_TRUE(server.create("nodes", {{"metadata", {{"name", "n1"}}}}));
   Informer mds(*client, options("/apis/tessera.io/v1alpha1/modeldeployments"), rec.handler());
   Informer nodes(*client, options("/api/v1/nodes"), rec.handler());

@@ -334,8 +334,9 @@ Result<KubeResponse> KubeClient::stream(const std::string& path,
   if (!res) {
     // The receiver ending the stream is not a failure.
     if (res.error() == httplib::Error::Canceled && !stopped) return out;
-    return fail(Error::internal("Kubernetes API GET " + config_.server + path + ": " +
-                                (stopped ? std::string("stopped") : httplib::to_string(res.error()))));
+    return fail(
+        Error::internal("Kubernetes API GET " + config_.server + path + ": " +
+                        (stopped ? std::string("stopped") : httplib::to_string(res.error()))));
   }
   out.status = res->status;
   return out;

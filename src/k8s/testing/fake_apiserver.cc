@@ -12,7 +12,9 @@ namespace {
 
 using nlohmann::json;
 
-bool namespaced(const std::string& resource) { return resource != "nodes"; }
+bool namespaced(const std::string& resource) {
+  return resource != "nodes";
+}
 
 std::string keyOf(const std::string& resource, const std::string& ns, const std::string& name) {
   return namespaced(resource) ? ns + "/" + name : name;
@@ -26,28 +28,38 @@ std::string text(const json& obj, const char* a, const char* b) {
 }
 
 json statusBody(int code, const std::string& reason, const std::string& message) {
-  return {{"kind", "Status"},   {"apiVersion", "v1"}, {"metadata", json::object()},
+  return {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
           {"status", "Failure"}, {"message", message}, {"reason", reason},
           {"code", code}};
 }
 
 int httpStatusOf(const Error& e) {
   switch (e.code) {
-    case ErrorCode::kNotFound: return 404;
-    case ErrorCode::kAlreadyExists: return 409;
-    case ErrorCode::kFailedPrecondition: return 409;
-    case ErrorCode::kInvalidArgument: return 422;
-    default: return 500;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kAlreadyExists:
+      return 409;
+    case ErrorCode::kFailedPrecondition:
+      return 409;
+    case ErrorCode::kInvalidArgument:
+      return 422;
+    default:
+      return 500;
   }
 }
 
 std::string reasonOf(const Error& e) {
   switch (e.code) {
-    case ErrorCode::kNotFound: return "NotFound";
-    case ErrorCode::kAlreadyExists: return "AlreadyExists";
-    case ErrorCode::kFailedPrecondition: return "Conflict";
-    case ErrorCode::kInvalidArgument: return "Invalid";
-    default: return "InternalError";
+    case ErrorCode::kNotFound:
+      return "NotFound";
+    case ErrorCode::kAlreadyExists:
+      return "AlreadyExists";
+    case ErrorCode::kFailedPrecondition:
+      return "Conflict";
+    case ErrorCode::kInvalidArgument:
+      return "Invalid";
+    default:
+      return "InternalError";
   }
 }
 
@@ -193,9 +205,13 @@ std::string nowTimestamp() {
 
 FakeApiServer::FakeApiServer() = default;
 
-FakeApiServer::~FakeApiServer() { stop(); }
+FakeApiServer::~FakeApiServer() {
+  stop();
+}
 
-std::string FakeApiServer::url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+std::string FakeApiServer::url() const {
+  return "http://127.0.0.1:" + std::to_string(port_);
+}
 
 Result<int> FakeApiServer::start() {
   // A watch written to after its client left must not kill the test process.
@@ -222,8 +238,7 @@ void FakeApiServer::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void FakeApiServer::record(const std::string& resource, const std::string& type,
-                           const json& obj) {
+void FakeApiServer::record(const std::string& resource, const std::string& type, const json& obj) {
   events_.push_back(Event{rv_, resource, type, obj});
   while (events_.size() > 4096) {
     oldestRetained_ = events_.front().rv + 1;
@@ -280,8 +295,8 @@ Result<json> FakeApiServer::updateLocked(const std::string& resource, json obj, 
   const std::string name = text(obj, "metadata", "name");
   const std::string ns = namespaced(resource) ? text(obj, "metadata", "namespace") : "";
   auto& table = objects_[resource];
-  const auto it = table.find(keyOf(resource, ns.empty() && namespaced(resource) ? "default" : ns,
-                                    name));
+  const auto it =
+      table.find(keyOf(resource, ns.empty() && namespaced(resource) ? "default" : ns, name));
   if (it == table.end()) return fail(Error::notFound(resource + " \"" + name + "\" not found"));
   json& stored = it->second;
   const std::string given = text(obj, "metadata", "resourceVersion");
@@ -465,7 +480,7 @@ void FakeApiServer::routes() {
   };
 
   server_->Get(R"(/.*)", [this, reply, notFound](const httplib::Request& req,
-                                                  httplib::Response& res) {
+                                                 httplib::Response& res) {
     const auto target = parsePath(req.path);
     if (!target) return notFound(res, req.path);
     const std::string resource = target->resource;
@@ -473,8 +488,7 @@ void FakeApiServer::routes() {
       auto obj = get(resource, target->nsGiven ? target->ns : "", target->name);
       if (!obj) {
         return reply(res, 404,
-                     statusBody(404, "NotFound",
-                                resource + " \"" + target->name + "\" not found"));
+                     statusBody(404, "NotFound", resource + " \"" + target->name + "\" not found"));
       }
       return reply(res, 200, *obj);
     }
@@ -521,8 +535,7 @@ void FakeApiServer::routes() {
           }
         }
       }
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
       std::uint64_t closeGen = 0, bookmarkGen = 0;
       {
         std::lock_guard lock(mu_);
@@ -533,8 +546,8 @@ void FakeApiServer::routes() {
       res.status = 200;
       res.set_chunked_content_provider(
           "application/json",
-          [this, pending, from, matches, resource, bookmarks, deadline, closeGen,
-           bookmarkGen](std::size_t, httplib::DataSink& sink) mutable {
+          [this, pending, from, matches, resource, bookmarks, deadline, closeGen, bookmarkGen](
+              std::size_t, httplib::DataSink& sink) mutable {
             std::unique_lock lock(mu_);
             for (;;) {
               if (!pending->empty()) break;
@@ -549,8 +562,7 @@ void FakeApiServer::routes() {
                 pending->push_back(
                     {{"type", "ERROR"},
                      {"object", statusBody(410, "Expired",
-                                           "too old resource version: " +
-                                               std::to_string(*from))}});
+                                           "too old resource version: " + std::to_string(*from))}});
                 *from = -1;
                 break;
               }
@@ -591,7 +603,8 @@ void FakeApiServer::routes() {
     // LIST, paged from a snapshot.
     std::size_t limit = 0;
     if (req.has_param("limit")) {
-      limit = static_cast<std::size_t>(std::max(0, std::atoi(req.get_param_value("limit").c_str())));
+      limit =
+          static_cast<std::size_t>(std::max(0, std::atoi(req.get_param_value("limit").c_str())));
     }
     const std::string token = req.get_param_value("continue");
     std::lock_guard lock(mu_);
@@ -608,9 +621,7 @@ void FakeApiServer::routes() {
                                 "the continue parameter."));
       }
       snap = it->second;
-      offset = bar == std::string::npos
-                   ? 0
-                   : std::strtoul(token.c_str() + bar + 1, nullptr, 10);
+      offset = bar == std::string::npos ? 0 : std::strtoul(token.c_str() + bar + 1, nullptr, 10);
     } else {
       ++lists_[resource];
       snap.rv = rv_;
