@@ -60,4 +60,25 @@ void PlaneFleet::setNodeCordoned(const std::string& node, bool cordoned) {
   });
 }
 
+std::vector<std::string> PlaneFleet::kubernetesDeployments() {
+  std::vector<std::string> out;
+  run_([&](ControlPlane& plane) {
+    const json all = plane.listDeployments();  // the loop must not borrow a temporary
+    for (const json& d : all["deployments"]) {
+      if (d.value("placedBy", "") == "kubernetes") out.push_back(d["name"]);
+    }
+  });
+  return out;
+}
+
+std::vector<std::string> PlaneFleet::replicasOf(const std::string& deployment) {
+  std::vector<std::string> out;
+  run_([&](ControlPlane& plane) {
+    auto d = plane.getDeployment(deployment);
+    if (!d) return;
+    for (const json& r : (*d)["replicas"]) out.push_back(r["replica"]);
+  });
+  return out;
+}
+
 }  // namespace tessera::api

@@ -9,7 +9,9 @@
 //  - deployment: the autoscaler's count (status.desired, status.warm) and why replicas wait;
 //  - replicaReady: a pod turned Ready, its booking is marked loaded (once);
 //  - replicaGone: a pod was deleted or finished, its booking is freed;
-//  - setNodeCordoned: Kubernetes cordoned, uncordoned or deleted a node Tessera knows.
+//  - setNodeCordoned: Kubernetes cordoned, uncordoned or deleted a node Tessera knows;
+//  - kubernetesDeployments / replicasOf: the placedBy-kubernetes deployments and their
+//    bookings, for the controller's clean-up after a restart.
 // Replicas or nodes Tessera does not know are ignored: not every pod or node is Tessera's.
 
 #include <functional>
@@ -32,6 +34,8 @@ class PlaneFleet : public k8s::Fleet {
   void replicaReady(const std::string& replicaId) override;
   void replicaGone(const std::string& replicaId) override;
   void setNodeCordoned(const std::string& node, bool cordoned) override;
+  std::vector<std::string> kubernetesDeployments() override;
+  std::vector<std::string> replicasOf(const std::string& deployment) override;
 
  private:
   Runner run_;

@@ -179,5 +179,17 @@ TEST_F(KubeFleetTest, ASpecTesseraRefusesIsReportedOnTheObject) {
   EXPECT_TRUE(pods().empty());
 }
 
+TEST_F(KubeFleetTest, ADeploymentWhoseModelDeploymentIsGoneIsDeleted) {
+  ASSERT_TRUE(plane_->putModel({{"name", "m"}, {"weights", "1Gi"}}));
+  ASSERT_TRUE(plane_->putDeployment(
+      {{"name", "ml.gone"}, {"model", "m"}, {"minReplicas", 0}, {"placedBy", "kubernetes"}}));
+  ASSERT_TRUE(plane_->putDeployment({{"name", "native"}, {"model", "m"}, {"minReplicas", 0}}));
+  controller_->start();
+  ASSERT_TRUE(eventually([&] {
+    return !withPlane<bool>([](ControlPlane& p) { return p.hasDeployment("ml.gone"); });
+  }));
+  EXPECT_TRUE(withPlane<bool>([](ControlPlane& p) { return p.hasDeployment("native"); }));
+}
+
 }  // namespace
 }  // namespace tessera::api

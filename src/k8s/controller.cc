@@ -499,6 +499,7 @@ void Controller::run() {
   for (;;) {
     std::set<std::string> keys, nodes;
     std::vector<std::pair<PodNote, std::string>> notes;
+    bool collect = false;
     {
       std::unique_lock lock(mu_);
       wake_.wait_until(
@@ -519,6 +520,7 @@ void Controller::run() {
             std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.resyncMs);
         for (const json& md : mds_->list()) dirty_.insert(objectKey(md));
         for (const auto& [key, k] : known_) dirty_.insert(key);
+        collect = true;
       }
       keys.swap(dirty_);
       nodes.swap(dirtyNodes_);
@@ -560,6 +562,39 @@ void Controller::run() {
         ++stats_.reconciles;
       }
       reconcile(key);
+    }
+    if (collect) collectGarbage();
+  }
+}
+
+void Controller::collectGarbage() {
+  std::set<std::string> wanted;
+  for (const json& md : mds_->list()) {
+    if (auto spec = readModelDeployment(md, options_.schedulerName))
+      wanted.insert(spec->tesseraName);
+  }
+  for (const std::string& name : fleet_.kubernetesDeployments()) {
+    if (!wanted.contains(name)) {
+      // "<namespace>.<name>": namespaces have no dots. A shortened name cannot be looked up.
+      const auto dot = name.find('.');
+      if (dot == std::string::npos) continue;
+      auto res = client_.request("GET", mdPath(name.substr(0, dot), name.substr(dot + 1)));
+      if (res && res->status == 404) {
+        (void)fleet_.deleteDeployment(name);
+        known_.erase(name.substr(0, dot) + "/" + name.substr(dot + 1));
+      }
+      continue;
+    }
+    for (const std::string& id : fleet_.replicasOf(name)) {
+      if (pods_->get(id) || goneSent_.contains(id)) continue;
+      {
+        std::lock_guard lock(mu_);
+        if (overlay_.contains(id)) continue;
+      }
+      const auto slash = id.find('/');
+      if (slash == std::string::npos) continue;
+      auto res = client_.request("GET", podPath(id.substr(0, slash), id.substr(slash + 1)));
+      if (res && res->status == 404) fleet_.replicaGone(id);
     }
   }
 }

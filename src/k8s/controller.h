@@ -24,7 +24,10 @@
 //     with the object's resourceVersion (a 409 Conflict re-reads and retries, bounded).
 // Besides: a pod that is deleted or finished frees its replica booking, a pod that turns
 // Ready marks its replica loaded, and a node that is cordoned (spec.unschedulable) or
-// deleted is cordoned in Tessera (uncordoned when Kubernetes uncordons it).
+// deleted is cordoned in Tessera (uncordoned when Kubernetes uncordons it). At every resync
+// it also deletes placedBy-kubernetes deployments whose ModelDeployment no longer exists and
+// frees bookings of their pods that no longer exist (both confirmed by a 404), which is what
+// a restart of the controller would otherwise leave behind.
 //
 // The controller acts only once all three informers have listed; every ModelDeployment is
 // reconciled again every `resyncMs` (the autoscaler's count changes without an event).
@@ -75,6 +78,10 @@ class Fleet {
   virtual void replicaReady(const std::string& replicaId) = 0;
   virtual void replicaGone(const std::string& replicaId) = 0;
   virtual void setNodeCordoned(const std::string& node, bool cordoned) = 0;
+  // The deployments with placedBy kubernetes, and the replica ids booked for one of them:
+  // what the controller checks against the cluster after a restart.
+  virtual std::vector<std::string> kubernetesDeployments() = 0;
+  virtual std::vector<std::string> replicasOf(const std::string& deployment) = 0;
 };
 
 // How many of `total` replicas run the new version at `weight` percent: rounded half up, at
@@ -153,6 +160,9 @@ class Controller {
   void onNode(const nlohmann::json& node, bool deleted);
   void reconcile(const std::string& key);
   void removeDeployment(const std::string& key);
+  // Tessera deployments whose ModelDeployment is gone, and bookings whose pod is gone, from
+  // while the controller was not watching (each confirmed by a 404 from the API server).
+  void collectGarbage();
   std::vector<nlohmann::json> podsOf(const std::string& ns, const std::string& name);
   void remember(const std::string& key, Overlay write);
   Result<void> createPod(const ModelDeploymentSpec& spec, const std::string& version);

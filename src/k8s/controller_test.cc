@@ -71,6 +71,16 @@ class RecordingFleet : public Fleet {
     std::lock_guard lock(mu);
     cordons.push_back(node + (cordoned ? " cordoned" : " uncordoned"));
   }
+  std::vector<std::string> kubernetesDeployments() override {
+    std::lock_guard lock(mu);
+    std::vector<std::string> out;
+    for (const auto& [name, body] : deployments) out.push_back(name);
+    return out;
+  }
+  std::vector<std::string> replicasOf(const std::string& deployment) override {
+    std::lock_guard lock(mu);
+    return booked[deployment];
+  }
   void setDesired(const std::string& name, int n) {
     std::lock_guard lock(mu);
     desired[name] = n;
@@ -86,6 +96,7 @@ class RecordingFleet : public Fleet {
   std::map<std::string, int> desired;
   std::vector<std::string> deleted, cordons;
   std::set<std::string> ready, gone;
+  std::map<std::string, std::vector<std::string>> booked;  // deployment → replica ids
   bool refuseDeployments = false;
 };
 
@@ -456,6 +467,29 @@ TEST_F(ControllerTest, DeletingTheModelDeploymentDeletesItsPodsAndTheDeployment)
     });
   }));
   EXPECT_TRUE(server.get("pods", "ml", "other"));  // not ours
+}
+
+TEST_F(ControllerTest, CleansUpWhatItMissedWhileNotWatching) {
+  // Tessera still has a deployment whose ModelDeployment was deleted meanwhile, and bookings
+  // of two pods of which one is gone.
+  {
+    std::lock_guard lock(fleet.mu);
+    fleet.deployments["ml.old"] = {{"name", "ml.old"}, {"placedBy", "kubernetes"}};
+    fleet.booked["ml.chat"] = {"ml/ghost", "ml/alive"};
+  }
+  ASSERT_TRUE(server.create("pods", {{"metadata", {{"name", "alive"}, {"namespace", "ml"}}},
+                                     {"spec", {{"schedulerName", "tessera-scheduler"}}}}));
+  ASSERT_TRUE(server.create("modeldeployments", modelDeployment("v1")));
+  controller->start();
+  ASSERT_TRUE(eventually([&] {
+    return fleet.read<bool>([](RecordingFleet& f) {
+      return f.deleted == std::vector<std::string>{"ml.old"} && f.gone.contains("ml/ghost");
+    });
+  }));
+  settle();
+  EXPECT_FALSE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/alive"); }));
+  EXPECT_TRUE(
+      fleet.read<bool>([](RecordingFleet& f) { return f.deployments.contains("ml.chat"); }));
 }
 
 TEST_F(ControllerTest, CordonedOrDeletedNodesAreCordonedInTessera) {
