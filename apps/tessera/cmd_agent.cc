@@ -71,8 +71,8 @@ Result<agent::AgentConfig> resolveConfig(const AgentFlags& f) {
     char* end = nullptr;
     const double s = std::strtod(v->c_str(), &end);
     if (end == v->c_str() || *end != '\0' || !(s >= 0.01 && s <= 3600)) {
-      return fail(Error::invalid("TESSERA_HEARTBEAT_SECONDS: expected a number from 0.01 to 3600, got \"" +
-                                 *v + "\""));
+      return fail(Error::invalid(
+          "TESSERA_HEARTBEAT_SECONDS: expected a number from 0.01 to 3600, got \"" + *v + "\""));
     }
     c.heartbeatMs = agent::secondsToMillis(s);
   }
@@ -99,15 +99,18 @@ std::string adminUrl(const std::string& address) {
 }  // namespace
 
 AgentCommand::AgentCommand(CLI::App& app) {
-  command_ = app.add_subcommand("agent", "The node agent: GPU discovery, model cache, heartbeats, drain");
+  command_ =
+      app.add_subcommand("agent", "The node agent: GPU discovery, model cache, heartbeats, drain");
   command_->require_subcommand(1);
   runCmd_ = command_->add_subcommand("run", "Run the node agent until it is drained or signalled");
   AgentFlags& f = flags_;
-  runCmd_->add_option("--config", f.configPath, "Agent file (docs/agent.md); flags and $TESSERA_* win")
+  runCmd_
+      ->add_option("--config", f.configPath, "Agent file (docs/agent.md); flags and $TESSERA_* win")
       ->check(CLI::ExistingFile);
   runCmd_->add_option("--node-name", f.nodeName, "Node name (default: the host name)");
   runCmd_->add_option("--server", f.server, "Control plane URL, http(s)://HOST:PORT");
-  runCmd_->add_option("--token-file", f.tokenFile, "Bearer token file (default: $TESSERA_API_TOKEN)")
+  runCmd_
+      ->add_option("--token-file", f.tokenFile, "Bearer token file (default: $TESSERA_API_TOKEN)")
       ->check(CLI::ExistingFile);
   runCmd_->add_option("--tls-ca", f.tlsCa, "CA certificate (PEM) to trust for an https:// server")
       ->check(CLI::ExistingFile);
@@ -115,7 +118,8 @@ AgentCommand::AgentCommand(CLI::App& app) {
   runCmd_->add_option("--cache-dir", f.cacheDir, "Model cache directory");
   runCmd_->add_option("--gpu-discovery", f.gpuDiscovery, "auto, nvml or virtual")
       ->check(CLI::IsMember({"auto", "nvml", "virtual"}));
-  runCmd_->add_option("--nvml-library", f.nvmlLibrary, "NVML library to load (default libnvidia-ml.so.1)");
+  runCmd_->add_option("--nvml-library", f.nvmlLibrary,
+                      "NVML library to load (default libnvidia-ml.so.1)");
   runCmd_->add_option("--heartbeat-seconds", f.heartbeatSeconds, "Heartbeat period")
       ->check(CLI::Range(0.01, 3600.0));
   runCmd_->add_option("--log-format", f.logFormat, "Logs on stderr: text or json")
@@ -128,15 +132,20 @@ AgentCommand::AgentCommand(CLI::App& app) {
 
   drainCmd_ = command_->add_subcommand(
       "drain", "Drain the running agent and wait until it is done (a Kubernetes preStop hook)");
-  drainCmd_->add_option("--admin", adminTarget_, "The agent's admin address (default 127.0.0.1:9190)");
-  drainCmd_->add_option("--config", adminConfig_, "Take the admin address and timings from this agent file")
+  drainCmd_->add_option("--admin", adminTarget_,
+                        "The agent's admin address (default 127.0.0.1:9190)");
+  drainCmd_
+      ->add_option("--config", adminConfig_,
+                   "Take the admin address and timings from this agent file")
       ->check(CLI::ExistingFile);
-  drainCmd_->add_option("--timeout", drainTimeoutSeconds_,
-                        "Seconds to wait (default: stop-new-work + in-flight limit + 30)")
+  drainCmd_
+      ->add_option("--timeout", drainTimeoutSeconds_,
+                   "Seconds to wait (default: stop-new-work + in-flight limit + 30)")
       ->check(CLI::Range(0.0, 86400.0));
 
   statusCmd_ = command_->add_subcommand("status", "Print the running agent's status (JSON)");
-  statusCmd_->add_option("--admin", adminTarget_, "The agent's admin address (default 127.0.0.1:9190)");
+  statusCmd_->add_option("--admin", adminTarget_,
+                         "The agent's admin address (default 127.0.0.1:9190)");
   statusCmd_->add_option("--config", adminConfig_, "Take the admin address from this agent file")
       ->check(CLI::ExistingFile);
 }
@@ -151,7 +160,8 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   auto resolved = resolveConfig(flags_);
   if (!resolved) return reportError(err, kCommand, resolved.error());
   agent::AgentConfig config = std::move(*resolved);
-  api::Logger logger(config.logFormat == "json" ? api::LogFormat::kJson : api::LogFormat::kText, err);
+  api::Logger logger(config.logFormat == "json" ? api::LogFormat::kJson : api::LogFormat::kText,
+                     err);
 
   std::optional<std::string> token;
   if (config.tokenFile) {
@@ -213,8 +223,8 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   const std::size_t gpuCount = node.status()["gpus"].size();
   out << "tessera agent: node " << config.nodeName << ", " << gpuCount << " GPU"
       << (gpuCount == 1 ? "" : "s") << " (" << (*gpus)->kind() << "), control plane "
-      << config.server << ", admin on http://"
-      << config.admin.substr(0, config.admin.rfind(':')) << ":" << *port << std::endl;
+      << config.server << ", admin on http://" << config.admin.substr(0, config.admin.rfind(':'))
+      << ":" << *port << std::endl;
 
   const timespec tick{0, 200'000'000};
   int signalsSeen = 0;
@@ -222,7 +232,8 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
     const int sig = sigtimedwait(&signals, nullptr, &tick);
     if (sig != SIGINT && sig != SIGTERM) continue;
     if (++signalsSeen == 1) {
-      out << "tessera agent: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining" << std::endl;
+      out << "tessera agent: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining"
+          << std::endl;
       node.drain(sig == SIGTERM ? "SIGTERM" : "SIGINT");
     } else {
       out << "tessera agent: second signal, stopping without waiting" << std::endl;
@@ -257,8 +268,9 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
                                            httplib::to_string(started.error()) + ")"));
   }
   if (started->status != 202) {
-    return reportError(err, kCommand, Error::internal("drain: " + url + " answered " +
-                                                       std::to_string(started->status)));
+    return reportError(
+        err, kCommand,
+        Error::internal("drain: " + url + " answered " + std::to_string(started->status)));
   }
   out << "tessera agent drain: draining the agent at " << url << std::endl;
   SteadyClock clock;
@@ -270,8 +282,9 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
     if (!r) {
       // The agent exits shortly after it drained.
       if (state == "drained") break;
-      return reportError(err, kCommand,
-                         Error::internal("drain: the agent stopped answering before it reported drained"));
+      return reportError(
+          err, kCommand,
+          Error::internal("drain: the agent stopped answering before it reported drained"));
     }
     const json s = json::parse(r->body, nullptr, false);
     if (s.is_object()) {
@@ -287,9 +300,10 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (state != "drained") {
-    return reportError(err, kCommand,
-                       Error::internal("drain: not drained after " + std::to_string(budgetMs / 1000) +
-                                       " s (state " + state + ")"));
+    return reportError(
+        err, kCommand,
+        Error::internal("drain: not drained after " + std::to_string(budgetMs / 1000) +
+                        " s (state " + state + ")"));
   }
   out << "tessera agent drain: drained" << std::endl;
   return kExitOk;
@@ -310,8 +324,9 @@ int AgentCommand::runStatus(std::ostream& out, std::ostream& err) {
   client.set_read_timeout(10);
   auto r = client.Get("/status");
   if (!r) {
-    return reportError(err, kCommand, Error::precondition("status: no agent answers at " + url + " (" +
-                                                          httplib::to_string(r.error()) + ")"));
+    return reportError(err, kCommand,
+                       Error::precondition("status: no agent answers at " + url + " (" +
+                                           httplib::to_string(r.error()) + ")"));
   }
   const json s = json::parse(r->body, nullptr, false);
   out << (s.is_discarded() ? r->body : s.dump(2)) << std::endl;

@@ -14,11 +14,12 @@ namespace {
 Result<std::pair<std::string, int>> splitAdmin(const std::string& address) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return fail(Error::invalid("admin: expected HOST:PORT on a loopback address, got \"" +
-                               address + "\""));
+    return fail(
+        Error::invalid("admin: expected HOST:PORT on a loopback address, got \"" + address + "\""));
   }
   std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   int port = -1;
   try {
     std::size_t used = 0;
@@ -28,7 +29,8 @@ Result<std::pair<std::string, int>> splitAdmin(const std::string& address) {
     port = -1;
   }
   if (port < 0 || port > 65535) {
-    return fail(Error::invalid("admin: port must be 0 to 65535, got \"" + address.substr(colon + 1) + "\""));
+    return fail(Error::invalid("admin: port must be 0 to 65535, got \"" +
+                               address.substr(colon + 1) + "\""));
   }
   // The admin API has no authentication: it must not be reachable from the network.
   if (host != "127.0.0.1" && host != "::1" && host != "localhost") {
@@ -45,12 +47,16 @@ json errorJson(const Error& e) {
 
 int httpStatus(const Error& e) {
   switch (e.code) {
-    case ErrorCode::kInvalidArgument: return 400;
-    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
     case ErrorCode::kAlreadyExists:
     case ErrorCode::kFailedPrecondition:
-    case ErrorCode::kResourceExhausted: return 409;
-    case ErrorCode::kInternal: return 500;
+    case ErrorCode::kResourceExhausted:
+      return 409;
+    case ErrorCode::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -64,9 +70,12 @@ void sendJson(httplib::Response& res, int status, const json& body) {
 
 const char* phaseName(AgentPhase phase) {
   switch (phase) {
-    case AgentPhase::kRunning: return "running";
-    case AgentPhase::kDraining: return "draining";
-    case AgentPhase::kDrained: return "drained";
+    case AgentPhase::kRunning:
+      return "running";
+    case AgentPhase::kDraining:
+      return "draining";
+    case AgentPhase::kDrained:
+      return "drained";
   }
   return "running";
 }
@@ -83,7 +92,8 @@ Agent::~Agent() {
 
 Result<int> Agent::start() {
   if (parts_.gpus == nullptr || parts_.client == nullptr || parts_.log == nullptr) {
-    return fail(Error::internal("agent: a GPU source, a control-plane client and a logger are required"));
+    return fail(
+        Error::internal("agent: a GPU source, a control-plane client and a logger are required"));
   }
   auto address = splitAdmin(config_.admin);
   if (!address) return fail(address.error());
@@ -99,7 +109,8 @@ Result<int> Agent::start() {
     port = admin_->bind_to_any_port(address->first);
     if (port < 0) return fail(Error::invalid("admin: cannot bind " + address->first));
   } else if (!admin_->bind_to_port(address->first, port)) {
-    return fail(Error::invalid("admin: cannot listen on " + config_.admin + " (in use, or not allowed)"));
+    return fail(
+        Error::invalid("admin: cannot listen on " + config_.admin + " (in use, or not allowed)"));
   }
   adminThread_ = std::thread([this] { admin_->listen_after_bind(); });
   heartbeatThread_ = std::thread([this] { heartbeatLoop(); });
@@ -234,8 +245,9 @@ void Agent::heartbeatLoop() {
     if (registered) {
       outcome = parts_.client->heartbeat(config_.nodeName, heartbeatBody(snapshot));
       if (!outcome && outcome.error().code == ErrorCode::kNotFound) {
-        log.warn("the server does not know this node (restarted without its state?); registering again",
-                 {{"node", config_.nodeName}});
+        log.warn(
+            "the server does not know this node (restarted without its state?); registering again",
+            {{"node", config_.nodeName}});
         std::lock_guard lock(mu_);
         registered_ = false;
         continue;  // register at once
@@ -253,7 +265,8 @@ void Agent::heartbeatLoop() {
       }
     }
     if (outcome) {
-      if (backoff.attempts() > 0) log.info("control plane reachable again", {{"server", parts_.client->server()}});
+      if (backoff.attempts() > 0)
+        log.info("control plane reachable again", {{"server", parts_.client->server()}});
       backoff.reset();
     } else {
       delay = backoff.next();
@@ -295,7 +308,8 @@ void Agent::drainSequence(std::string reason) {
   api::Logger& log = *parts_.log;
   const Millis started = clock_.nowMs();
   auto note = [&](const std::string& step) {
-    log.info("drain: " + step, {{"node", config_.nodeName}, {"elapsedMs", clock_.nowMs() - started}});
+    log.info("drain: " + step,
+             {{"node", config_.nodeName}, {"elapsedMs", clock_.nowMs() - started}});
     std::lock_guard lock(mu_);
     drainLog_.push_back(step);
   };
@@ -317,13 +331,15 @@ void Agent::drainSequence(std::string reason) {
   while (left > 0 && clock_.nowMs() < deadline) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(timings_.drainPollMs), [this] { return stopping_; });
+      cv_.wait_for(lock, std::chrono::milliseconds(timings_.drainPollMs),
+                   [this] { return stopping_; });
       if (stopping_) return;
     }
     left = inFlight();
   }
-  note(left == 0 ? "no work in flight" : "in-flight limit reached with " + std::to_string(left) +
-                                             " item(s) still running; going on");
+  note(left == 0 ? "no work in flight"
+                 : "in-flight limit reached with " + std::to_string(left) +
+                       " item(s) still running; going on");
   // 4. Device memory.
   if (parts_.device != nullptr) {
     if (auto released = parts_.device->releaseAll(); released) {
@@ -373,7 +389,8 @@ Result<void> Agent::releaseLease(const std::string& id) {
     leases_.erase(it);
     cv_.notify_all();
   }
-  if (!model.empty() && parts_.cache != nullptr) TESSERA_RETURN_IF_ERROR(parts_.cache->unpin(model));
+  if (!model.empty() && parts_.cache != nullptr)
+    TESSERA_RETURN_IF_ERROR(parts_.cache->unpin(model));
   return {};
 }
 
@@ -411,9 +428,14 @@ json Agent::status() const {
   s["gpuSource"] = parts_.gpus->kind();
   json list = json::array();
   for (const AgentGpu& g : gpus) {
-    json e{{"id", g.id},          {"uuid", g.uuid},        {"type", g.type},
-           {"virtual", g.isVirtual}, {"memoryMib", g.memoryMib}, {"healthy", g.healthy},
-           {"numaNode", g.numaNode}, {"nvlinkGroup", g.nvlinkGroup}};
+    json e{{"id", g.id},
+           {"uuid", g.uuid},
+           {"type", g.type},
+           {"virtual", g.isVirtual},
+           {"memoryMib", g.memoryMib},
+           {"healthy", g.healthy},
+           {"numaNode", g.numaNode},
+           {"nvlinkGroup", g.nvlinkGroup}};
     if (!g.isVirtual) {
       e["nvmlName"] = g.nvmlName;
       e["usedMib"] = g.usedMib;
@@ -436,10 +458,14 @@ json Agent::status() const {
                          {"hostBytes", e.hostBytes},
                          {"pins", e.pins}});
     }
-    s["cache"] = {{"diskUsedBytes", c.diskUsedBytes},     {"diskCapacityBytes", c.diskCapacityBytes},
-                  {"hostUsedBytes", c.hostUsedBytes},     {"hostCapacityBytes", c.hostCapacityBytes},
-                  {"filesystemFreeBytes", c.filesystemFreeBytes}, {"evictions", c.evictions},
-                  {"warnings", c.warnings},               {"entries", entries}};
+    s["cache"] = {{"diskUsedBytes", c.diskUsedBytes},
+                  {"diskCapacityBytes", c.diskCapacityBytes},
+                  {"hostUsedBytes", c.hostUsedBytes},
+                  {"hostCapacityBytes", c.hostCapacityBytes},
+                  {"filesystemFreeBytes", c.filesystemFreeBytes},
+                  {"evictions", c.evictions},
+                  {"warnings", c.warnings},
+                  {"entries", entries}};
   }
   return s;
 }
@@ -473,7 +499,8 @@ void Agent::adminRoutes() {
     if (!req.body.empty()) {
       const json body = json::parse(req.body, nullptr, false);
       if (!body.is_object() || (body.contains("model") && !body["model"].is_string())) {
-        return sendJson(res, 400, errorJson(Error::invalid("body: expected {\"model\": \"name\"}")));
+        return sendJson(res, 400,
+                        errorJson(Error::invalid("body: expected {\"model\": \"name\"}")));
       }
       model = body.value("model", "");
     }

@@ -44,9 +44,9 @@ class Server;
 namespace tessera::agent {
 
 struct AgentParts {
-  GpuSource* gpus = nullptr;         // required
-  ControlClient* client = nullptr;   // required
-  ModelCache* cache = nullptr;       // optional: no cache, no cachedModels
+  GpuSource* gpus = nullptr;        // required
+  ControlClient* client = nullptr;  // required
+  ModelCache* cache = nullptr;      // optional: no cache, no cachedModels
   std::vector<ModelSource*> sources;
   std::vector<WorkTracker*> trackers;  // besides the agent's own leases
   DeviceMemory* device = nullptr;      // optional

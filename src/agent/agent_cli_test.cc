@@ -96,17 +96,25 @@ class AgentCli : public ::testing::Test {
   }
   std::string writeConfig(const std::string& extra = "") {
     const std::string path = dir_.file("agent.yaml");
-    writeFile(path, "nodeName: cli-node\n"
-                    "server: " + server_.url() + "\n"
-                    "heartbeatSeconds: 0.05\n"
-                    "gpuDiscovery: virtual\n"
-                    "virtualGpus: [{type: A100-80GB, count: 2, nvlinkGroup: 0}]\n"
-                    "cache: {dir: " + (dir_.path() / "cache").string() + ", diskCapacity: 1Gi,"
-                    " minFreeDisk: 0Mi}\n"
-                    "modelSources: [{name: local, path: " + (dir_.path() / "models").string() + "}]\n"
-                    "preload: [llama-8b]\n"
-                    "admin: 127.0.0.1:0\n"
-                    "drain: {stopNewWorkSeconds: 0.1, inFlightMaxSeconds: 5}\n" + extra);
+    writeFile(path,
+              "nodeName: cli-node\n"
+              "server: " +
+                  server_.url() +
+                  "\n"
+                  "heartbeatSeconds: 0.05\n"
+                  "gpuDiscovery: virtual\n"
+                  "virtualGpus: [{type: A100-80GB, count: 2, nvlinkGroup: 0}]\n"
+                  "cache: {dir: " +
+                  (dir_.path() / "cache").string() +
+                  ", diskCapacity: 1Gi,"
+                  " minFreeDisk: 0Mi}\n"
+                  "modelSources: [{name: local, path: " +
+                  (dir_.path() / "models").string() +
+                  "}]\n"
+                  "preload: [llama-8b]\n"
+                  "admin: 127.0.0.1:0\n"
+                  "drain: {stopNewWorkSeconds: 0.1, inFlightMaxSeconds: 5}\n" +
+                  extra);
     return path;
   }
   bool registered() {
@@ -125,10 +133,13 @@ TEST_F(AgentCli, BadInputExitsTwoWithAReason) {
     std::string args, mention;
   };
   for (const Case& c : {
-           Case{"agent run --config " + dir_.file("typo.yaml"), "typo.yaml:2: heartbeat: unknown key"},
+           Case{"agent run --config " + dir_.file("typo.yaml"),
+                "typo.yaml:2: heartbeat: unknown key"},
            Case{"agent run --config " + dir_.file("novirtual.yaml"), "no virtualGpus are declared"},
-           Case{"agent run --config " + writeConfig() + " --admin 0.0.0.0:9190", "not a loopback address"},
-           Case{"agent run --config " + writeConfig() + " --server tessera:8080", "server: expected http://"},
+           Case{"agent run --config " + writeConfig() + " --admin 0.0.0.0:9190",
+                "not a loopback address"},
+           Case{"agent run --config " + writeConfig() + " --server tessera:8080",
+                "server: expected http://"},
            Case{"agent run --gpu-discovery cuda", "--gpu-discovery"},
            Case{"agent drain --admin 127.0.0.1:1", "no agent answers at http://127.0.0.1:1"},
            Case{"agent status --admin 127.0.0.1:1", "no agent answers"},
@@ -149,7 +160,8 @@ TEST_F(AgentCli, RunRegistersAndTheDrainCommandDrainsIt) {
   EXPECT_NE(status.output.find("\"state\": \"running\""), std::string::npos) << status.output;
   const Outcome drained = runTessera("agent drain --admin " + agent.adminAddress());
   EXPECT_EQ(drained.exitCode, 0) << drained.output;
-  EXPECT_NE(drained.output.find("tessera agent drain: drained"), std::string::npos) << drained.output;
+  EXPECT_NE(drained.output.find("tessera agent drain: drained"), std::string::npos)
+      << drained.output;
   EXPECT_NE(drained.output.find("node cordoned"), std::string::npos) << drained.output;
   std::string rest;
   EXPECT_EQ(agent.wait(rest), 0) << rest;

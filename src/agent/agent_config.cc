@@ -60,9 +60,10 @@ Result<void> readCache(const Field& c, CacheConfig& out) {
           "warnAtFraction", "minFreeDisk", "minFreeDiskMib"}));
   TESSERA_RETURN_IF_ERROR(config::readOptional(c, "dir", out.dir));
   if (out.dir.empty()) return fail(c.child("dir").error("must not be empty"));
-  TESSERA_RETURN_IF_ERROR(readBytes(c, "diskCapacityMib", "diskCapacity", 1, out.diskCapacityBytes));
-  TESSERA_RETURN_IF_ERROR(readBytes(c, "hostMemoryCapacityMib", "hostMemoryCapacity", 0,
-                                    out.hostMemoryCapacityBytes));
+  TESSERA_RETURN_IF_ERROR(
+      readBytes(c, "diskCapacityMib", "diskCapacity", 1, out.diskCapacityBytes));
+  TESSERA_RETURN_IF_ERROR(
+      readBytes(c, "hostMemoryCapacityMib", "hostMemoryCapacity", 0, out.hostMemoryCapacityBytes));
   TESSERA_RETURN_IF_ERROR(readBytes(c, "minFreeDiskMib", "minFreeDisk", 0, out.minFreeDiskBytes));
   TESSERA_RETURN_IF_ERROR(config::readOptional(c, "warnAtFraction", out.warnAtFraction, 0.01, 1.0));
   return {};
@@ -83,8 +84,8 @@ Result<void> readSources(const Field& list, AgentConfig& out) {
       return fail(s.error("needs exactly one of path (a directory) or url (http:// or https://)"));
     }
     if (!m.url.empty() && m.url.rfind("http://", 0) != 0 && m.url.rfind("https://", 0) != 0) {
-      return fail(s.child("url").error("must start with http:// or https://, got \"" + m.url +
-                                       "\""));
+      return fail(
+          s.child("url").error("must start with http:// or https://, got \"" + m.url + "\""));
     }
     for (const ModelSourceConfig& earlier : out.modelSources) {
       if (earlier.name == m.name) {
@@ -98,13 +99,18 @@ Result<void> readSources(const Field& list, AgentConfig& out) {
 
 }  // namespace
 
-Millis secondsToMillis(double seconds) { return static_cast<Millis>(std::llround(seconds * 1000)); }
+Millis secondsToMillis(double seconds) {
+  return static_cast<Millis>(std::llround(seconds * 1000));
+}
 
 const char* discoveryName(GpuDiscovery d) {
   switch (d) {
-    case GpuDiscovery::kAuto: return "auto";
-    case GpuDiscovery::kNvml: return "nvml";
-    case GpuDiscovery::kVirtual: return "virtual";
+    case GpuDiscovery::kAuto:
+      return "auto";
+    case GpuDiscovery::kNvml:
+      return "nvml";
+    case GpuDiscovery::kVirtual:
+      return "virtual";
   }
   return "auto";
 }
@@ -113,7 +119,8 @@ Result<GpuDiscovery> parseDiscovery(const std::string& text) {
   if (text == "auto") return GpuDiscovery::kAuto;
   if (text == "nvml") return GpuDiscovery::kNvml;
   if (text == "virtual") return GpuDiscovery::kVirtual;
-  return fail(Error::invalid("GPU discovery: expected auto, nvml or virtual, got \"" + text + "\""));
+  return fail(
+      Error::invalid("GPU discovery: expected auto, nvml or virtual, got \"" + text + "\""));
 }
 
 Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& sourceName,
@@ -124,11 +131,27 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   AgentConfig out = std::move(base);
   if (root.isNull()) return out;
   TESSERA_RETURN_IF_ERROR(config::checkApiHeader(root, kKind));
-  TESSERA_RETURN_IF_ERROR(config::expectMap(
-      root, {"apiVersion", "kind", "nodeName", "server", "tokenFile", "tlsCa", "heartbeatSeconds",
-             "cpu", "cpuMilli", "hostMemory", "hostMemoryMib", "labels", "gpuDiscovery",
-             "nvmlLibrary", "virtualGpus", "cache", "modelSources", "preload", "admin", "drain",
-             "logFormat"}));
+  TESSERA_RETURN_IF_ERROR(config::expectMap(root, {"apiVersion",
+                                                   "kind",
+                                                   "nodeName",
+                                                   "server",
+                                                   "tokenFile",
+                                                   "tlsCa",
+                                                   "heartbeatSeconds",
+                                                   "cpu",
+                                                   "cpuMilli",
+                                                   "hostMemory",
+                                                   "hostMemoryMib",
+                                                   "labels",
+                                                   "gpuDiscovery",
+                                                   "nvmlLibrary",
+                                                   "virtualGpus",
+                                                   "cache",
+                                                   "modelSources",
+                                                   "preload",
+                                                   "admin",
+                                                   "drain",
+                                                   "logFormat"}));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "nodeName", out.nodeName));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "server", out.server));
   if (out.server.rfind("http://", 0) != 0 && out.server.rfind("https://", 0) != 0) {
@@ -147,8 +170,8 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   auto cpu = config::readCpu(root, 10'000'000);
   if (!cpu) return fail(std::move(cpu.error()));
   if (*cpu) out.cpuMilli = **cpu;
-  auto host = config::readMemory(root, config::MemoryField{"hostMemoryMib", "hostMemory", 0,
-                                                           kMaxMib, true});
+  auto host = config::readMemory(
+      root, config::MemoryField{"hostMemoryMib", "hostMemory", 0, kMaxMib, true});
   if (!host) return fail(std::move(host.error()));
   if (*host) out.hostMemoryMib = **host;
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "labels", out.labels));
@@ -163,7 +186,8 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   if (const Field f = root.child("virtualGpus"); !f.absent()) {
     TESSERA_RETURN_IF_ERROR(readVirtualGpus(f, out));
   }
-  if (const Field f = root.child("cache"); !f.isNull()) TESSERA_RETURN_IF_ERROR(readCache(f, out.cache));
+  if (const Field f = root.child("cache"); !f.isNull())
+    TESSERA_RETURN_IF_ERROR(readCache(f, out.cache));
   if (const Field f = root.child("modelSources"); !f.absent()) {
     TESSERA_RETURN_IF_ERROR(readSources(f, out));
   }
@@ -176,8 +200,8 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   }
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "logFormat", out.logFormat));
   if (out.logFormat != "text" && out.logFormat != "json") {
-    return fail(root.child("logFormat").error("must be text or json, got \"" + out.logFormat +
-                                              "\""));
+    return fail(
+        root.child("logFormat").error("must be text or json, got \"" + out.logFormat + "\""));
   }
   return out;
 }

@@ -141,7 +141,8 @@ TEST_F(AgentTest, RegistersGpusAndCachedModelsAndComesBackAfterServerRestarts) {
   const int port = server_.port();
   const std::int64_t failuresBefore = agent_->status()["heartbeatFailures"];
   server_.stop();
-  ASSERT_TRUE(eventually([&] { return agent_->status()["heartbeatFailures"] > failuresBefore + 1; }));
+  ASSERT_TRUE(
+      eventually([&] { return agent_->status()["heartbeatFailures"] > failuresBefore + 1; }));
   EXPECT_TRUE(agent_->status().contains("lastError"));
   // It comes back on the same port with no state: the agent registers again, cache included.
   server_.start(port);
@@ -251,7 +252,8 @@ TEST_F(AgentTest, DrainGoesOnAfterTheInFlightLimit) {
   node.drain("test");
   EXPECT_EQ(node.wait(), 0);
   const std::string steps = node.status()["drain"]["steps"].dump();
-  EXPECT_NE(steps.find("in-flight limit reached with 2 item(s) still running"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("in-flight limit reached with 2 item(s) still running"), std::string::npos)
+      << steps;
   EXPECT_NE(steps.find("no device memory pool attached"), std::string::npos);
 }
 

@@ -19,8 +19,8 @@ Result<std::unique_ptr<ControlClient>> ControlClient::create(ControlClientOption
   }
   while (!options.server.empty() && options.server.back() == '/') options.server.pop_back();
   if (options.caFile && options.server.rfind("https://", 0) != 0) {
-    return fail(Error::invalid("tlsCa is set but the server URL " + options.server +
-                               " is not https://"));
+    return fail(
+        Error::invalid("tlsCa is set but the server URL " + options.server + " is not https://"));
   }
   if (options.caFile) {
     std::ifstream probe(*options.caFile);

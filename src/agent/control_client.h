@@ -48,7 +48,8 @@ class ControlClient {
     int status = 0;
     nlohmann::json body;
   };
-  Result<Reply> call(const std::string& method, const std::string& path, const nlohmann::json* body);
+  Result<Reply> call(const std::string& method, const std::string& path,
+                     const nlohmann::json* body);
 
   ControlClientOptions options_;
 };

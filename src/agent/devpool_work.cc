@@ -30,7 +30,8 @@ Result<void> RegistryDeviceMemory::releaseAll() {
                   " lease(s) still held; its blocks go when the last one ends";
     }
   }
-  if (!problems.empty()) return fail(Error::precondition("device memory not all released: " + problems));
+  if (!problems.empty())
+    return fail(Error::precondition("device memory not all released: " + problems));
   return {};
 }
 

@@ -96,7 +96,8 @@ TEST(DevpoolWork, DrainWaitsForRegistryLeasesThenFreesTheirBlocks) {
   lease->release();
   EXPECT_EQ(agent.wait(), 0);
   const std::string steps = agent.status()["drain"]["steps"].dump();
-  EXPECT_NE(steps.find("device memory released (device pool registry)"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("device memory released (device pool registry)"), std::string::npos)
+      << steps;
   EXPECT_FALSE(registry.status("llama-8b").has_value());
   EXPECT_EQ((*pool)->stats().freeBlocks, (*pool)->stats().totalBlocks);
   EXPECT_EQ(work.inFlight(), 0u);

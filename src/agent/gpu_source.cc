@@ -111,9 +111,9 @@ Result<std::vector<AgentGpu>> virtualGpus(const AgentConfig& config,
     const VirtualGpuDecl& d = config.virtualGpus[i];
     const model::GpuType* type = catalog.find(d.type);
     if (type == nullptr) {
-      return fail(Error::invalid("virtualGpus[" + std::to_string(i) + "].type: unknown GPU type \"" +
-                                 d.type + "\"; known types: " + knownTypes(catalog) +
-                                 " (tessera catalog lists them)"));
+      return fail(Error::invalid(
+          "virtualGpus[" + std::to_string(i) + "].type: unknown GPU type \"" + d.type +
+          "\"; known types: " + knownTypes(catalog) + " (tessera catalog lists them)"));
     }
     for (int c = 0; c < d.count; ++c) {
       AgentGpu g;
@@ -160,8 +160,9 @@ Result<std::vector<AgentGpu>> nvmlGpus(Nvml& nvml, const model::GpuCatalog& cata
     const model::GpuType* t = catalog.find(*type);
     g.migEnabled = d.migEnabled && t != nullptr && t->migCapable();
     if (d.migEnabled && !g.migEnabled) {
-      warnings.push_back("GPU " + g.id + ": in MIG mode, but the catalogue has no MIG profiles for " +
-                         *type + "; reported as a whole card");
+      warnings.push_back("GPU " + g.id +
+                         ": in MIG mode, but the catalogue has no MIG profiles for " + *type +
+                         "; reported as a whole card");
     }
     if (g.migEnabled) {
       for (const NvmlMigInstance& m : d.migInstances) {
@@ -221,9 +222,9 @@ Result<std::string> mapGpuType(const std::string& nvmlName, std::int64_t memoryM
               " MiB of memory); add it to the type's aliases to silence this";
     return best->name;
   }
-  return fail(Error::invalid("NVML name \"" + nvmlName + "\" (" + std::to_string(memoryMib) +
-                             " MiB) matches no GPU type in the catalogue; known types: " +
-                             knownTypes(catalog)));
+  return fail(Error::invalid(
+      "NVML name \"" + nvmlName + "\" (" + std::to_string(memoryMib) +
+      " MiB) matches no GPU type in the catalogue; known types: " + knownTypes(catalog)));
 }
 
 Result<std::unique_ptr<GpuSource>> openGpuSource(const AgentConfig& config,

@@ -75,7 +75,8 @@ std::optional<std::pair<std::string, std::int64_t>> readRecord(const fs::path& f
     if (!checkRelativePath(path)) return std::nullopt;
     std::error_code ec;
     const auto size = fs::file_size(folder / path, ec);
-    if (ec || static_cast<std::int64_t>(size) != f["bytes"].get<std::int64_t>()) return std::nullopt;
+    if (ec || static_cast<std::int64_t>(size) != f["bytes"].get<std::int64_t>())
+      return std::nullopt;
     total += static_cast<std::int64_t>(size);
   }
   return std::pair{record["model"].get<std::string>(), total};
@@ -114,10 +115,13 @@ ModelCache::ModelCache(ModelCacheOptions options, const Clock& clock)
 
 ModelCache::~ModelCache() = default;
 
-Result<std::unique_ptr<ModelCache>> ModelCache::open(ModelCacheOptions options, const Clock& clock) {
+Result<std::unique_ptr<ModelCache>> ModelCache::open(ModelCacheOptions options,
+                                                     const Clock& clock) {
   if (options.dir.empty()) return fail(Error::invalid("cache.dir: must not be empty"));
-  if (options.diskCapacityBytes <= 0) return fail(Error::invalid("cache.diskCapacity: must be > 0"));
-  if (options.hostCapacityBytes < 0) return fail(Error::invalid("cache.hostMemoryCapacity: must be >= 0"));
+  if (options.diskCapacityBytes <= 0)
+    return fail(Error::invalid("cache.diskCapacity: must be > 0"));
+  if (options.hostCapacityBytes < 0)
+    return fail(Error::invalid("cache.hostMemoryCapacity: must be >= 0"));
   std::unique_ptr<ModelCache> cache(new ModelCache(std::move(options), clock));
   TESSERA_RETURN_IF_ERROR(cache->rebuild());
   return cache;
@@ -226,10 +230,10 @@ Result<void> ModelCache::makeRoomOnDisk(std::int64_t bytes, const std::string& f
       for (const auto& [name, reserved] : staging_) {
         if (name != forModel) held += (held.empty() ? "" : ", ") + name + " (being staged)";
       }
-      return fail(Error::exhausted(
-          "cache: no room for " + forModel + " (" + bytesText(bytes) + "): " +
-          bytesText(diskUsedLocked()) + " of " + bytesText(options_.diskCapacityBytes) +
-          " is held by entries that cannot be evicted: " + held));
+      return fail(Error::exhausted("cache: no room for " + forModel + " (" + bytesText(bytes) +
+                                   "): " + bytesText(diskUsedLocked()) + " of " +
+                                   bytesText(options_.diskCapacityBytes) +
+                                   " is held by entries that cannot be evicted: " + held));
     }
     evictLocked(victim->model);
   }
@@ -268,7 +272,8 @@ Result<void> ModelCache::makeRoomInHost(std::int64_t bytes, const std::string& f
   return {};
 }
 
-Result<CacheEntry> ModelCache::stage(const std::string& model, std::span<ModelSource* const> sources) {
+Result<CacheEntry> ModelCache::stage(const std::string& model,
+                                     std::span<ModelSource* const> sources) {
   TESSERA_RETURN_IF_ERROR(checkModelName(model));
   {
     std::unique_lock lock(mu_);
@@ -303,8 +308,9 @@ Result<CacheEntry> ModelCache::stage(const std::string& model, std::span<ModelSo
     tried += (tried.empty() ? "" : "; ") + listed.error().message;
   }
   if (chosen == nullptr) {
-    return release(Result<CacheEntry>(fail(Error::notFound(
-        "cache: no model source has " + model + (tried.empty() ? " (no sources configured)" : ": " + tried)))));
+    return release(Result<CacheEntry>(
+        fail(Error::notFound("cache: no model source has " + model +
+                             (tried.empty() ? " (no sources configured)" : ": " + tried)))));
   }
   std::int64_t total = 0;
   for (const SourceFile& f : files) total += f.bytes;
@@ -324,7 +330,8 @@ Result<CacheEntry> ModelCache::stage(const std::string& model, std::span<ModelSo
     return release(Result<CacheEntry>(fail(Error::exhausted(
         "cache: staging " + model + " (" + bytesText(total) + ") would leave " +
         bytesText(std::max<std::int64_t>(free - total, 0)) + " free on the filesystem of " +
-        options_.dir + ", under cache.minFreeDisk (" + bytesText(options_.minFreeDiskBytes) + ")"))));
+        options_.dir + ", under cache.minFreeDisk (" + bytesText(options_.minFreeDiskBytes) +
+        ")"))));
   }
   auto copied = copyIn(model, *chosen, files);
   std::lock_guard lock(mu_);
@@ -357,7 +364,8 @@ Result<CacheEntry> ModelCache::copyIn(const std::string& model, ModelSource& sou
     return fail(std::move(e));
   };
   fs::create_directories(tmp, ec);
-  if (ec) return abandon(Error::internal("cache: cannot create " + tmp.string() + ": " + ec.message()));
+  if (ec)
+    return abandon(Error::internal("cache: cannot create " + tmp.string() + ": " + ec.message()));
   json record{{"model", model}, {"source", source.name()}, {"files", json::array()}};
   for (const SourceFile& f : files) {
     if (auto ok = checkRelativePath(f.path); !ok) return abandon(ok.error());
@@ -365,15 +373,16 @@ Result<CacheEntry> ModelCache::copyIn(const std::string& model, ModelSource& sou
     fs::create_directories(target.parent_path(), ec);
     const int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-      return abandon(Error::internal("cache: cannot create " + target.string() + ": " +
-                                     std::strerror(errno)));
+      return abandon(
+          Error::internal("cache: cannot create " + target.string() + ": " + std::strerror(errno)));
     }
     auto written = source.fetch(model, f, fd);
     const int synced = written ? ::fsync(fd) : 0;
     ::close(fd);
     if (!written) return abandon(written.error());
     if (synced != 0) {
-      return abandon(Error::internal("cache: fsync " + target.string() + ": " + std::strerror(errno)));
+      return abandon(
+          Error::internal("cache: fsync " + target.string() + ": " + std::strerror(errno)));
     }
     if (*written != f.bytes || static_cast<std::int64_t>(fs::file_size(target, ec)) != f.bytes) {
       return abandon(Error::internal("cache: " + model + "/" + f.path + " from source " +
@@ -385,9 +394,9 @@ Result<CacheEntry> ModelCache::copyIn(const std::string& model, ModelSource& sou
     // inside the file): a truncated or damaged shard is refused here, not at load time.
     if (f.path.ends_with(".safetensors")) {
       if (auto header = profile::readSafetensors(target.string()); !header) {
-        return abandon(Error::invalid("cache: " + model + "/" + f.path + " from source " +
-                                      source.name() + " is not a valid safetensors file: " +
-                                      header.error().message));
+        return abandon(
+            Error::invalid("cache: " + model + "/" + f.path + " from source " + source.name() +
+                           " is not a valid safetensors file: " + header.error().message));
       }
     }
     record["files"].push_back({{"path", f.path}, {"bytes", f.bytes}});
@@ -395,14 +404,16 @@ Result<CacheEntry> ModelCache::copyIn(const std::string& model, ModelSource& sou
   {
     std::ofstream out(tmp / kRecord);
     out << record.dump(1);
-    if (!out.flush()) return abandon(Error::internal("cache: cannot write " + (tmp / kRecord).string()));
+    if (!out.flush())
+      return abandon(Error::internal("cache: cannot write " + (tmp / kRecord).string()));
   }
   if (auto ok = fsyncPath(tmp / kRecord, false); !ok) return abandon(ok.error());
   if (auto ok = fsyncPath(tmp, true); !ok) return abandon(ok.error());
   const fs::path final = root / "models" / encodeModelName(model);
   fs::remove_all(final, ec);  // a leftover the index did not own
   fs::rename(tmp, final, ec);
-  if (ec) return abandon(Error::internal("cache: rename to " + final.string() + ": " + ec.message()));
+  if (ec)
+    return abandon(Error::internal("cache: rename to " + final.string() + ": " + ec.message()));
   if (auto ok = fsyncPath(root / "models", true); !ok) return fail(ok.error());
   return CacheEntry{model, 0, 0, 0, 0};
 }
@@ -412,7 +423,8 @@ Result<std::shared_ptr<const HostModel>> ModelCache::loadToHost(const std::strin
   {
     std::unique_lock lock(mu_);
     if (options_.hostCapacityBytes == 0) {
-      return fail(Error::precondition("cache: no host-memory tier (cache.hostMemoryCapacity is 0)"));
+      return fail(
+          Error::precondition("cache: no host-memory tier (cache.hostMemoryCapacity is 0)"));
     }
     for (;;) {
       const auto it = entries_.find(model);
@@ -435,8 +447,8 @@ Result<std::shared_ptr<const HostModel>> ModelCache::loadToHost(const std::strin
   const fs::path folder = fs::path(options_.dir) / "models" / encodeModelName(model);
   std::optional<Error> failed;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(folder, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(folder, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (!it->is_regular_file() || it->path().filename() == kRecord) continue;
     std::ifstream in(it->path(), std::ios::binary);
     std::vector<char> data(static_cast<std::size_t>(it->file_size()));
@@ -446,7 +458,8 @@ Result<std::shared_ptr<const HostModel>> ModelCache::loadToHost(const std::strin
     }
     host->files.emplace(fs::relative(it->path(), folder).generic_string(), std::move(data));
   }
-  if (ec && !failed) failed = Error::internal("cache: reading " + folder.string() + ": " + ec.message());
+  if (ec && !failed)
+    failed = Error::internal("cache: reading " + folder.string() + ": " + ec.message());
   std::lock_guard lock(mu_);
   Entry& e = *entries_.at(model);
   e.hostLoading = false;
@@ -463,7 +476,8 @@ Result<std::shared_ptr<const HostModel>> ModelCache::loadToHost(const std::strin
 Result<void> ModelCache::pin(const std::string& model) {
   std::lock_guard lock(mu_);
   const auto it = entries_.find(model);
-  if (it == entries_.end()) return fail(Error::notFound("cache: " + model + " is not in the cache"));
+  if (it == entries_.end())
+    return fail(Error::notFound("cache: " + model + " is not in the cache"));
   ++it->second->pins;
   it->second->lastUseMs = clock_.nowMs();
   return {};
@@ -472,7 +486,8 @@ Result<void> ModelCache::pin(const std::string& model) {
 Result<void> ModelCache::unpin(const std::string& model) {
   std::lock_guard lock(mu_);
   const auto it = entries_.find(model);
-  if (it == entries_.end()) return fail(Error::notFound("cache: " + model + " is not in the cache"));
+  if (it == entries_.end())
+    return fail(Error::notFound("cache: " + model + " is not in the cache"));
   if (it->second->pins == 0) return fail(Error::precondition("cache: " + model + " is not pinned"));
   --it->second->pins;
   it->second->lastUseMs = clock_.nowMs();
@@ -482,7 +497,8 @@ Result<void> ModelCache::unpin(const std::string& model) {
 Result<void> ModelCache::remove(const std::string& model) {
   std::lock_guard lock(mu_);
   const auto it = entries_.find(model);
-  if (it == entries_.end()) return fail(Error::notFound("cache: " + model + " is not in the cache"));
+  if (it == entries_.end())
+    return fail(Error::notFound("cache: " + model + " is not in the cache"));
   if (it->second->pins > 0 || it->second->hostLoading) {
     return fail(Error::precondition("cache: " + model + " is in use"));
   }

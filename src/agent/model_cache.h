@@ -95,7 +95,7 @@ class ModelCache {
 
   bool contains(const std::string& model) const;
   std::string pathOf(const std::string& model) const;  // the entry's folder
-  std::vector<std::string> models() const;              // complete entries, sorted
+  std::vector<std::string> models() const;             // complete entries, sorted
   CacheStatus status() const;
 
  private:
@@ -117,7 +117,7 @@ class ModelCache {
   mutable std::mutex mu_;
   std::condition_variable staged_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // complete entries
-  std::map<std::string, std::int64_t> staging_;             // model -> reserved bytes
+  std::map<std::string, std::int64_t> staging_;            // model -> reserved bytes
   std::vector<std::string> warnings_;
   std::vector<std::string> warningKinds_;  // which warnings are showing (to log each once)
   std::int64_t evictions_ = 0;

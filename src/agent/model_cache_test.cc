@@ -28,7 +28,8 @@ constexpr std::int64_t kKi = 1024;
 void addModel(const fs::path& root, const std::string& model, std::vector<std::int64_t> sizes) {
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     std::string bytes(static_cast<std::size_t>(sizes[i]), '\0');
-    for (std::size_t b = 0; b < bytes.size(); ++b) bytes[b] = static_cast<char>((b * 31 + i + model.size()) & 0xFF);
+    for (std::size_t b = 0; b < bytes.size(); ++b)
+      bytes[b] = static_cast<char>((b * 31 + i + model.size()) & 0xFF);
     writeFile(root / model / ("shard-" + std::to_string(i) + ".bin"), bytes);
   }
 }
@@ -112,7 +113,8 @@ TEST_F(ModelCacheTest, NeverEvictsAPinnedModelAndSaysWhatHoldsTheRoom) {
   auto refused = cache->stage("d", sources());
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
-  EXPECT_NE(refused.error().message.find("a (40.0 KiB"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("a (40.0 KiB"), std::string::npos)
+      << refused.error().message;
   EXPECT_NE(refused.error().message.find("c ("), std::string::npos);
   EXPECT_EQ(cache->models(), (std::vector<std::string>{"a", "c"}));
   EXPECT_FALSE(cache->remove("a"));  // in use
@@ -152,8 +154,7 @@ TEST_F(ModelCacheTest, HostTierHoldsHotModelsWithinItsCapacity) {
   auto hostA = cache->loadToHost("a");
   ASSERT_TRUE(hostA) << hostA.error().message;
   const std::string original = readFile(models_ / "a" / "shard-0.bin");
-  EXPECT_EQ((*hostA)->files.at("shard-0.bin"),
-            std::vector<char>(original.begin(), original.end()));
+  EXPECT_EQ((*hostA)->files.at("shard-0.bin"), std::vector<char>(original.begin(), original.end()));
   EXPECT_EQ(cache->status().hostUsedBytes, 30 * kKi);
   ASSERT_TRUE(cache->pin("a"));
   auto refused = cache->loadToHost("b");  // a is pinned and b does not fit beside it
@@ -175,7 +176,8 @@ TEST_F(ModelCacheTest, WarnsOnceAboveTheWarningFraction) {
   EXPECT_TRUE(warnings_.empty());
   ASSERT_TRUE(cache->stage("b", sources()));
   ASSERT_EQ(warnings_.size(), 1u);
-  EXPECT_NE(warnings_[0].find("above cache.warnAtFraction (90 %)"), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[0].find("above cache.warnAtFraction (90 %)"), std::string::npos)
+      << warnings_[0];
   EXPECT_EQ(cache->status().warnings.size(), 1u);
   ASSERT_TRUE(cache->pin("a"));
   ASSERT_TRUE(cache->unpin("a"));
@@ -189,16 +191,18 @@ TEST_F(ModelCacheTest, StagesOverHttpAndRejectsAShortDownload) {
   addModel(models_, "liar", {1000});
   httplib::Server server;
   server.set_mount_point("/weights", models_.string());
-  server.Get(R"(/weights/(.+)/manifest\.json)", [&](const httplib::Request& req, httplib::Response& res) {
-    const std::string model = req.matches[1].str();
-    nlohmann::json files = nlohmann::json::array();
-    for (const auto& e : fs::directory_iterator(models_ / model)) {
-      // The liar's manifest promises more bytes than it serves.
-      const std::int64_t bytes = static_cast<std::int64_t>(e.file_size()) + (model == "liar" ? 7 : 0);
-      files.push_back({{"path", e.path().filename().string()}, {"bytes", bytes}});
-    }
-    res.set_content(nlohmann::json{{"files", files}}.dump(), "application/json");
-  });
+  server.Get(R"(/weights/(.+)/manifest\.json)",
+             [&](const httplib::Request& req, httplib::Response& res) {
+               const std::string model = req.matches[1].str();
+               nlohmann::json files = nlohmann::json::array();
+               for (const auto& e : fs::directory_iterator(models_ / model)) {
+                 // The liar's manifest promises more bytes than it serves.
+                 const std::int64_t bytes =
+                     static_cast<std::int64_t>(e.file_size()) + (model == "liar" ? 7 : 0);
+                 files.push_back({{"path", e.path().filename().string()}, {"bytes", bytes}});
+               }
+               res.set_content(nlohmann::json{{"files", files}}.dump(), "application/json");
+             });
   const int port = server.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
   std::thread serving([&] { server.listen_after_bind(); });
@@ -240,7 +244,8 @@ TEST_F(ModelCacheTest, RandomisedInvariants) {
     names.push_back("m" + std::to_string(m));
     std::vector<std::int64_t> sizes;
     const int files = 1 + static_cast<int>(rng() % 3);
-    for (int f = 0; f < files; ++f) sizes.push_back(1 + static_cast<std::int64_t>(rng() % (12 * kKi)));
+    for (int f = 0; f < files; ++f)
+      sizes.push_back(1 + static_cast<std::int64_t>(rng() % (12 * kKi)));
     addModel(models_, names.back(), sizes);
   }
   const std::int64_t disk = 40 * kKi + static_cast<std::int64_t>(rng() % (40 * kKi));
@@ -307,8 +312,10 @@ TEST_F(ModelCacheTest, RandomisedInvariants) {
 TEST_F(ModelCacheTest, ChecksSafetensorsHeadersWhenStaging) {
   fs::create_directories(models_ / "good");
   fs::create_directories(models_ / "bad");
-  ASSERT_TRUE(profile::writeSyntheticModel((models_ / "good" / "model.safetensors").string(), 64 * kKi, 4));
-  ASSERT_TRUE(profile::writeSyntheticModel((models_ / "bad" / "model.safetensors").string(), 64 * kKi, 4));
+  ASSERT_TRUE(
+      profile::writeSyntheticModel((models_ / "good" / "model.safetensors").string(), 64 * kKi, 4));
+  ASSERT_TRUE(
+      profile::writeSyntheticModel((models_ / "bad" / "model.safetensors").string(), 64 * kKi, 4));
   // Cut the data section short: the header's byte ranges no longer fit the file.
   fs::resize_file(models_ / "bad" / "model.safetensors", 32 * kKi);
   auto cache = open(1 << 20);
@@ -317,7 +324,8 @@ TEST_F(ModelCacheTest, ChecksSafetensorsHeadersWhenStaging) {
   auto bad = cache->stage("bad", sources());
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_NE(bad.error().message.find("bad/model.safetensors from source local is not a valid safetensors file"),
+  EXPECT_NE(bad.error().message.find(
+                "bad/model.safetensors from source local is not a valid safetensors file"),
             std::string::npos)
       << bad.error().message;
   EXPECT_EQ(cache->models(), (std::vector<std::string>{"good"}));

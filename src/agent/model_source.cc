@@ -31,7 +31,8 @@ Result<std::int64_t> writeAll(int fd, const char* data, std::size_t size) {
 
 class DirectorySource final : public ModelSource {
  public:
-  DirectorySource(std::string name, std::string root) : name_(std::move(name)), root_(std::move(root)) {}
+  DirectorySource(std::string name, std::string root)
+      : name_(std::move(name)), root_(std::move(root)) {}
   std::string name() const override { return name_; }
 
   Result<std::vector<SourceFile>> list(const std::string& model) override {
@@ -45,18 +46,23 @@ class DirectorySource final : public ModelSource {
     std::vector<SourceFile> out;
     if (fs::is_regular_file(st)) {
       out.push_back({base.filename().string(), static_cast<std::int64_t>(fs::file_size(base, ec))});
-      if (ec) return fail(Error::internal("source " + name_ + ": " + base.string() + ": " + ec.message()));
+      if (ec)
+        return fail(
+            Error::internal("source " + name_ + ": " + base.string() + ": " + ec.message()));
       return out;
     }
-    for (auto it = fs::recursive_directory_iterator(base, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(base, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (!it->is_regular_file()) continue;
       const std::string rel = fs::relative(it->path(), base).generic_string();
       out.push_back({rel, static_cast<std::int64_t>(it->file_size())});
     }
-    if (ec) return fail(Error::internal("source " + name_ + ": " + base.string() + ": " + ec.message()));
-    std::sort(out.begin(), out.end(), [](const SourceFile& a, const SourceFile& b) { return a.path < b.path; });
-    if (out.empty()) return fail(Error::notFound("source " + name_ + ": " + base.string() + " holds no files"));
+    if (ec)
+      return fail(Error::internal("source " + name_ + ": " + base.string() + ": " + ec.message()));
+    std::sort(out.begin(), out.end(),
+              [](const SourceFile& a, const SourceFile& b) { return a.path < b.path; });
+    if (out.empty())
+      return fail(Error::notFound("source " + name_ + ": " + base.string() + " holds no files"));
     return out;
   }
 
@@ -99,7 +105,9 @@ class DirectorySource final : public ModelSource {
 class HttpSource final : public ModelSource {
  public:
   HttpSource(std::string name, std::string base, std::string prefix, HttpSourceOptions options)
-      : name_(std::move(name)), base_(std::move(base)), prefix_(std::move(prefix)),
+      : name_(std::move(name)),
+        base_(std::move(base)),
+        prefix_(std::move(prefix)),
         options_(std::move(options)) {}
   std::string name() const override { return name_; }
 
@@ -129,7 +137,8 @@ class HttpSource final : public ModelSource {
         return fail(Error::invalid(bad + "every file needs a path (text) and bytes (>= 0)"));
       }
       SourceFile s{f["path"].get<std::string>(), f["bytes"].get<std::int64_t>()};
-      if (auto ok = checkRelativePath(s.path); !ok) return fail(Error::invalid(bad + ok.error().message));
+      if (auto ok = checkRelativePath(s.path); !ok)
+        return fail(Error::invalid(bad + ok.error().message));
       out.push_back(std::move(s));
     }
     if (out.empty()) return fail(Error::invalid(bad + "lists no files"));
@@ -187,7 +196,8 @@ bool nameChar(char c) {
 
 Result<void> checkParts(const std::string& text, const std::string& what, bool anyChar) {
   if (text.empty()) return fail(Error::invalid(what + ": must not be empty"));
-  if (text.front() == '/') return fail(Error::invalid(what + " \"" + text + "\": must be relative"));
+  if (text.front() == '/')
+    return fail(Error::invalid(what + " \"" + text + "\": must be relative"));
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t end = std::min(text.find('/', start), text.size());
@@ -238,8 +248,8 @@ Result<std::unique_ptr<ModelSource>> makeHttpSource(std::string name, std::strin
   if (base.size() <= scheme + 3) {
     return fail(Error::invalid("source " + name + ": url \"" + url + "\" has no host"));
   }
-  return std::unique_ptr<ModelSource>(
-      std::make_unique<HttpSource>(std::move(name), std::move(base), std::move(prefix), std::move(options)));
+  return std::unique_ptr<ModelSource>(std::make_unique<HttpSource>(
+      std::move(name), std::move(base), std::move(prefix), std::move(options)));
 }
 
 }  // namespace tessera::agent

@@ -3,12 +3,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstring>
-#include <optional>
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "agent/internal/nvml_abi.h"
 
@@ -136,9 +136,9 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
   if (const nvmlReturn_t rc = api->init(); rc != NVML_SUCCESS) {
     // The text lives in the library: copy it before closing it.
     const char* text = api->errorString(rc);
-    std::string message = "NVML: nvmlInit failed: " +
-                          std::string(text != nullptr ? text : "unknown error") + " (code " +
-                          std::to_string(rc) + ")";
+    std::string message =
+        "NVML: nvmlInit failed: " + std::string(text != nullptr ? text : "unknown error") +
+        " (code " + std::to_string(rc) + ")";
     ::dlclose(handle);
     return fail(Error::precondition(std::move(message)));
   }
@@ -147,8 +147,8 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
 
 std::string Nvml::errorText(int code) const {
   const char* text = api_->errorString(code);
-  return std::string(text != nullptr ? text : "unknown error") + " (code " +
-         std::to_string(code) + ")";
+  return std::string(text != nullptr ? text : "unknown error") + " (code " + std::to_string(code) +
+         ")";
 }
 
 Result<NvmlGpu> Nvml::device(unsigned index) {
@@ -178,7 +178,8 @@ Result<NvmlGpu> Nvml::device(unsigned index) {
   g.memoryUsedMib = static_cast<std::int64_t>(memory.used / kMib);
   if (a.getPciInfo != nullptr) {
     nvmlPciInfo_t pci{};
-    if (a.getPciInfo(dev, &pci) == NVML_SUCCESS) g.pciBusId = fixedText(pci.busId, sizeof pci.busId);
+    if (a.getPciInfo(dev, &pci) == NVML_SUCCESS)
+      g.pciBusId = fixedText(pci.busId, sizeof pci.busId);
   }
   if (a.getUtilization != nullptr) {
     nvmlUtilization_t u{};
@@ -232,7 +233,8 @@ Result<NvmlGpu> Nvml::device(unsigned index) {
       if (active != NVML_FEATURE_ENABLED) continue;
       ++g.nvlinkActiveLinks;
       nvmlPciInfo_t peer{};
-      if (a.getNvLinkRemotePci != nullptr && a.getNvLinkRemotePci(dev, link, &peer) == NVML_SUCCESS) {
+      if (a.getNvLinkRemotePci != nullptr &&
+          a.getNvLinkRemotePci(dev, link, &peer) == NVML_SUCCESS) {
         g.nvlinkPeerBusIds.push_back(fixedText(peer.busId, sizeof peer.busId));
       }
     }

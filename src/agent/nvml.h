@@ -47,7 +47,7 @@ struct NvmlGpu {
 };
 
 struct XidEvent {
-  std::string uuid;      // the card it happened on
+  std::string uuid;       // the card it happened on
   std::uint64_t xid = 0;  // NVIDIA's XID error number
 };
 

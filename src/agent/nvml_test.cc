@@ -28,7 +28,8 @@ TEST_F(FakeNvmlEnv, MissingLibraryIsAClearError) {
   auto nvml = Nvml::open("libnvidia-ml-not-installed.so.1");
   ASSERT_FALSE(nvml);
   EXPECT_EQ(nvml.error().code, ErrorCode::kNotFound);
-  EXPECT_NE(nvml.error().message.find("cannot load libnvidia-ml-not-installed.so.1"), std::string::npos)
+  EXPECT_NE(nvml.error().message.find("cannot load libnvidia-ml-not-installed.so.1"),
+            std::string::npos)
       << nvml.error().message;
   EXPECT_NE(nvml.error().message.find("NVIDIA driver"), std::string::npos);
 }
@@ -140,9 +141,9 @@ TEST_F(FakeNvmlEnv, MapsCardsToCatalogueTypesAndMigProfiles) {
            std::string::npos;
   });
   EXPECT_TRUE(warnedName) << ::testing::PrintToString(warnings);
-  const bool warnedVirtual = std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
-    return w.find("virtualGpus are ignored") != std::string::npos;
-  });
+  const bool warnedVirtual = std::any_of(
+      warnings.begin(), warnings.end(),
+      [](const std::string& w) { return w.find("virtualGpus are ignored") != std::string::npos; });
   EXPECT_TRUE(warnedVirtual);
 }
 
@@ -164,7 +165,8 @@ TEST_F(FakeNvmlEnv, DriverThatDoesNotInitialiseIsReported) {
   ::setenv("FAKE_NVML_MODE", "initfail", 1);
   auto nvml = Nvml::open(TESSERA_FAKE_NVML);
   ASSERT_FALSE(nvml);
-  EXPECT_NE(nvml.error().message.find("nvmlInit failed: Driver Not Loaded (code 9)"), std::string::npos)
+  EXPECT_NE(nvml.error().message.find("nvmlInit failed: Driver Not Loaded (code 9)"),
+            std::string::npos)
       << nvml.error().message;
 }
 

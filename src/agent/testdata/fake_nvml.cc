@@ -41,8 +41,12 @@ FakeDevice migs[2] = {
 bool initialised = false;
 unsigned long long pendingXid = 0;
 
-FakeDevice* dev(nvmlDevice_t d) { return reinterpret_cast<FakeDevice*>(d); }
-bool isGpu(nvmlDevice_t d) { return dev(d) >= gpus && dev(d) < gpus + 3; }
+FakeDevice* dev(nvmlDevice_t d) {
+  return reinterpret_cast<FakeDevice*>(d);
+}
+bool isGpu(nvmlDevice_t d) {
+  return dev(d) >= gpus && dev(d) < gpus + 3;
+}
 
 void copyText(char* out, unsigned length, const std::string& text) {
   std::strncpy(out, text.c_str(), length);
@@ -57,12 +61,39 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlInit_v2() {
   const char* mode = std::getenv("FAKE_NVML_MODE");
   const std::string m = mode != nullptr ? mode : "";
   if (m == "initfail") return NVML_ERROR_DRIVER_NOT_LOADED;
-  gpus[0] = {"GPU-aaaa-0000", "NVIDIA H100 80GB HBM3", 81559, 1024, 37, "00000000:18:00.0", false, 0, 18,
-             "00000000:C0:00.0", 0};
-  gpus[1] = {"GPU-aaaa-0001", "NVIDIA H100 80GB HBM3", 81559, 3072, 80, "00000000:2A:00.0", false, 0, 18,
-             "00000000:C1:00.0", 1};
-  gpus[2] = {"GPU-bbbb-0002", m == "unknown" ? "NVIDIA Z9000" : "NVIDIA A100 80GB PCIe", 81920, 0, 0,
-             "00000000:9B:00.0", true, 1, 0, "", 0};
+  gpus[0] = {"GPU-aaaa-0000",
+             "NVIDIA H100 80GB HBM3",
+             81559,
+             1024,
+             37,
+             "00000000:18:00.0",
+             false,
+             0,
+             18,
+             "00000000:C0:00.0",
+             0};
+  gpus[1] = {"GPU-aaaa-0001",
+             "NVIDIA H100 80GB HBM3",
+             81559,
+             3072,
+             80,
+             "00000000:2A:00.0",
+             false,
+             0,
+             18,
+             "00000000:C1:00.0",
+             1};
+  gpus[2] = {"GPU-bbbb-0002",
+             m == "unknown" ? "NVIDIA Z9000" : "NVIDIA A100 80GB PCIe",
+             81920,
+             0,
+             0,
+             "00000000:9B:00.0",
+             true,
+             1,
+             0,
+             "",
+             0};
   const char* xid = std::getenv("FAKE_NVML_XID");
   pendingXid = xid != nullptr ? std::strtoull(xid, nullptr, 10) : 0;
   initialised = true;
@@ -76,11 +107,16 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlShutdown() {
 
 __attribute__((visibility("default"))) const char* nvmlErrorString(nvmlReturn_t rc) {
   switch (rc) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -132,8 +168,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRate
 }
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d,
-                                                                        unsigned* current,
-                                                                        unsigned* pending) {
+                                                                         unsigned* current,
+                                                                         unsigned* pending) {
   if (!isGpu(d)) return NVML_ERROR_INVALID_ARGUMENT;
   *current = *pending = dev(d)->mig ? 1 : 0;
   return NVML_SUCCESS;
@@ -153,8 +189,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigDeviceHandle
 }
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t d,
-                                                                            unsigned words,
-                                                                            unsigned long* set) {
+                                                                             unsigned words,
+                                                                             unsigned long* set) {
   for (unsigned w = 0; w < words; ++w) set[w] = 0;
   if (dev(d) == &gpus[2]) {
     set[0] = 0xFFFF0000UL;
@@ -166,7 +202,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCpuAffinity(nvm
 }
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t d,
-                                                                           unsigned* node) {
+                                                                            unsigned* node) {
   *node = static_cast<unsigned>(dev(d)->numa);
   return NVML_SUCCESS;
 }
@@ -211,14 +247,14 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetFree(nvmlEventSe
 }
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t,
-                                                                            unsigned long long,
-                                                                            nvmlEventSet_t) {
+                                                                             unsigned long long,
+                                                                             nvmlEventSet_t) {
   return NVML_SUCCESS;
 }
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t,
-                                                                       nvmlEventData_t* data,
-                                                                       unsigned) {
+                                                                        nvmlEventData_t* data,
+                                                                        unsigned) {
   if (pendingXid == 0) return NVML_ERROR_TIMEOUT;
   std::memset(data, 0, sizeof *data);
   data->device = reinterpret_cast<nvmlDevice_t>(&gpus[1]);

@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "api/control_plane.h"
@@ -26,7 +26,8 @@ namespace tessera::agent::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-agent-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tessera-agent-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
     path_ = pattern;
   }
@@ -68,7 +69,8 @@ inline bool eventually(const std::function<bool()>& done, int limitMs = 20'000) 
 // without persistent state does.
 class ControlPlaneServer {
  public:
-  explicit ControlPlaneServer(std::optional<std::string> token = std::nullopt) : token_(std::move(token)) {}
+  explicit ControlPlaneServer(std::optional<std::string> token = std::nullopt)
+      : token_(std::move(token)) {}
   ~ControlPlaneServer() { stop(); }
 
   // Starts on `port` (0: any free port; a restart passes the previous one).
