@@ -83,7 +83,9 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   extender_ = std::make_unique<k8s::Extender>(
       state_, engine_, [this](std::string_view name) { return findModel(name); });
   extender_->setConfirmTtlMs(config_.allocationGuardTtlMs);
-  reservationsExpired_.add({}, 0);  // the series exists from the start, for increase()
+  // The series exist from the start, for increase().
+  reservationsExpired_.add({{"telemetry", "none"}}, 0);
+  reservationsExpired_.add({{"telemetry", "unattributed"}}, 0);
 }
 
 void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
@@ -874,11 +876,21 @@ void ControlPlane::tick() {
   const auto next = state_.nextReservationExpiryMs();
   if (next && *next <= now) {
     // A reservation ends early only when telemetry confirms it, so those lapsing here were
-    // never confirmed.
-    const int before = state_.activeReservationCount();
+    // never confirmed. Count them by whether their GPUs reported anything at all ("none":
+    // no telemetry; "unattributed": the GPUs report, but not this replica's memory).
+    std::vector<sched::ReplicaId> active;
+    for (std::size_t i = 0; i < state_.replicas().size(); ++i) {
+      const sched::ReplicaRecord& r = state_.replicas()[i];
+      if (!r.removed && r.reservationActive) active.push_back(static_cast<sched::ReplicaId>(i));
+    }
     (void)state_.apply(sched::ReservationsExpired{});
-    const int lapsed = before - state_.activeReservationCount();
-    if (lapsed > 0) reservationsExpired_.add({}, lapsed);
+    for (const sched::ReplicaId id : active) {
+      const sched::ReplicaRecord& r = state_.replica(id);
+      if (r.reservationActive) continue;
+      bool silent = true;
+      for (const auto& g : r.placement.gpus) silent = silent && !state_.gpu(g.gpu).hasTelemetry;
+      reservationsExpired_.add({{"telemetry", silent ? "none" : "unattributed"}});
+    }
   }
   for (auto& [name, d] : deployments_) reconcile(*d, now);
   advanceDrains(now);

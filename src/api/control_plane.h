@@ -263,7 +263,9 @@ class ControlPlane {
   std::map<std::string, Millis, std::less<>> lastHeartbeatMs_;
   CounterFamily reservationsExpired_{
       "tessera_reservations_expired_total",
-      "Reservations that lapsed (TTL) before telemetry showed their replica's memory."};
+      "Reservations that lapsed (TTL) before telemetry showed their replica's memory, by "
+      "whether their GPUs reported at all (telemetry=none) or not this replica "
+      "(telemetry=unattributed)."};
   HistogramFamily loadDuration_{"tessera_replica_load_duration_seconds",
                                 "Time from a replica's placement to its agent reporting it loaded.",
                                 {1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800}};

@@ -74,15 +74,45 @@ TEST_F(OpsMetricsTest, QueueDepthSumsFreshReplicaQueuesAndTheRouterBuffer) {
   EXPECT_EQ(sampleValue(metrics(), series), 0);
 }
 
-TEST_F(OpsMetricsTest, ReservationsLapsingWithoutTelemetryAreCounted) {
-  EXPECT_EQ(sampleValue(metrics(), "tessera_reservations_expired_total"), 0);
+TEST_F(OpsMetricsTest, ReservationsLapsingWithoutTelemetryAreCountedBySilence) {
+  const std::string none = "tessera_reservations_expired_total{telemetry=\"none\"}";
+  const std::string unattributed = "tessera_reservations_expired_total{telemetry=\"unattributed\"}";
+  EXPECT_EQ(sampleValue(metrics(), none), 0);
+  EXPECT_EQ(sampleValue(metrics(), unattributed), 0);
+  // Two replicas; only chat-0's node reports, and its agent does not attribute memory to
+  // replicas. Whatever is on the other node lapses with no telemetry at all.
+  // 60 % of a card's compute each: the two cannot share a GPU, so they are on both nodes.
+  ASSERT_TRUE(plane_->putModel({{"name", "busy-8b"}, {"weights", "16Gi"}, {"computeMilli", 600}}));
   ASSERT_TRUE(plane_->putDeployment(
-      {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 1}, {"maxReplicas", 1}}));
-  EXPECT_EQ(sampleValue(metrics(), "tessera_reservations"), 1);
+      {{"name", "chat"}, {"model", "busy-8b"}, {"minReplicas", 2}, {"maxReplicas", 2}}));
+  EXPECT_EQ(sampleValue(metrics(), "tessera_reservations"), 2);
+  const std::string reporting = (*plane_->getReplica("chat-0"))["node"];
+  ASSERT_NE((*plane_->getReplica("chat-1"))["node"], reporting);
+  ASSERT_TRUE(
+      plane_->heartbeat(reporting, {{"gpus", json::array({{{"id", "0"}, {"usedMib", 20000}}})}}));
   clock_.advance(31'000);
   plane_->tick();
   EXPECT_EQ(sampleValue(metrics(), "tessera_reservations"), 0);
-  EXPECT_EQ(sampleValue(metrics(), "tessera_reservations_expired_total"), 1);
+  EXPECT_EQ(sampleValue(metrics(), unattributed), 1);
+  EXPECT_EQ(sampleValue(metrics(), none), 1);
+}
+
+TEST_F(OpsMetricsTest, AReservationConfirmedByTelemetryIsNotCounted) {
+  ASSERT_TRUE(plane_->putDeployment(
+      {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 1}, {"maxReplicas", 1}}));
+  const json replica = *plane_->getReplica("chat-0");
+  const std::string node = replica["node"];
+  ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
+  ASSERT_TRUE(plane_->heartbeat(
+      node, {{"gpus",
+              json::array(
+                  {{{"id", "0"}, {"usedMib", 17000}, {"replicaUsedMib", {{"chat-0", 17000}}}}})}}));
+  EXPECT_EQ(sampleValue(metrics(), "tessera_reservations"), 0);  // settled
+  clock_.advance(31'000);
+  plane_->tick();
+  EXPECT_EQ(sampleValue(metrics(), "tessera_reservations_expired_total{telemetry=\"none\"}"), 0);
+  EXPECT_EQ(
+      sampleValue(metrics(), "tessera_reservations_expired_total{telemetry=\"unattributed\"}"), 0);
 }
 
 TEST_F(OpsMetricsTest, LoadDurationIsObservedOnceFromPlacementToLoaded) {

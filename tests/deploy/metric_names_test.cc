@@ -192,6 +192,14 @@ class MetricNamesTest : public ::testing::Test {
          {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 1}, {"maxReplicas", 2}});
     post("/api/v1/deployments",
          {{"name", "huge"}, {"model", "giant"}, {"minReplicas", 1}, {"maxReplicas", 1}});
+    // The Tessera deployment of deploy/examples/keda-scaledobject.yaml: it recommends, the
+    // HPA acts.
+    post("/api/v1/deployments", {{"name", "models.chat"},
+                                 {"model", "llama-8b"},
+                                 {"placedBy", "kubernetes"},
+                                 {"minReplicas", 1},
+                                 {"maxReplicas", 16},
+                                 {"autoscaling", {{"recommender", "tessera"}}}});
     post("/api/v1/nodes/gpu-a/heartbeat",
          {{"gpus", json::array({{{"id", "0"}, {"usedMib", 18000}, {"utilization", 0.3}},
                                 {{"id", "1"}, {"usedMib", 0}, {"utilization", 0}}})}});
@@ -204,10 +212,13 @@ class MetricNamesTest : public ::testing::Test {
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200);
     exported_ = new Exported(parseExposition(r->body));
+    text_ = new std::string(r->body);
   }
   static void TearDownTestSuite() {
     delete exported_;
     exported_ = nullptr;
+    delete text_;
+    text_ = nullptr;
     delete server_;
     server_ = nullptr;
   }
@@ -231,10 +242,12 @@ class MetricNamesTest : public ::testing::Test {
 
   static Server* server_;
   static Exported* exported_;
+  static std::string* text_;
 };
 
 Server* MetricNamesTest::server_ = nullptr;
 Exported* MetricNamesTest::exported_ = nullptr;
+std::string* MetricNamesTest::text_ = nullptr;
 
 TEST_F(MetricNamesTest, TheSeededServerExportsWhatTheDashboardsNeed) {
   // The seeding worked: these carry samples (so their labels are checked too).
@@ -361,6 +374,13 @@ TEST_F(MetricNamesTest, TheAutoscalerExamplesQueryExportedMetrics) {
     }
   }
   EXPECT_GE(queries, 4);
+  // And they find their series: a deployment placed by Kubernetes exports its recommendation
+  // and its queue like any other.
+  EXPECT_NE(
+      text_->find("tessera_deployment_replicas{deployment=\"models.chat\",state=\"desired\"} "),
+      std::string::npos);
+  EXPECT_NE(text_->find("tessera_deployment_queue_depth{deployment=\"models.chat\","),
+            std::string::npos);
 }
 
 }  // namespace
