@@ -34,6 +34,17 @@ PACKAGES=(
   kubernetes-client    # kubectl (1.20, kustomize v2.0): the deploy tests build deploy/ with it
 )
 
+# kubectl: any from 1.20 on will do (the deploy tests build deploy/ with it). Debian's
+# kubernetes-client conflicts with other kubectl packages (the Google Cloud SDK's), so a
+# kubectl that is already installed is kept.
+if command -v kubectl >/dev/null 2>&1; then
+  kept=()
+  for pkg in "${PACKAGES[@]}"; do
+    [[ "${pkg}" == "kubernetes-client" ]] || kept+=("${pkg}")
+  done
+  PACKAGES=("${kept[@]}")
+fi
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   status="$(dpkg-query -W -f='${db:Status-Status}' "${pkg}" 2>/dev/null || true)"
