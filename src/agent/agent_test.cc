@@ -171,7 +171,9 @@ TEST_F(AgentTest, HeartbeatsCarryNvmlTelemetry) {
   makeAgent();
   ASSERT_TRUE(eventually([&] {
     const json n = server_.node("node-a");
-    return !n.is_null() && n["gpus"].size() == 3 && n["gpus"][1].value("usedMib", 0) == 3072;
+    // Before the first heartbeat the server shows usedMib as null (nothing measured yet).
+    return !n.is_null() && n["gpus"].size() == 3 && n["gpus"][1]["usedMib"].is_number() &&
+           n["gpus"][1]["usedMib"] == 3072;
   })) << server_.node("node-a").dump()
       << logText_.str();
   const json n = server_.node("node-a");
