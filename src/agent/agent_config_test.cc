@@ -116,3 +116,20 @@ TEST(AgentConfig, MissingFileIsAnError) {
 
 }  // namespace
 }  // namespace tessera::agent
+
+namespace tessera::agent {
+namespace {
+
+// The agent files deploy/ ships must load as they are.
+TEST(AgentConfig, ShippedDeployFilesLoad) {
+  for (const char* path :
+       {"/deploy/base/agent-config.yaml", "/deploy/overlays/dev/agent-config.yaml"}) {
+    auto c = loadAgentFile(std::string(TESSERA_SOURCE_DIR) + path);
+    ASSERT_TRUE(c) << path << ": " << c.error().message;
+    EXPECT_EQ(c->admin, "127.0.0.1:9190") << path;
+    EXPECT_EQ(c->stopNewWorkMs + c->inFlightMaxMs, 70'000) << path;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::agent
