@@ -102,7 +102,7 @@ Result<int> Agent::start() {
   lastGpus_ = std::move(*first);
 
   admin_ = std::make_unique<httplib::Server>();
-  admin_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  admin_->new_task_queue = [] { return new httplib::ThreadPool(4); };
   adminRoutes();
   int port = address->second;
   if (port == 0) {
@@ -229,6 +229,7 @@ void Agent::heartbeatLoop() {
       registered = registered_;
     }
     Result<void> outcome;
+    const bool registeringNow = !registered;
     if (!registered) {
       outcome = parts_.client->registerNode(registrationBody(snapshot));
       if (outcome) {
@@ -250,7 +251,9 @@ void Agent::heartbeatLoop() {
             {{"node", config_.nodeName}});
         std::lock_guard lock(mu_);
         registered_ = false;
-        continue;  // register at once
+        // Register at once, unless this very round registered: then the server accepts the
+        // node but does not know it (a proxy in between?), and retrying in a loop would spin.
+        if (!registeringNow) continue;
       }
     }
     Millis delay = config_.heartbeatMs;
