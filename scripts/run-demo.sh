@@ -24,20 +24,22 @@ if [[ "${1:-}" == "fgd" ]]; then
   exec "${tessera}" simulate fgd "$@"
 fi
 
+# The dashboard's address: --listen if given, else 127.0.0.1:8080.
 listen=127.0.0.1:8080
-for arg in "$@"; do
-  [[ "${arg}" == --listen=* ]] && listen="${arg#--listen=}"
-done
 args=("$@")
-for ((i = 0; i + 1 < ${#args[@]}; i++)); do
-  [[ "${args[i]}" == "--listen" ]] && listen="${args[i + 1]}"
+given=0
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[i]}" in
+    --listen=*) listen="${args[i]#--listen=}"; given=1 ;;
+    --listen) listen="${args[i + 1]:-}"; given=1 ;;
+  esac
 done
+if [[ ${given} -eq 0 ]]; then
+  args=(--listen "${listen}" "${args[@]}")
+fi
 
 echo >&2
-echo "+ tessera serve --demo --listen ${listen} $*" >&2
+echo "+ tessera serve --demo ${args[*]}" >&2
 echo "  dashboard: http://${listen}/   (Ctrl-C to stop)" >&2
 echo >&2
-if [[ " $* " == *" --listen"* ]]; then
-  exec "${tessera}" serve --demo "$@"
-fi
-exec "${tessera}" serve --demo --listen "${listen}" "$@"
+exec "${tessera}" serve --demo "${args[@]}"
