@@ -276,6 +276,71 @@ TEST_F(AgentTest, AdminAddressMustBeLoopback) {
   EXPECT_NE(started.error().message.find("not a loopback address"), std::string::npos);
 }
 
+// A self-signed certificate for 127.0.0.1 made with the openssl command line.
+bool makeCertificate(const fs::path& dir, const std::string& name) {
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=" + name +
+                          " -addext subjectAltName=IP:127.0.0.1 -keyout " +
+                          (dir / (name + ".key")).string() + " -out " +
+                          (dir / (name + ".crt")).string() + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// TLS with the configured CA and the bearer token: registers. A CA that did not sign the
+// server's certificate, or a wrong token, is refused and said in the status, and retried.
+TEST(AgentTls, RegistersOverHttpsWithTheTokenAndRefusesAStrangersCertificate) {
+  TempDir dir;
+  if (!makeCertificate(dir.path(), "server") || !makeCertificate(dir.path(), "stranger")) {
+    GTEST_SKIP() << "the openssl command is not installed (scripts/install-deps.sh installs it)";
+  }
+  ControlPlaneServer server(kToken, (dir.path() / "server.crt").string(),
+                            (dir.path() / "server.key").string());
+  server.start();
+  model::GpuCatalog catalog = model::GpuCatalog::builtin();
+  std::ostringstream logText;
+  api::Logger log(api::LogFormat::kText, logText);
+  struct Case {
+    std::string node, ca, token, error;
+  };
+  for (const Case& c : {Case{"tls-good", "server", kToken, ""},
+                        Case{"tls-stranger", "stranger", kToken, "does not chain to the CA in"},
+                        Case{"tls-badtoken", "server", "wrong-token-0123456789", "HTTP 401"}}) {
+    AgentConfig config;
+    config.nodeName = c.node;
+    config.server = server.url();
+    config.tlsCa = (dir.path() / (c.ca + ".crt")).string();
+    config.heartbeatMs = 50;
+    config.discovery = GpuDiscovery::kVirtual;
+    config.virtualGpus = {{"T4", 1, -1, -1, std::nullopt}};
+    config.admin = "127.0.0.1:0";
+    std::vector<std::string> warnings;
+    auto gpus = openGpuSource(config, catalog, config.nodeName, warnings);
+    ASSERT_TRUE(gpus);
+    auto client = ControlClient::create({config.server, c.token, config.tlsCa, 5});
+    ASSERT_TRUE(client) << client.error().message;
+    AgentParts parts;
+    parts.gpus = gpus->get();
+    parts.client = client->get();
+    parts.log = &log;
+    AgentTimings timings;
+    timings.backoffInitialMs = 20;
+    timings.backoffMaxMs = 100;
+    Agent agent(config, parts, timings);
+    ASSERT_TRUE(agent.start());
+    if (c.error.empty()) {
+      EXPECT_TRUE(eventually([&] { return !server.node(c.node).is_null(); })) << logText.str();
+      EXPECT_TRUE(eventually([&] { return agent.status()["heartbeats"] > 0; }));
+    } else {
+      ASSERT_TRUE(eventually([&] { return agent.status()["heartbeatFailures"] > 1; }));
+      const std::string error = agent.status().value("lastError", "");
+      EXPECT_NE(error.find(c.error), std::string::npos) << c.node << ": " << error;
+      EXPECT_TRUE(server.node(c.node).is_null()) << c.node;
+      EXPECT_FALSE(agent.status()["registered"].get<bool>());
+    }
+    agent.stop();
+    agent.wait();
+  }
+}
+
 TEST(Backoff, GrowsWithJitterUpToTheCapAndResets) {
   Backoff b(100, 1000, 42);
   const Millis bases[] = {100, 200, 400, 800, 1000, 1000};

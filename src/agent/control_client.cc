@@ -42,6 +42,13 @@ Result<ControlClient::Reply> ControlClient::call(const std::string& method, cons
   httplib::Result r = method == "GET" ? client.Get(path, headers)
                                       : client.Post(path, headers, payload, "application/json");
   if (!r) {
+    if (r.error() == httplib::Error::SSLServerVerification) {
+      return fail(Error::internal(
+          method + " " + options_.server + path +
+          ": the server's TLS certificate does not chain to " +
+          (options_.caFile ? "the CA in " + *options_.caFile : std::string("the system's CAs")) +
+          " (tlsCa), or does not name this host"));
+    }
     return fail(Error::internal(method + " " + options_.server + path + ": no answer (" +
                                 httplib::to_string(r.error()) + ")"));
   }

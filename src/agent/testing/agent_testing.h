@@ -69,8 +69,9 @@ inline bool eventually(const std::function<bool()>& done, int limitMs = 20'000) 
 // without persistent state does.
 class ControlPlaneServer {
  public:
-  explicit ControlPlaneServer(std::optional<std::string> token = std::nullopt)
-      : token_(std::move(token)) {}
+  explicit ControlPlaneServer(std::optional<std::string> token = std::nullopt,
+                              std::string tlsCert = "", std::string tlsKey = "")
+      : token_(std::move(token)), tlsCert_(std::move(tlsCert)), tlsKey_(std::move(tlsKey)) {}
   ~ControlPlaneServer() { stop(); }
 
   // Starts on `port` (0: any free port; a restart passes the previous one).
@@ -82,6 +83,8 @@ class ControlPlaneServer {
     config.port = port;
     config.token = token_;
     config.threads = 2;
+    config.tlsCertFile = tlsCert_;
+    config.tlsKeyFile = tlsKey_;
     server_ = std::make_unique<api::HttpServer>(*plane_, config);
     auto bound = server_->start();
     ASSERT_TRUE(bound) << bound.error().message;
@@ -93,11 +96,15 @@ class ControlPlaneServer {
     plane_.reset();
   }
   int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const {
+    return (tlsCert_.empty() ? "http://" : "https://") + std::string("127.0.0.1:") +
+           std::to_string(port_);
+  }
 
   // GET /api/v1/nodes/{name} over HTTP; a null json when it is not there.
   nlohmann::json node(const std::string& name) const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c(url());
+    c.enable_server_certificate_verification(false);  // the test reads its own server
     c.set_connection_timeout(5);
     auto r = c.Get("/api/v1/nodes/" + name);
     if (!r || r->status != 200) return nullptr;
@@ -108,6 +115,7 @@ class ControlPlaneServer {
   model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
   ManualClock clock_{0};
   std::optional<std::string> token_;
+  std::string tlsCert_, tlsKey_;
   std::unique_ptr<api::ControlPlane> plane_;
   std::unique_ptr<api::HttpServer> server_;
   int port_ = 0;
