@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -330,6 +331,62 @@ TEST_F(ModelCacheTest, ChecksSafetensorsHeadersWhenStaging) {
       << bad.error().message;
   EXPECT_EQ(cache->models(), (std::vector<std::string>{"good"}));
   EXPECT_TRUE(fs::is_empty(dir_.path() / "cache" / "staging"));
+}
+
+// The directory source, counting the files it hands out.
+class CountingSource final : public ModelSource {
+ public:
+  explicit CountingSource(ModelSource& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  Result<std::vector<SourceFile>> list(const std::string& model) override {
+    return inner_.list(model);
+  }
+  Result<std::int64_t> fetch(const std::string& model, const SourceFile& file, int fd) override {
+    ++fetches;
+    return inner_.fetch(model, file, fd);
+  }
+  std::atomic<int> fetches{0};
+
+ private:
+  ModelSource& inner_;
+};
+
+// Several threads staging, pinning and loading at once: requests for one model share one
+// copy, and the capacities hold throughout.
+TEST_F(ModelCacheTest, ConcurrentStagesShareOneCopyAndKeepTheCapacity) {
+  for (int m = 0; m < 6; ++m) addModel(models_, "m" + std::to_string(m), {20 * kKi, 10 * kKi});
+  CountingSource counting(*source_);
+  std::vector<ModelSource*> list{&counting};
+  auto cache = open(100 * kKi, 40 * kKi);
+  std::vector<std::thread> threads;
+  std::atomic<int> staged{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      if (cache->stage("m0", list)) ++staged;
+    });
+  }
+  for (auto& t : threads) t.join();
+  threads.clear();
+  EXPECT_EQ(staged, 4);
+  EXPECT_EQ(counting.fetches, 2);  // two files, copied once
+  std::atomic<bool> overCapacity{false};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const std::string m = "m" + std::to_string((t + i) % 6);
+        if (cache->stage(m, list) && cache->pin(m)) {
+          (void)cache->loadToHost(m);
+          (void)cache->unpin(m);
+        }
+        const CacheStatus s = cache->status();
+        if (s.diskUsedBytes > 100 * kKi || s.hostUsedBytes > 40 * kKi) overCapacity = true;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(overCapacity);
+  EXPECT_EQ(bytesOnDisk(dir_.path() / "cache" / "models"), cache->status().diskUsedBytes);
+  for (const CacheEntry& e : cache->status().entries) EXPECT_EQ(e.pins, 0) << e.model;
 }
 
 TEST(ModelNames, AreCheckedAndEncoded) {
