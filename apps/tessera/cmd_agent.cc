@@ -16,6 +16,8 @@
 #include "agent/agent.h"
 #include "agent/agent_config.h"
 #include "agent/control_client.h"
+#include "agent/device_plugin_host.h"
+#include "agent/engines_host.h"
 #include "agent/gpu_source.h"
 #include "agent/model_cache.h"
 #include "api/log.h"
@@ -204,6 +206,28 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
     }
   }
 
+  // The kubelet device plugin (on when kubelet's device-plugins directory exists, unless the
+  // file says otherwise) and the engines the agent drives (docs/agent.md).
+  std::unique_ptr<agent::DevicePluginHost> devicePlugin;
+  if (agent::devicePluginWanted(config.devicePlugin)) {
+    agent::DevicePluginHostOptions o;
+    o.config = config.devicePlugin;
+    o.nodeName = config.nodeName;
+    o.server = config.server;
+    o.token = token;
+    o.caFile = config.tlsCa;
+    if ((*gpus)->kind() == "nvml") o.controlDeviceNodes = agent::nvidiaControlNodes();
+    o.log = [&logger](const std::string& line) { logger.info(line); };
+    devicePlugin = std::make_unique<agent::DevicePluginHost>(std::move(o));
+  } else {
+    logger.info(config.devicePlugin.enabled ? "device plugin off (devicePlugin.enabled: false)"
+                                            : "device plugin off: " + config.devicePlugin.dir +
+                                                  " does not exist (no kubelet on this node?)");
+  }
+  auto engineHost = agent::EnginesHost::create(config.engines, config.heartbeatMs);
+  if (!engineHost) return reportError(err, kCommand, engineHost.error());
+  (*engineHost)->setLog([&logger](const std::string& line) { logger.info(line); });
+
   // SIGINT and SIGTERM are taken synchronously below; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
@@ -217,7 +241,11 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   parts.cache = cache->get();
   for (const auto& s : sources) parts.sources.push_back(s.get());
   parts.log = &logger;
+  // Drained in this order: the engines sleep or unload, then the device plugin stops.
+  if (!config.engines.empty()) parts.components.push_back(engineHost->get());
+  if (devicePlugin) parts.components.push_back(devicePlugin.get());
   agent::Agent node(config, parts);
+  (*engineHost)->setInFlight([&node] { return node.inFlight(); });
   auto port = node.start();
   if (!port) return reportError(err, kCommand, port.error());
   const std::size_t gpuCount = node.status()["gpus"].size();

@@ -88,6 +88,13 @@ Agent::~Agent() {
   for (std::thread* t : {&drainThread_, &preloadThread_, &heartbeatThread_, &adminThread_}) {
     if (t->joinable()) t->join();
   }
+  stopComponents();
+}
+
+void Agent::stopComponents() {
+  std::call_once(componentsStopped_, [this] {
+    for (auto it = parts_.components.rbegin(); it != parts_.components.rend(); ++it) (*it)->stop();
+  });
 }
 
 Result<int> Agent::start() {
@@ -100,10 +107,17 @@ Result<int> Agent::start() {
   auto first = parts_.gpus->sample();
   if (!first) return fail(first.error());
   lastGpus_ = std::move(*first);
+  for (std::size_t i = 0; i < parts_.components.size(); ++i) {
+    if (auto started = parts_.components[i]->start(lastGpus_); !started) {
+      for (std::size_t j = i + 1; j-- > 0;) parts_.components[j]->stop();
+      return fail(started.error());
+    }
+  }
 
   admin_ = std::make_unique<httplib::Server>();
   admin_->new_task_queue = [] { return new httplib::ThreadPool(4); };
   adminRoutes();
+  for (AgentComponent* c : parts_.components) c->adminRoutes(*admin_);
   int port = address->second;
   if (port == 0) {
     port = admin_->bind_to_any_port(address->first);
@@ -158,6 +172,7 @@ int Agent::wait() {
   for (std::thread* t : {&drainThread_, &preloadThread_, &heartbeatThread_, &adminThread_}) {
     if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
   }
+  stopComponents();
   return 0;
 }
 
@@ -227,6 +242,9 @@ void Agent::heartbeatLoop() {
       if (gpus) lastGpus_ = *gpus;
       snapshot = lastGpus_;
       registered = registered_;
+    }
+    if (gpus) {
+      for (AgentComponent* c : parts_.components) c->gpusSampled(snapshot);
     }
     Result<void> outcome;
     const bool registeringNow = !registered;
@@ -343,7 +361,12 @@ void Agent::drainSequence(std::string reason) {
   note(left == 0 ? "no work in flight"
                  : "in-flight limit reached with " + std::to_string(left) +
                        " item(s) still running; going on");
-  // 4. Device memory.
+  // 4. The node's components: engines sleep or unload (vLLM's sleep aborts running
+  //    requests, so each decides by `left`), the device plugin stops.
+  for (AgentComponent* c : parts_.components) {
+    for (const std::string& line : c->drain(left)) note(line);
+  }
+  // 5. Device memory.
   if (parts_.device != nullptr) {
     if (auto released = parts_.device->releaseAll(); released) {
       note("device memory released (" + parts_.device->name() + ")");
@@ -452,6 +475,7 @@ json Agent::status() const {
     list.push_back(std::move(e));
   }
   s["gpus"] = list;
+  for (const AgentComponent* c : parts_.components) s[c->name()] = c->status();
   if (parts_.cache != nullptr) {
     const CacheStatus c = parts_.cache->status();
     json entries = json::array();

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent_config.h"
+#include "agent/component.h"
 #include "agent/control_client.h"
 #include "agent/gpu_source.h"
 #include "agent/model_cache.h"
@@ -50,7 +51,10 @@ struct AgentParts {
   std::vector<ModelSource*> sources;
   std::vector<WorkTracker*> trackers;  // besides the agent's own leases
   DeviceMemory* device = nullptr;      // optional
-  api::Logger* log = nullptr;          // required
+  // Started with the agent, drained after work in flight, stopped with it (the device
+  // plugin, the engines); in this order.
+  std::vector<AgentComponent*> components;
+  api::Logger* log = nullptr;  // required
 };
 
 struct AgentTimings {
@@ -102,6 +106,7 @@ class Agent {
   void drainSequence(std::string reason);
   void adminRoutes();
   void wake();
+  void stopComponents();
   // Sleeps up to `ms` or until woken; false when the agent is stopping.
   bool sleepFor(Millis ms);
   // Sleeps `ms` unless the agent stops (wake() does not cut it short); false when stopping.
@@ -127,6 +132,7 @@ class Agent {
   std::map<std::string, std::string> leases_;  // id -> model ("" for none)
   std::uint64_t nextLease_ = 0;
   std::vector<std::string> preloadErrors_;
+  std::once_flag componentsStopped_;
 
   std::unique_ptr<httplib::Server> admin_;
   std::thread adminThread_, heartbeatThread_, preloadThread_, drainThread_;

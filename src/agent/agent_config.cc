@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "config/yaml_field.h"
+#include "engines/engine_config.h"
 
 namespace tessera::agent {
 namespace {
@@ -97,7 +100,117 @@ Result<void> readSources(const Field& list, AgentConfig& out) {
   return {};
 }
 
+Result<void> readDevicePlugin(const Field& d, DevicePluginConfig& out) {
+  TESSERA_RETURN_IF_ERROR(config::expectMap(
+      d, {"enabled", "dir", "resources", "slotsPerGpu", "mpsPipeDirectory", "watchSeconds"}));
+  if (const Field e = d.child("enabled"); !e.isNull()) {
+    if (e.isScalar() && e.node().Scalar() == "auto" && !e.isQuoted()) {
+      out.enabled.reset();
+    } else {
+      auto v = config::readBool(e);
+      if (!v) return fail(e.error("must be true, false or auto, got " + e.describe()));
+      out.enabled = *v;
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "dir", out.dir));
+  if (out.dir.empty()) return fail(d.child("dir").error("must not be empty"));
+  if (const Field r = d.child("resources"); !r.absent()) {
+    auto list = config::readStringList(r);
+    if (!list) return fail(std::move(list.error()));
+    if (list->empty()) return fail(r.error("must name at least one resource"));
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const std::string& name = (*list)[i];
+      if (name != "tessera.io/gpus" && name != "nvidia.com/gpu") {
+        return fail(
+            r.item(i).error("must be tessera.io/gpus or nvidia.com/gpu, got \"" + name + "\""));
+      }
+      for (std::size_t j = 0; j < i; ++j) {
+        if ((*list)[j] == name) return fail(r.item(i).error("duplicate resource " + name));
+      }
+    }
+    out.resources = std::move(*list);
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "slotsPerGpu", out.slotsPerGpu, 1, 64));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "mpsPipeDirectory", out.mpsPipeDirectory));
+  TESSERA_RETURN_IF_ERROR(readSeconds(d, "watchSeconds", 0.01, 3600, out.watchMs));
+  return {};
+}
+
+Result<void> readEngines(const Field& list, AgentConfig& out) {
+  TESSERA_RETURN_IF_ERROR(config::expectSequence(list));
+  out.engines.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const Field e = list.item(i);
+    TESSERA_RETURN_IF_ERROR(
+        config::expectMap(e, {"name", "kind", "url", "timeoutMs", "loadTimeoutMs", "retries",
+                              "retryBackoffMs", "onDrain"}));
+    AgentEngineConfig c;
+    TESSERA_RETURN_IF_ERROR(config::readOptional(e, "name", c.name));
+    std::string onDrain = "auto";
+    TESSERA_RETURN_IF_ERROR(config::readOptional(e, "onDrain", onDrain));
+    auto drain = parseEngineDrain(onDrain);
+    if (!drain) {
+      return fail(
+          e.child("onDrain").error("must be auto, none, sleep or unload, got \"" + onDrain + "\""));
+    }
+    c.onDrain = *drain;
+    // The adapter's own keys go through the engines library's reader, as JSON; the
+    // millisecond keys keep the adapter's names and units.
+    nlohmann::json entry = nlohmann::json::object();
+    for (const char* key : {"kind", "url"}) {
+      if (const Field f = e.child(key); !f.absent()) {
+        auto v = config::readString(f);
+        if (!v) return fail(std::move(v.error()));
+        entry[key] = *v;
+      }
+    }
+    for (const char* key : {"timeoutMs", "loadTimeoutMs", "retries", "retryBackoffMs"}) {
+      if (const Field f = e.child(key); !f.absent()) {
+        auto v = config::readInt(f, -1'000'000'000, 1'000'000'000);
+        if (!v) return fail(std::move(v.error()));
+        entry[key] = *v;
+      }
+    }
+    const std::string where =
+        std::string(e.source()) + ":" + std::to_string(e.line()) + ": " + e.path();
+    auto engine = engines::engineConfigFromJson(entry, where);
+    if (!engine) return fail(std::move(engine.error()));
+    c.engine = std::move(*engine);
+    if (c.name.empty()) c.name = c.engine.kind + "-" + std::to_string(i);
+    for (const AgentEngineConfig& earlier : out.engines) {
+      if (earlier.name == c.name) {
+        return fail(e.child("name").error("duplicate engine name \"" + c.name + "\""));
+      }
+    }
+    out.engines.push_back(std::move(c));
+  }
+  return {};
+}
+
 }  // namespace
+
+Result<EngineDrain> parseEngineDrain(const std::string& text) {
+  if (text == "auto") return EngineDrain::kAuto;
+  if (text == "none") return EngineDrain::kNone;
+  if (text == "sleep") return EngineDrain::kSleep;
+  if (text == "unload") return EngineDrain::kUnload;
+  return fail(
+      Error::invalid("onDrain: expected auto, none, sleep or unload, got \"" + text + "\""));
+}
+
+const char* engineDrainName(EngineDrain d) {
+  switch (d) {
+    case EngineDrain::kAuto:
+      return "auto";
+    case EngineDrain::kNone:
+      return "none";
+    case EngineDrain::kSleep:
+      return "sleep";
+    case EngineDrain::kUnload:
+      return "unload";
+  }
+  return "auto";
+}
 
 Millis secondsToMillis(double seconds) {
   return static_cast<Millis>(std::llround(seconds * 1000));
@@ -151,7 +264,9 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
                                                    "preload",
                                                    "admin",
                                                    "drain",
-                                                   "logFormat"}));
+                                                   "logFormat",
+                                                   "devicePlugin",
+                                                   "engines"}));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "nodeName", out.nodeName));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "server", out.server));
   if (out.server.rfind("http://", 0) != 0 && out.server.rfind("https://", 0) != 0) {
@@ -202,6 +317,12 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   if (out.logFormat != "text" && out.logFormat != "json") {
     return fail(
         root.child("logFormat").error("must be text or json, got \"" + out.logFormat + "\""));
+  }
+  if (const Field d = root.child("devicePlugin"); !d.isNull()) {
+    TESSERA_RETURN_IF_ERROR(readDevicePlugin(d, out.devicePlugin));
+  }
+  if (const Field e = root.child("engines"); !e.absent()) {
+    TESSERA_RETURN_IF_ERROR(readEngines(e, out));
   }
   return out;
 }

@@ -23,6 +23,9 @@
 //   admin: 127.0.0.1:9190                # or unix:/run/tessera/agent.sock
 //   drain: {stopNewWorkSeconds: 10, inFlightMaxSeconds: 60}
 //   logFormat: text
+//   devicePlugin: {enabled: auto, dir: /var/lib/kubelet/device-plugins,
+//                  resources: [tessera.io/gpus], slotsPerGpu: 4}
+//   engines: [{name: llm, kind: vllm, url: "http://127.0.0.1:8001", onDrain: auto}]
 
 #include <cstdint>
 #include <map>
@@ -32,6 +35,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "engines/engine.h"
 
 namespace tessera::agent {
 
@@ -64,6 +68,33 @@ struct ModelSourceConfig {
 
 enum class GpuDiscovery { kAuto, kNvml, kVirtual };
 
+// The kubelet device plugin the agent hosts (docs/agent.md, "Device plugin").
+struct DevicePluginConfig {
+  std::optional<bool> enabled;  // unset ("auto"): on when `dir` exists
+  std::string dir = "/var/lib/kubelet/device-plugins";
+  // One plugin per resource: "tessera.io/gpus" (slotsPerGpu slots per GPU) and/or
+  // "nvidia.com/gpu" (whole GPUs, one device each).
+  std::vector<std::string> resources = {"tessera.io/gpus"};
+  int slotsPerGpu = 4;
+  std::string mpsPipeDirectory = "/tmp/nvidia-mps";
+  Millis watchMs = 1'000;  // kubelet restart check, retries of registration and confirmations
+};
+
+// What the drain does to an engine once work in flight is over.
+enum class EngineDrain {
+  kAuto,    // sleep where the engine can (vLLM), else unload its models (Triton)
+  kNone,    // leave it serving
+  kSleep,   // vLLM sleep level 1 (weights to host memory)
+  kUnload,  // unload every loaded model (Triton) or LoRA adapter (vLLM)
+};
+
+// One inference server on the node that the agent drives (docs/engines.md).
+struct AgentEngineConfig {
+  std::string name;  // default: "<kind>-<index>"
+  engines::EngineConfig engine;
+  EngineDrain onDrain = EngineDrain::kAuto;
+};
+
 struct AgentConfig {
   std::string nodeName;  // empty: the host name
   std::string server = "http://127.0.0.1:8080";
@@ -83,6 +114,8 @@ struct AgentConfig {
   Millis stopNewWorkMs = 10'000;
   Millis inFlightMaxMs = 60'000;
   std::string logFormat = "text";
+  DevicePluginConfig devicePlugin;
+  std::vector<AgentEngineConfig> engines;
 };
 
 // Reads the file over `base` (the defaults, or what earlier layers set): keys the file
@@ -96,5 +129,7 @@ Millis secondsToMillis(double seconds);
 
 const char* discoveryName(GpuDiscovery d);
 Result<GpuDiscovery> parseDiscovery(const std::string& text);
+const char* engineDrainName(EngineDrain d);
+Result<EngineDrain> parseEngineDrain(const std::string& text);
 
 }  // namespace tessera::agent

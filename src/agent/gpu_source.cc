@@ -172,9 +172,11 @@ Result<std::vector<AgentGpu>> nvmlGpus(Nvml& nvml, const model::GpuCatalog& cata
                              std::to_string(m.memoryMib) +
                              " MiB) matches no catalogue profile; instances left out");
           g.migProfiles.clear();
+          g.migUuids.clear();
           break;
         }
         g.migProfiles.push_back(profile);
+        g.migUuids.push_back(m.uuid);
       }
     }
     out.push_back(std::move(g));

@@ -30,6 +30,7 @@ struct AgentGpu {
   std::vector<std::uint64_t> xids;  // XID errors seen since the agent started
   bool migEnabled = false;
   std::vector<std::string> migProfiles;  // catalogue profile of each MIG instance
+  std::vector<std::string> migUuids;     // NVML's "MIG-..." UUID of each, same order
   int numaNode = -1;
   int nvlinkGroup = -1;
   std::vector<int> cpuAffinity;

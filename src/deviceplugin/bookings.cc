@@ -87,6 +87,7 @@ class ControlPlaneBookings final : public BookingSource {
       client_->set_connection_timeout(seconds, micros);
       client_->set_read_timeout(seconds, micros);
       client_->set_write_timeout(seconds, micros);
+      if (!config_.caFile.empty()) client_->set_ca_cert_path(config_.caFile.c_str());
     }
     return *client_;
   }

@@ -62,6 +62,7 @@ struct ControlPlaneBookingsConfig {
   std::string node;                           // this node's name as registered
   std::string token;                          // bearer token; empty: none
   int timeoutMs = 2000;
+  std::string caFile;  // https://: trust this CA (PEM) instead of the system's; empty: system
 };
 
 // The control plane's HTTP API as a BookingSource.
