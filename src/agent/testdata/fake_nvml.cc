@@ -10,6 +10,7 @@
 // FAKE_NVML_MODE (read by nvmlInit_v2): "initfail" makes init fail; "unknown" renames GPU 2
 // to a card no catalogue knows. FAKE_NVML_XID=<n>: one XID <n> event pending on GPU 1.
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -48,9 +49,11 @@ bool isGpu(nvmlDevice_t d) {
   return dev(d) >= gpus && dev(d) < gpus + 3;
 }
 
+// NVML's contract: the text, cut to fit, always NUL-terminated.
 void copyText(char* out, unsigned length, const std::string& text) {
-  std::strncpy(out, text.c_str(), length);
-  out[length - 1] = '\0';
+  const std::size_t n = std::min<std::size_t>(text.size(), length - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
 }
 
 }  // namespace
