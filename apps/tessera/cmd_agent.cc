@@ -218,6 +218,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
     o.caFile = config.tlsCa;
     if ((*gpus)->kind() == "nvml") o.controlDeviceNodes = agent::nvidiaControlNodes();
     o.log = [&logger](const std::string& line) { logger.info(line); };
+    o.bestEffort = !config.devicePlugin.enabled.has_value();
     devicePlugin = std::make_unique<agent::DevicePluginHost>(std::move(o));
   } else {
     logger.info(config.devicePlugin.enabled ? "device plugin off (devicePlugin.enabled: false)"

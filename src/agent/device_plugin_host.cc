@@ -70,6 +70,21 @@ DevicePluginHost::~DevicePluginHost() {
 }
 
 Result<void> DevicePluginHost::start(const std::vector<AgentGpu>& gpus) {
+  auto started = startPlugins(gpus);
+  if (started || !options_.bestEffort) return started;
+  stop();
+  {
+    std::lock_guard lock(mu_);
+    startError_ = started.error().message;
+  }
+  if (options_.log) {
+    options_.log("device plugin not started (devicePlugin.enabled: auto), running without it: " +
+                 started.error().message);
+  }
+  return {};
+}
+
+Result<void> DevicePluginHost::startPlugins(const std::vector<AgentGpu>& gpus) {
   const DevicePluginConfig& c = options_.config;
   std::error_code ec;
   if (!std::filesystem::is_directory(c.dir, ec)) {
@@ -99,7 +114,8 @@ Result<void> DevicePluginHost::start(const std::vector<AgentGpu>& gpus) {
     pc.log = options_.log;
     auto plugin = std::make_unique<deviceplugin::DevicePlugin>(pc, *bookings_, inventory);
     if (auto started = plugin->start(); !started) {
-      stop();
+      for (auto& p : plugins_) p->stop();
+      plugins_.clear();
       return fail(
           Error::internal("device plugin for " + resource + ": " + started.error().message));
     }
@@ -163,7 +179,8 @@ json DevicePluginHost::status() const {
   json s{{"enabled", true}, {"dir", options_.config.dir}};
   {
     std::lock_guard lock(mu_);
-    s["state"] = stopped_ ? "stopped" : "serving";
+    s["state"] = !startError_.empty() ? "not started" : stopped_ ? "stopped" : "serving";
+    if (!startError_.empty()) s["error"] = startError_;
   }
   json resources = json::array();
   for (const auto& p : plugins_) {

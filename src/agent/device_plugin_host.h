@@ -53,6 +53,9 @@ struct DevicePluginHostOptions {
   // Node-wide device nodes handed to every GPU container (real GPUs only).
   std::vector<std::string> controlDeviceNodes;
   std::function<void(const std::string&)> log;  // nullptr: silent
+  // The plugin was not asked for explicitly (devicePlugin.enabled: auto): a start that
+  // fails is logged and the agent runs without it, instead of failing the agent's start.
+  bool bestEffort = false;
 };
 
 class DevicePluginHost final : public AgentComponent {
@@ -71,12 +74,14 @@ class DevicePluginHost final : public AgentComponent {
   std::vector<deviceplugin::DevicePlugin*> plugins() const;
 
  private:
+  Result<void> startPlugins(const std::vector<AgentGpu>& gpus);
   DevicePluginHostOptions options_;
   std::unique_ptr<deviceplugin::BookingSource> bookings_;
   std::vector<std::unique_ptr<deviceplugin::DevicePlugin>> plugins_;
   mutable std::mutex mu_;
   std::map<std::string, bool> health_;  // GPU id -> healthy, as last pushed
   bool stopped_ = false;
+  std::string startError_;  // best effort: why the plugin is not running
 };
 
 }  // namespace tessera::agent

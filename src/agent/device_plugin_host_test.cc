@@ -316,6 +316,29 @@ TEST_F(DevicePluginHostTest, AMissingDirectoryFailsTheStartNamingIt) {
   EXPECT_NE(port.error().message.find("absent"), std::string::npos) << port.error().message;
 }
 
+TEST(DevicePluginHost, BestEffortRunsWithoutThePluginAndSaysWhy) {
+  deviceplugin::testing::SocketDir dir;
+  DevicePluginHostOptions o;
+  o.config.dir = dir.path() + "/gone";
+  o.nodeName = "n";
+  o.server = "http://127.0.0.1:1";
+  o.bestEffort = true;
+  std::vector<std::string> logged;
+  o.log = [&](const std::string& line) { logged.push_back(line); };
+  DevicePluginHost host(o);
+  AgentGpu g;
+  g.id = "0";
+  g.isVirtual = true;
+  ASSERT_TRUE(host.start({g}));
+  EXPECT_TRUE(host.plugins().empty());
+  const json s = host.status();
+  EXPECT_EQ(s["state"], "not started");
+  EXPECT_NE(s["error"].get<std::string>().find("/gone"), std::string::npos) << s.dump();
+  ASSERT_FALSE(logged.empty());
+  EXPECT_NE(logged.back().find("running without it"), std::string::npos) << logged.back();
+  EXPECT_TRUE(host.drain(0).empty());
+}
+
 TEST(DevicePluginWanted, AutoFollowsTheDirectoryAndExplicitWins) {
   deviceplugin::testing::SocketDir dir;
   DevicePluginConfig c;

@@ -1,0 +1,145 @@
+// `tessera agent run` (the real binary) with a devicePlugin and an engines section: the
+// agent it starts registers tessera.io/gpus with a fake kubelet on a real unix socket, shows
+// the plugin and the stand-in vLLM in its status, switches a LoRA adapter over its admin API,
+// and `tessera agent drain` puts vLLM to sleep and removes the plugin's socket.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "agent/testing/agent_testing.h"
+#include "deviceplugin/test_support.h"
+#include "engines/testing/fake_vllm.h"
+#include "engines/testing/scratch_dir.h"
+
+namespace tessera::agent {
+namespace {
+
+using nlohmann::json;
+
+// The binary in the background; its first stdout line names the admin address.
+class Binary {
+ public:
+  explicit Binary(const std::string& config) {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      ::execl(TESSERA_BINARY, TESSERA_BINARY, "agent", "run", "--config", config.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = fds[0];
+    char c = 0;
+    while (::read(out_, &c, 1) == 1 && c != '\n') first_ += c;
+  }
+  ~Binary() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+  std::string admin() const {
+    const auto at = first_.find("admin on http://");
+    return at == std::string::npos ? "" : first_.substr(at + 16);
+  }
+  const std::string& firstLine() const { return first_; }
+  int wait() {
+    char c = 0;
+    while (::read(out_, &c, 1) == 1) {
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool reaped_ = false;
+  std::string first_;
+};
+
+TEST(AgentCliComponents, RunHostsThePluginAndDrivesTheEngine) {
+  testing::ControlPlaneServer server;
+  server.start();
+  deviceplugin::testing::SocketDir sockets;
+  ASSERT_FALSE(sockets.path().empty());
+  deviceplugin::testing::FakeKubelet kubelet(sockets.path());
+  engines::testing::FakeVllm vllm{engines::testing::FakeVllmOptions{}};
+  ASSERT_TRUE(vllm.start());
+  engines::testing::ScratchDir dir;
+  dir.write("lora-v1/adapter_config.json", R"({"r": 8})");
+
+  const std::string config = (dir.path() / "agent.yaml").string();
+  testing::writeFile(config,
+                     "nodeName: cli-dp\n"
+                     "server: " +
+                         server.url() +
+                         "\n"
+                         "heartbeatSeconds: 0.05\n"
+                         "gpuDiscovery: virtual\n"
+                         "virtualGpus: [{type: L4, count: 2}]\n"
+                         "cache: {dir: " +
+                         (dir.path() / "cache").string() +
+                         "}\n"
+                         "admin: 127.0.0.1:0\n"
+                         "drain: {stopNewWorkSeconds: 0, inFlightMaxSeconds: 5}\n"
+                         "devicePlugin: {enabled: true, dir: " +
+                         sockets.path() +
+                         ", watchSeconds: 0.05}\n"
+                         "engines:\n"
+                         "  - {name: chat, kind: vllm, url: \"" +
+                         vllm.url() + "\", timeoutMs: 3000}\n");
+  Binary agent(config);
+  ASSERT_FALSE(agent.admin().empty()) << agent.firstLine();
+
+  ASSERT_TRUE(deviceplugin::testing::eventually([&] { return !kubelet.requests().empty(); }));
+  EXPECT_EQ(kubelet.requests().front().resource_name(), "tessera.io/gpus");
+  const std::string socket = sockets.file(kubelet.requests().front().endpoint());
+  EXPECT_TRUE(std::filesystem::exists(socket));
+
+  httplib::Client admin("http://" + agent.admin());
+  admin.set_connection_timeout(5);
+  admin.set_read_timeout(30);
+  json status;
+  ASSERT_TRUE(testing::eventually([&] {
+    auto r = admin.Get("/status");
+    if (!r || r->status != 200) return false;
+    status = json::parse(r->body, nullptr, false);
+    return status.contains("engines") && status["engines"].size() == 1 &&
+           status["engines"][0].contains("healthy");
+  }));
+  EXPECT_EQ(status["engines"][0]["name"], "chat");
+  EXPECT_EQ(status["engines"][0]["healthy"], true);
+  EXPECT_EQ(status["devicePlugin"]["state"], "serving");
+  EXPECT_EQ(status["devicePlugin"]["resources"][0]["gpus"].size(), 2u);
+
+  auto switched =
+      admin.Post("/models/helper/switch", json{{"path", (dir.path() / "lora-v1").string()}}.dump(),
+                 "application/json");
+  ASSERT_TRUE(switched);
+  EXPECT_EQ(switched->status, 200) << switched->body;
+  EXPECT_EQ(vllm.adapters(), std::vector<std::string>{"helper"});
+
+  const std::string drain =
+      std::string(TESSERA_BINARY) + " agent drain --admin " + agent.admin() + " >/dev/null 2>&1";
+  EXPECT_EQ(std::system(drain.c_str()), 0);
+  EXPECT_EQ(agent.wait(), 0);
+  EXPECT_EQ(vllm.sleepLevel(), 1);
+  EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+}  // namespace
+}  // namespace tessera::agent
