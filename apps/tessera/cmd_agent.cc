@@ -247,6 +247,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   if (devicePlugin) parts.components.push_back(devicePlugin.get());
   agent::Agent node(config, parts);
   (*engineHost)->setInFlight([&node] { return node.inFlight(); });
+  (*engineHost)->setAccepting([&node] { return node.phase() == agent::AgentPhase::kRunning; });
   auto port = node.start();
   if (!port) return reportError(err, kCommand, port.error());
   const std::size_t gpuCount = node.status()["gpus"].size();

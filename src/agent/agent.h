@@ -7,10 +7,12 @@
 //    answers 404 (it restarted without its state) it registers again;
 //  - keeps the node model cache: preloads configured models, stages more on request;
 //  - serves a local admin API (loopback only, no auth): GET /status, /healthz, /readyz;
-//    POST /drain; POST /models/{model}/stage; POST /leases, DELETE /leases/{id};
+//    POST /drain; POST /models/{model}/stage; POST /leases, DELETE /leases/{id}; and the
+//    routes of its components (component.h: the device plugin, the engines);
 //  - drains: stop taking new work (leases refused, /readyz 503, node cordoned and drained at
 //    the control plane), wait the stop-new-work window, wait for in-flight work (every
-//    WorkTracker at 0) up to the in-flight limit, release device memory, then stop.
+//    WorkTracker at 0) up to the in-flight limit, drain the components (engines sleep or
+//    unload, the device plugin stops), release device memory, then stop.
 //
 // Threading: public methods are safe from any thread. Locks: mu_ guards the agent's state;
 // it is never held across network calls, cache staging or a tracker/device callback. The

@@ -79,6 +79,9 @@ void EnginesHost::setInFlight(std::function<std::size_t()> inFlight) {
 void EnginesHost::setLog(std::function<void(const std::string&)> log) {
   log_ = std::move(log);
 }
+void EnginesHost::setAccepting(std::function<bool()> accepting) {
+  accepting_ = std::move(accepting);
+}
 
 void EnginesHost::say(const std::string& line) const {
   if (log_) log_(line);
@@ -225,6 +228,9 @@ Result<EnginesHost::Slot*> EnginesHost::engineFor(const std::string& model, cons
 
 Result<json> EnginesHost::switchModel(const std::string& model, const json& body) {
   if (!body.is_object()) return fail(Error::invalid("body: expected a JSON object"));
+  if (accepting_ && !accepting_()) {
+    return fail(Error::precondition("the node is draining; it switches no models"));
+  }
   auto found = engineFor(model, body);
   if (!found) return fail(found.error());
   Slot& slot = **found;
@@ -346,6 +352,9 @@ Result<json> EnginesHost::sleepEngine(const std::string& name, int level, bool f
 }
 
 Result<json> EnginesHost::wakeEngine(const std::string& name) {
+  if (accepting_ && !accepting_()) {
+    return fail(Error::precondition("the node is draining; its engines stay asleep"));
+  }
   Slot* slot = find(name);
   if (slot == nullptr) return fail(Error::notFound("no engine named " + name));
   if (!slot->engine->capabilities().sleep) {

@@ -41,6 +41,9 @@ class EnginesHost final : public AgentComponent {
   // The agent's count of work in flight; sleep refuses while it is above 0. Unset: 0.
   void setInFlight(std::function<std::size_t()> inFlight);
   void setLog(std::function<void(const std::string&)> log);
+  // Whether the node takes new work (the agent is running, not draining); switches and
+  // wake-ups are refused when not. Unset: always.
+  void setAccepting(std::function<bool()> accepting);
 
   std::string name() const override { return "engines"; }
   Result<void> start(const std::vector<AgentGpu>& gpus) override;
@@ -77,6 +80,7 @@ class EnginesHost final : public AgentComponent {
   Millis refreshMs_;
   std::function<std::size_t()> inFlight_;
   std::function<void(const std::string&)> log_;
+  std::function<bool()> accepting_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -89,6 +89,7 @@ class EnginesHostTest : public ::testing::Test {
     parts.components = {host_.get()};
     agent_ = std::make_unique<Agent>(config_, parts, timings_);
     host_->setInFlight([this] { return agent_->inFlight(); });
+    host_->setAccepting([this] { return agent_->phase() == AgentPhase::kRunning; });
     auto port = agent_->start();
     ASSERT_TRUE(port) << port.error().message;
     admin_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
@@ -280,9 +281,12 @@ TEST_F(EnginesHostTest, DrainSleepsVllmAndUnloadsTritonOnceWorkIsDone) {
   auto lease = agent_->acquireLease("");
   ASSERT_TRUE(lease);
   agent_->drain("test");
-  // In flight: nothing is touched yet.
+  // In flight: nothing is touched yet, and no new switch starts.
   EXPECT_EQ(vllm_->sleepLevel(), 0);
   EXPECT_EQ(triton_->state("resnet", 1), "READY");
+  const Reply refused = post("/models/resnet/switch", {{"version", 2}});
+  EXPECT_EQ(refused.status, 409) << refused.body.dump();
+  EXPECT_EQ(triton_->state("resnet", 2), "");
   ASSERT_TRUE(agent_->releaseLease(*lease));
   EXPECT_EQ(agent_->wait(), 0);
   EXPECT_EQ(vllm_->sleepLevel(), 1);
