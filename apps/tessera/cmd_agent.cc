@@ -17,6 +17,7 @@
 #include "agent/agent_config.h"
 #include "agent/control_client.h"
 #include "agent/device_plugin_host.h"
+#include "agent/device_pool_host.h"
 #include "agent/engines_host.h"
 #include "agent/gpu_source.h"
 #include "agent/model_cache.h"
@@ -228,6 +229,15 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   auto engineHost = agent::EnginesHost::create(config.engines, config.heartbeatMs);
   if (!engineHost) return reportError(err, kCommand, engineHost.error());
   (*engineHost)->setLog([&logger](const std::string& line) { logger.info(line); });
+  // The device memory pool, pre-allocated by node.start() (docs/agent.md, "Device pool").
+  agent::DevicePoolHostOptions poolOptions;
+  poolOptions.config = config.devicePool;
+  poolOptions.cache = cache->get();
+  for (const auto& s : sources) poolOptions.sources.push_back(s.get());
+  poolOptions.drainTimeoutMs = static_cast<int>(std::min<Millis>(config.inFlightMaxMs, 3'600'000));
+  poolOptions.gpuSource = (*gpus)->kind();
+  poolOptions.log = [&logger](const std::string& line) { logger.info(line); };
+  agent::DevicePoolHost devicePool(std::move(poolOptions));
 
   // SIGINT and SIGTERM are taken synchronously below; block them before any thread starts.
   sigset_t signals;
@@ -242,10 +252,16 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   parts.cache = cache->get();
   for (const auto& s : sources) parts.sources.push_back(s.get());
   parts.log = &logger;
+  // Started first (a pool that cannot be created stops the start-up before anything else
+  // runs); its loads and leases are work in flight, and the drain releases it last.
+  parts.components.push_back(&devicePool);
+  parts.trackers.push_back(devicePool.work());
+  parts.device = devicePool.deviceMemory();
   // Drained in this order: the engines sleep or unload, then the device plugin stops.
   if (!config.engines.empty()) parts.components.push_back(engineHost->get());
   if (devicePlugin) parts.components.push_back(devicePlugin.get());
   agent::Agent node(config, parts);
+  devicePool.setAcceptingWork([&node] { return node.phase() == agent::AgentPhase::kRunning; });
   (*engineHost)->setInFlight([&node] { return node.inFlight(); });
   (*engineHost)->setAccepting([&node] { return node.phase() == agent::AgentPhase::kRunning; });
   auto port = node.start();

@@ -136,6 +136,32 @@ Result<void> readDevicePlugin(const Field& d, DevicePluginConfig& out) {
   return {};
 }
 
+Result<void> readDevicePool(const Field& d, DevicePoolConfig& out) {
+  TESSERA_RETURN_IF_ERROR(config::expectMap(
+      d, {"enabled", "backend", "size", "sizeMib", "blockSize", "blockSizeMib", "readerThreads"}));
+  if (const Field e = d.child("enabled"); !e.isNull()) {
+    if (e.isScalar() && e.node().Scalar() == "auto" && !e.isQuoted()) {
+      out.enabled.reset();
+    } else {
+      auto v = config::readBool(e);
+      if (!v) return fail(e.error("must be true, false or auto, got " + e.describe()));
+      out.enabled = *v;
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "backend", out.backend));
+  if (out.backend != "auto" && out.backend != "host" && out.backend != "cuda") {
+    return fail(
+        d.child("backend").error("must be auto, host or cuda, got \"" + out.backend + "\""));
+  }
+  TESSERA_RETURN_IF_ERROR(readBytes(d, "sizeMib", "size", 1, out.sizeBytes));
+  TESSERA_RETURN_IF_ERROR(readBytes(d, "blockSizeMib", "blockSize", 1, out.blockBytes));
+  if (out.blockBytes > (std::int64_t{1} << 30)) {
+    return fail(d.child("blockSize").error("must be at most 1Gi"));
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "readerThreads", out.readerThreads, 0, 64));
+  return {};
+}
+
 Result<void> readEngines(const Field& list, AgentConfig& out) {
   TESSERA_RETURN_IF_ERROR(config::expectSequence(list));
   out.engines.clear();
@@ -266,7 +292,8 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
                                                    "drain",
                                                    "logFormat",
                                                    "devicePlugin",
-                                                   "engines"}));
+                                                   "engines",
+                                                   "devicePool"}));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "nodeName", out.nodeName));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "server", out.server));
   if (out.server.rfind("http://", 0) != 0 && out.server.rfind("https://", 0) != 0) {
@@ -323,6 +350,9 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   }
   if (const Field e = root.child("engines"); !e.absent()) {
     TESSERA_RETURN_IF_ERROR(readEngines(e, out));
+  }
+  if (const Field d = root.child("devicePool"); !d.isNull()) {
+    TESSERA_RETURN_IF_ERROR(readDevicePool(d, out.devicePool));
   }
   return out;
 }

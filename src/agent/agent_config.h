@@ -26,6 +26,7 @@
 //   devicePlugin: {enabled: auto, dir: /var/lib/kubelet/device-plugins,
 //                  resources: [tessera.io/gpus], slotsPerGpu: 4}
 //   engines: [{name: llm, kind: vllm, url: "http://127.0.0.1:8001", onDrain: auto}]
+//   devicePool: {enabled: true, backend: auto, size: 8Gi, blockSize: 2Mi, readerThreads: 0}
 
 #include <cstdint>
 #include <map>
@@ -95,6 +96,18 @@ struct AgentEngineConfig {
   EngineDrain onDrain = EngineDrain::kAuto;
 };
 
+// The device memory pool the agent pre-allocates and loads models into (docs/agent.md,
+// "Device pool"; src/devpool).
+struct DevicePoolConfig {
+  // unset ("auto"): a pool that cannot be created is logged and the agent runs without one;
+  // true: it fails the start-up; false: no pool.
+  std::optional<bool> enabled = true;
+  std::string backend = "auto";  // host | cuda | auto
+  std::int64_t sizeBytes = 0;    // 0: the default share (device_pool_host.h)
+  std::int64_t blockBytes = std::int64_t{2} << 20;
+  int readerThreads = 0;  // 0: the loader's default
+};
+
 struct AgentConfig {
   std::string nodeName;  // empty: the host name
   std::string server = "http://127.0.0.1:8080";
@@ -116,6 +129,7 @@ struct AgentConfig {
   std::string logFormat = "text";
   DevicePluginConfig devicePlugin;
   std::vector<AgentEngineConfig> engines;
+  DevicePoolConfig devicePool;
 };
 
 // Reads the file over `base` (the defaults, or what earlier layers set): keys the file
