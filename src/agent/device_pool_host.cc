@@ -379,14 +379,19 @@ void DevicePoolHost::runLoad(std::string model, std::string version, std::string
   {
     std::lock_guard lock(mu_);
     pins_[pinKey(model, version)] = entry;
-    if (cancel->cancelled()) {
+    jobs_[model].phase = "loading";
+  }
+  if (options_.beforeLoad) options_.beforeLoad(model);
+  bool cancelled = false;
+  {
+    std::lock_guard lock(mu_);
+    cancelled = cancel->cancelled();
+    if (cancelled) {
       jobs_.erase(model);
       failures_[model] = version + "\ncancelled";
-    } else {
-      jobs_[model].phase = "loading";
     }
   }
-  if (cancel->cancelled()) {
+  if (cancelled) {
     unpinVersion(model, version);
     say("device pool: loading " + model + " version " + version + " cancelled");
     return;
@@ -613,6 +618,15 @@ json DevicePoolHost::models() const {
     }
     if (const auto j = jobs.find(m.name); j != jobs.end()) {
       if (j->second.phase == "staging") state = "staging";
+      // (A load whose version serves already is draining the old one: "retiring" shows it.)
+      const bool serves = m.serving && m.serving->version == j->second.version;
+      if (!m.loading && !serves && (j->second.phase == "staging" || j->second.phase == "loading")) {
+        // Staging, or pinned and about to enter the registry.
+        e["loading"] = {{"version", j->second.version},
+                        {"state", j->second.phase},
+                        {"cacheEntry", j->second.entry}};
+        state = j->second.phase;
+      }
       if (j->second.phase == "unloading" && state == "ready") state = "draining";
     }
     if (const auto f = failures.find(m.name); f != failures.end() && !m.lastFailure) {

@@ -52,6 +52,8 @@ struct DevicePoolHostOptions {
   int drainTimeoutMs = 30'000;  // leases of a version being switched out or unloaded
   std::string gpuSource;        // GpuSource::kind(): "nvml", "virtual", ...
   std::function<void(const std::string&)> log;
+  // Tests: runs on the load's worker once the cache entry is pinned, before the registry load.
+  std::function<void(const std::string& model)> beforeLoad;
 };
 
 // The default pool size when devicePool.size is not given.

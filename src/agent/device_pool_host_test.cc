@@ -7,7 +7,9 @@
 
 #include "agent/device_pool_host.h"
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -76,6 +78,7 @@ class DevicePoolHostTest : public ::testing::Test {
     o.sources = {source_.get()};
     o.drainTimeoutMs = 20'000;
     o.gpuSource = "virtual";
+    o.beforeLoad = beforeLoad_;
     host_ = std::make_unique<DevicePoolHost>(std::move(o));
     std::vector<std::string> warnings;
     auto gpus = openGpuSource(config_, catalog_, config_.nodeName, warnings);
@@ -177,6 +180,7 @@ class DevicePoolHostTest : public ::testing::Test {
   std::unique_ptr<Agent> agent_;
   std::unique_ptr<httplib::Client> admin_;
   devpool::ModelLease lease_;
+  std::function<void(const std::string&)> beforeLoad_;
 };
 
 TEST_F(DevicePoolHostTest, PoolIsPreallocatedAndShownInStatus) {
@@ -265,6 +269,14 @@ TEST_F(DevicePoolHostTest, HotSwitchKeepsTheOldVersionServingUntilTheNewOneIsRea
       if (sawV2 && l->version() == "v1") ++backwards;
     }
   });
+  struct Join {
+    std::atomic<bool>& done;
+    std::thread& t;
+    ~Join() {
+      done = true;
+      if (t.joinable()) t.join();
+    }
+  } join{done, reader};
   const Reply r = post("/models/llama/load", {{"version", "v2"}});
   ASSERT_EQ(r.status, 202) << r.body.dump();
   // v2 serves; v1 is draining behind its lease and keeps its blocks.
@@ -334,6 +346,60 @@ TEST_F(DevicePoolHostTest, CorruptFileEndsTheLoadFailedWithThePoolFree) {
   EXPECT_EQ(pool["freeBytes"], 16 * kMiB);
   EXPECT_TRUE(host_->pool()->checkInvariants());
   EXPECT_EQ(pins("broken"), 0);
+}
+
+TEST_F(DevicePoolHostTest, CancelStopsALoadAndLeavesTheServingVersion) {
+  writeModel("llama@v1", 2 * kMiB);
+  writeModel("llama@v2", 3 * kMiB);
+  // The v2 load waits at a gate (after its pin) until the test has cancelled it.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool atGate = false, open = false;
+  beforeLoad_ = [&](const std::string&) {
+    std::unique_lock lock(mu);
+    atGate = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+  };
+  startAgent();
+  {
+    std::unique_lock lock(mu);
+    open = true;  // v1 goes straight through
+  }
+  ASSERT_EQ(post("/models/llama/load", {{"version", "v1"}}).status, 202);
+  ASSERT_TRUE(eventually([&] { return servingVersion("llama", "v1"); }));
+  {
+    std::unique_lock lock(mu);
+    open = false;
+    atGate = false;
+  }
+  ASSERT_EQ(post("/models/llama/load", {{"version", "v2"}}).status, 202);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return atGate; }));
+  }
+  EXPECT_EQ(modelEntry("llama")["state"], "loading");
+  EXPECT_EQ(post("/models/llama/load", {{"version", "v2"}}).status, 409);  // one load at a time
+  const Reply c = post("/models/llama/cancel");
+  EXPECT_EQ(c.status, 202) << c.body.dump();
+  {
+    std::unique_lock lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(eventually([&] {
+    const json m = modelEntry("llama");
+    return m.contains("lastFailure") && m["lastFailure"]["version"] == "v2" &&
+           !m.contains("loading");
+  })) << modelEntry("llama").dump();
+  const json m = modelEntry("llama");
+  EXPECT_NE(m["lastFailure"]["message"].get<std::string>().find("cancel"), std::string::npos)
+      << m.dump();
+  EXPECT_TRUE(servingVersion("llama", "v1"));
+  EXPECT_EQ(poolStatus()["usedBytes"], 2 * kMiB);
+  EXPECT_EQ(pins("llama@v2"), 0);
+  EXPECT_EQ(pins("llama@v1"), 1);
+  EXPECT_TRUE(host_->pool()->checkInvariants());
 }
 
 TEST_F(DevicePoolHostTest, DrainEmptiesThePool) {
