@@ -239,12 +239,26 @@ Result<void> DevicePoolHost::create(const std::vector<AgentGpu>& gpus) {
 }
 
 void DevicePoolHost::spawn(std::function<void()> fn) {
-  // Under mu_ (the caller holds it).
-  workers_.emplace_back(std::move(fn));
+  // Under mu_ (the caller holds it). A finished worker has left mu_ for good: joining it here
+  // only reaps its thread.
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->finished->load()) {
+      it->thread.join();
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  workers_.push_back({std::thread([fn = std::move(fn), finished] {
+                        fn();
+                        finished->store(true);
+                      }),
+                      finished});
 }
 
 void DevicePoolHost::stop() {
-  std::vector<std::thread> workers;
+  std::vector<Worker> workers;
   {
     std::lock_guard lock(mu_);
     stopped_ = true;
@@ -254,8 +268,8 @@ void DevicePoolHost::stop() {
     }
     workers.swap(workers_);
   }
-  for (std::thread& t : workers) {
-    if (t.joinable()) t.join();
+  for (Worker& w : workers) {
+    if (w.thread.joinable()) w.thread.join();
   }
   std::map<std::string, std::string> pins;
   {
@@ -273,11 +287,15 @@ Result<json> DevicePoolHost::startLoad(const std::string& model, const std::stri
         Error::precondition("this agent hosts no device pool" +
                             (createError_.empty() ? std::string() : " (" + createError_ + ")")));
   }
+  std::function<bool()> accepting;
+  bool stopped = false;
   {
     std::lock_guard lock(mu_);
-    if (stopped_ || (accepting_ && !accepting_())) {
-      return fail(Error::precondition("the node takes no new work (draining or stopping)"));
-    }
+    accepting = accepting_;
+    stopped = stopped_;
+  }
+  if (stopped || (accepting && !accepting())) {
+    return fail(Error::precondition("the node takes no new work (draining or stopping)"));
   }
   TESSERA_RETURN_IF_ERROR(checkModelName(model));
   const std::string label = version.empty() ? "default" : version;

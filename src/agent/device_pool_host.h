@@ -20,6 +20,7 @@
 // threads of their own, joined by stop(). mu_ guards the jobs and pins; it is never held
 // across a stage, a load or a registry call that blocks.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -146,7 +147,11 @@ class DevicePoolHost final : public AgentComponent {
   std::map<std::string, std::string> pins_;      // "model\nversion" -> pinned cache entry
   std::map<std::string, std::string> failures_;  // model -> last failure (staging)
   std::map<std::string, double> lastBandwidth_;  // model -> MB/s of its last load
-  std::vector<std::thread> workers_;
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::vector<Worker> workers_;  // finished ones are joined by the next spawn()
 };
 
 }  // namespace tessera::agent
