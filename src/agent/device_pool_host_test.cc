@@ -450,6 +450,20 @@ TEST(DevicePoolConfig, SectionIsReadAndUnknownKeysAreNamed) {
   EXPECT_NE(backend.error().message.find("auto, host or cuda"), std::string::npos);
 }
 
+// deploy/ keeps the pool small and best effort: engines share the GPU and do not use it yet.
+TEST(DevicePoolConfig, ShippedFilesKeepThePoolSmall) {
+  auto base = loadAgentFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/base/agent-config.yaml");
+  ASSERT_TRUE(base) << base.error().message;
+  EXPECT_FALSE(base->devicePool.enabled.has_value());
+  EXPECT_EQ(base->devicePool.backend, "auto");
+  EXPECT_EQ(base->devicePool.sizeBytes, 1ll << 30);
+  auto dev =
+      loadAgentFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/overlays/dev/agent-config.yaml");
+  ASSERT_TRUE(dev) << dev.error().message;
+  EXPECT_EQ(dev->devicePool.backend, "host");
+  EXPECT_EQ(dev->devicePool.sizeBytes, 64ll << 20);
+}
+
 TEST(DevicePoolDefaults, SizeIsAShareOfTheMemory) {
   EXPECT_EQ(defaultHostPoolBytes(4ull << 30), 256ull << 20);
   EXPECT_EQ(defaultHostPoolBytes(256ull << 30), 512ull << 20);
