@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 namespace tessera::agent {
@@ -255,6 +257,7 @@ void Agent::heartbeatLoop() {
                                 {"server", parts_.client->server()},
                                 {"gpus", snapshot.size()},
                                 {"gpuSource", parts_.gpus->kind()}});
+        reconcileRegistration(snapshot);
         std::lock_guard lock(mu_);
         registered_ = true;
         ++registrations_;
@@ -325,6 +328,56 @@ void Agent::drain(const std::string& reason) {
   drainThread_ = std::thread([this, reason] { drainSequence(reason); });
 }
 
+std::string Agent::drainMarkerPath() const {
+  return (std::filesystem::path(config_.cache.dir) / ".tessera-agent-drained").string();
+}
+
+// A node the server already knew (409 on register) keeps the server's record: lift the
+// cordon this node's previous agent set when it drained, and say when the record differs from
+// what this agent discovered (the server does not replace a node's GPUs on register).
+void Agent::reconcileRegistration(const std::vector<AgentGpu>& gpus) {
+  api::Logger& log = *parts_.log;
+  auto node = parts_.client->getNode(config_.nodeName);
+  if (!node) return;  // the next heartbeat says what is wrong
+  std::vector<std::string> warnings;
+  std::error_code ec;
+  const bool drainedBefore = std::filesystem::exists(drainMarkerPath(), ec);
+  if (node->value("cordoned", false)) {
+    if (drainedBefore) {
+      if (auto lifted = parts_.client->setCordoned(config_.nodeName, false); lifted) {
+        std::filesystem::remove(drainMarkerPath(), ec);
+        log.info("lifted the cordon this node's previous agent set when it drained",
+                 {{"node", config_.nodeName}});
+      } else {
+        warnings.push_back("could not lift the drain's cordon: " + lifted.error().message);
+      }
+    } else {
+      warnings.push_back("the control plane has this node cordoned (not by this agent's "
+                         "drain): no new replicas land here until POST /api/v1/nodes/" +
+                         config_.nodeName + "/uncordon");
+    }
+  } else if (drainedBefore) {
+    std::filesystem::remove(drainMarkerPath(), ec);
+  }
+  std::vector<std::string> known, found;
+  if (node->contains("gpus") && (*node)["gpus"].is_array()) {
+    for (const auto& g : (*node)["gpus"]) known.push_back(g.value("type", ""));
+  }
+  for (const AgentGpu& g : gpus) found.push_back(g.type);
+  std::sort(known.begin(), known.end());
+  std::sort(found.begin(), found.end());
+  if (known != found) {
+    warnings.push_back("the control plane knows this node with " + std::to_string(known.size()) +
+                       " GPU(s) but this agent found " + std::to_string(found.size()) +
+                       " (or other types); the server keeps its record: remove the node "
+                       "(DELETE /api/v1/nodes/" + config_.nodeName +
+                       ", once it holds no replicas) to register the new inventory");
+  }
+  for (const std::string& w : warnings) log.warn(w, {{"node", config_.nodeName}});
+  std::lock_guard lock(mu_);
+  registrationWarnings_ = std::move(warnings);
+}
+
 void Agent::drainSequence(std::string reason) {
   api::Logger& log = *parts_.log;
   const Millis started = clock_.nowMs();
@@ -338,7 +391,13 @@ void Agent::drainSequence(std::string reason) {
   // 1. Cordon at the control plane so no new replica lands here; its deployments replace
   //    the replicas elsewhere. Best effort: the server may be down, and the drain goes on.
   if (auto cordoned = parts_.client->drainNode(config_.nodeName); cordoned) {
-    note("node cordoned and drained at the control plane");
+    // Remembered so that this node's next agent lifts the cordon this drain set (and only
+    // that one: an operator's cordon stays).
+    std::ofstream marker(drainMarkerPath());
+    marker << config_.nodeName << "\n";
+    note(marker ? "node cordoned and drained at the control plane"
+                : "node cordoned and drained at the control plane (could not write " +
+                      drainMarkerPath() + ": the next agent will not lift this cordon)");
   } else {
     note("could not cordon at the control plane: " + cordoned.error().message);
   }
@@ -443,6 +502,7 @@ json Agent::status() const {
     s["heartbeats"] = heartbeats_;
     s["heartbeatFailures"] = heartbeatFailures_;
     if (!lastError_.empty()) s["lastError"] = lastError_;
+    if (!registrationWarnings_.empty()) s["registrationWarnings"] = registrationWarnings_;
     s["leases"] = leases_.size();
     if (phase_ != AgentPhase::kRunning) {
       s["drain"] = {{"reason", drainReason_}, {"steps", drainLog_}};

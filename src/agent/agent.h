@@ -106,6 +106,8 @@ class Agent {
   void heartbeatLoop();
   void preloadLoop();
   void drainSequence(std::string reason);
+  void reconcileRegistration(const std::vector<AgentGpu>& gpus);
+  std::string drainMarkerPath() const;
   void adminRoutes();
   void wake();
   void stopComponents();
@@ -128,6 +130,9 @@ class Agent {
   bool registered_ = false;
   std::int64_t registrations_ = 0, heartbeats_ = 0, heartbeatFailures_ = 0;
   std::string lastError_;
+  // What registering found wrong with the server's record of this node (a cordon this agent
+  // did not set, other GPUs than discovered), shown in /status.
+  std::vector<std::string> registrationWarnings_;
   std::string drainReason_;
   std::vector<std::string> drainLog_;
   std::vector<AgentGpu> lastGpus_;

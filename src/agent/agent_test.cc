@@ -74,6 +74,7 @@ class AgentTest : public ::testing::Test {
     client_ = std::move(*client);
     ModelCacheOptions o;
     o.dir = (dir_.path() / "cache").string();
+    config_.cache.dir = o.dir;  // as tessera agent run opens it
     o.diskCapacityBytes = 1 << 20;
     auto cache = ModelCache::open(o, clock_);
     ASSERT_TRUE(cache) << cache.error().message;
@@ -223,6 +224,42 @@ TEST_F(AgentTest, DrainStopsNewWorkWaitsForLeasesReleasesDeviceMemoryAndFinishes
   EXPECT_NE(steps.dump().find("no work in flight"), std::string::npos) << steps.dump();
   EXPECT_NE(steps.dump().find("device memory released (test pool)"), std::string::npos);
   EXPECT_EQ(cache_->status().entries[0].pins, 0);
+}
+
+// A restarted agent finds the server's record of its node: it lifts the cordon its own
+// drain set, but leaves an operator's cordon and says so, as it says when the GPUs differ.
+TEST_F(AgentTest, TheNextAgentLiftsItsDrainsCordonButNotAnOperators) {
+  config_.preload.clear();
+  makeAgent();
+  ASSERT_TRUE(eventually([&] { return !server_.node("node-a").is_null(); }));
+  ASSERT_EQ(admin_->Post("/drain")->status, 202);
+  EXPECT_EQ(agent_->wait(), 0);
+  ASSERT_TRUE(server_.node("node-a").value("cordoned", false));
+
+  agent_.reset();
+  makeAgent();  // the same node and cache directory: a new agent process would see this
+  ASSERT_TRUE(eventually([&] { return !server_.node("node-a").value("cordoned", true); }))
+      << logText_.str();
+  EXPECT_NE(logText_.str().find("lifted the cordon"), std::string::npos);
+  EXPECT_FALSE(agent_->status().contains("registrationWarnings"));
+  agent_->stop();
+  agent_->wait();
+
+  // An operator cordons the node; the agent comes back with another GPU inventory.
+  httplib::Client http("127.0.0.1", server_.port());
+  const httplib::Headers auth{{"Authorization", std::string("Bearer ") + kToken}};
+  ASSERT_EQ(http.Post("/api/v1/nodes/node-a/cordon", auth, "{}", "application/json")->status, 200);
+  agent_.reset();
+  config_.virtualGpus = {{"L4", 3, 0, 0, std::nullopt}};
+  makeAgent();
+  ASSERT_TRUE(eventually([&] { return agent_->status().contains("registrationWarnings"); }))
+      << logText_.str();
+  const std::string warnings = agent_->status()["registrationWarnings"].dump();
+  EXPECT_NE(warnings.find("cordoned (not by this agent's drain)"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("2 GPU(s) but this agent found 3"), std::string::npos) << warnings;
+  EXPECT_TRUE(server_.node("node-a").value("cordoned", false));
+  agent_->stop();
+  agent_->wait();
 }
 
 // Another part of the node (the device pool's registry) holding work that never ends: the

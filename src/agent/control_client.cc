@@ -80,6 +80,14 @@ Result<void> ControlClient::registerNode(const json& node) {
   return fail(fromReply("register node", r->status, r->body));
 }
 
+Result<void> ControlClient::setCordoned(const std::string& node, bool cordoned) {
+  const json empty = json::object();
+  auto r = call("POST", "/api/v1/nodes/" + node + (cordoned ? "/cordon" : "/uncordon"), &empty);
+  if (!r) return fail(r.error());
+  if (r->status == 200) return {};
+  return fail(fromReply(cordoned ? "cordon node" : "uncordon node", r->status, r->body));
+}
+
 Result<void> ControlClient::heartbeat(const std::string& node, const json& body) {
   auto r = call("POST", "/api/v1/nodes/" + node + "/heartbeat", &body);
   if (!r) return fail(r.error());

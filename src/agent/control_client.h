@@ -32,6 +32,8 @@ class ControlClient {
 
   // POST /api/v1/nodes. An existing node of that name (409) counts as registered.
   Result<void> registerNode(const nlohmann::json& node);
+  // POST /api/v1/nodes/{node}/cordon or /uncordon.
+  Result<void> setCordoned(const std::string& node, bool cordoned);
   // POST /api/v1/nodes/{name}/heartbeat. kNotFound when the server does not know the node
   // (it restarted without its state, or the node was deleted): register again.
   Result<void> heartbeat(const std::string& node, const nlohmann::json& body);
