@@ -7,8 +7,12 @@
 #include <fstream>
 #include <random>
 
+#include "agent/admin_http.h"
+
 namespace tessera::agent {
 
+using admin::sendError;
+using admin::sendJson;
 using nlohmann::json;
 
 namespace {
@@ -41,31 +45,6 @@ Result<std::pair<std::string, int>> splitAdmin(const std::string& address) {
                                "so it listens on 127.0.0.1, ::1 or localhost only"));
   }
   return std::pair{host, port};
-}
-
-json errorJson(const Error& e) {
-  return {{"error", {{"code", errorCodeName(e.code)}, {"message", e.message}}}};
-}
-
-int httpStatus(const Error& e) {
-  switch (e.code) {
-    case ErrorCode::kInvalidArgument:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kAlreadyExists:
-    case ErrorCode::kFailedPrecondition:
-    case ErrorCode::kResourceExhausted:
-      return 409;
-    case ErrorCode::kInternal:
-      return 500;
-  }
-  return 500;
-}
-
-void sendJson(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
 }
 
 }  // namespace
@@ -352,9 +331,10 @@ void Agent::reconcileRegistration(const std::vector<AgentGpu>& gpus) {
         warnings.push_back("could not lift the drain's cordon: " + lifted.error().message);
       }
     } else {
-      warnings.push_back("the control plane has this node cordoned (not by this agent's "
-                         "drain): no new replicas land here until POST /api/v1/nodes/" +
-                         config_.nodeName + "/uncordon");
+      warnings.push_back(
+          "the control plane has this node cordoned (not by this agent's "
+          "drain): no new replicas land here until POST /api/v1/nodes/" +
+          config_.nodeName + "/uncordon");
     }
   } else if (drainedBefore) {
     std::filesystem::remove(drainMarkerPath(), ec);
@@ -370,7 +350,8 @@ void Agent::reconcileRegistration(const std::vector<AgentGpu>& gpus) {
     warnings.push_back("the control plane knows this node with " + std::to_string(known.size()) +
                        " GPU(s) but this agent found " + std::to_string(found.size()) +
                        " (or other types); the server keeps its record: remove the node "
-                       "(DELETE /api/v1/nodes/" + config_.nodeName +
+                       "(DELETE /api/v1/nodes/" +
+                       config_.nodeName +
                        ", once it holds no replicas) to register the new inventory");
   }
   for (const std::string& w : warnings) log.warn(w, {{"node", config_.nodeName}});
@@ -574,10 +555,10 @@ void Agent::adminRoutes() {
   });
   s.Post(R"(/models/(.+)/stage)", [this](const Req& req, Res& res) {
     if (parts_.cache == nullptr) {
-      return sendJson(res, 409, errorJson(Error::precondition("this agent has no model cache")));
+      return sendError(res, Error::precondition("this agent has no model cache"));
     }
     auto staged = parts_.cache->stage(req.matches[1].str(), parts_.sources);
-    if (!staged) return sendJson(res, httpStatus(staged.error()), errorJson(staged.error()));
+    if (!staged) return sendError(res, staged.error());
     wake();
     sendJson(res, 200, {{"model", staged->model}, {"diskBytes", staged->diskBytes}});
   });
@@ -586,18 +567,17 @@ void Agent::adminRoutes() {
     if (!req.body.empty()) {
       const json body = json::parse(req.body, nullptr, false);
       if (!body.is_object() || (body.contains("model") && !body["model"].is_string())) {
-        return sendJson(res, 400,
-                        errorJson(Error::invalid("body: expected {\"model\": \"name\"}")));
+        return sendError(res, Error::invalid("body: expected {\"model\": \"name\"}"));
       }
       model = body.value("model", "");
     }
     auto id = acquireLease(model);
-    if (!id) return sendJson(res, httpStatus(id.error()), errorJson(id.error()));
+    if (!id) return sendError(res, id.error());
     sendJson(res, 201, {{"id", *id}, {"model", model}});
   });
   s.Delete(R"(/leases/([^/]+))", [this](const Req& req, Res& res) {
     auto released = releaseLease(req.matches[1].str());
-    if (!released) return sendJson(res, httpStatus(released.error()), errorJson(released.error()));
+    if (!released) return sendError(res, released.error());
     sendJson(res, 200, {{"released", req.matches[1].str()}});
   });
 }

@@ -9,41 +9,19 @@
 
 #include <httplib.h>
 
+#include "agent/admin_http.h"
 #include "profile/safetensors.h"
 
 namespace tessera::agent {
 
+using admin::sendError;
+using admin::sendJson;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
-
-int statusFor(const Error& e) {
-  switch (e.code) {
-    case ErrorCode::kInvalidArgument:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kAlreadyExists:
-    case ErrorCode::kFailedPrecondition:
-    case ErrorCode::kResourceExhausted:
-      return 409;
-    case ErrorCode::kInternal:
-      return 500;
-  }
-  return 500;
-}
-
-void send(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-void sendError(httplib::Response& res, const Error& e) {
-  send(res, statusFor(e), {{"error", {{"code", errorCodeName(e.code)}, {"message", e.message}}}});
-}
 
 // The files of a cache entry to place, in name order: its safetensors files when it has any
 // (their data sections), else every file whole. The entry's own record is never loaded.
@@ -700,7 +678,7 @@ void DevicePoolHost::adminRoutes(httplib::Server& server) {
   server.Get("/models", [this](const Req&, Res& res) {
     json body = status();
     if (!body.contains("models")) body["models"] = json::array();
-    send(res, 200, body);
+    sendJson(res, 200, body);
   });
   server.Post(R"(/models/(.+)/load)", [this](const Req& req, Res& res) {
     std::string version;
@@ -713,17 +691,17 @@ void DevicePoolHost::adminRoutes(httplib::Server& server) {
     }
     auto started = startLoad(req.matches[1].str(), version);
     if (!started) return sendError(res, started.error());
-    send(res, 202, *started);
+    sendJson(res, 202, *started);
   });
   server.Post(R"(/models/(.+)/cancel)", [this](const Req& req, Res& res) {
     auto cancelled = cancel(req.matches[1].str());
     if (!cancelled) return sendError(res, cancelled.error());
-    send(res, 202, {{"model", req.matches[1].str()}, {"cancelled", true}});
+    sendJson(res, 202, {{"model", req.matches[1].str()}, {"cancelled", true}});
   });
   server.Delete(R"(/models/(.+))", [this](const Req& req, Res& res) {
     auto unloading = startUnload(req.matches[1].str());
     if (!unloading) return sendError(res, unloading.error());
-    send(res, 202, {{"model", req.matches[1].str()}, {"state", "draining"}});
+    sendJson(res, 202, {{"model", req.matches[1].str()}, {"state", "draining"}});
   });
 }
 

@@ -4,38 +4,20 @@
 
 #include <set>
 
+#include "agent/admin_http.h"
+
 namespace tessera::agent {
 
 using nlohmann::json;
 
 namespace {
 
-int statusFor(const Error& e) {
-  switch (e.code) {
-    case ErrorCode::kInvalidArgument:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kAlreadyExists:
-    case ErrorCode::kFailedPrecondition:
-    case ErrorCode::kResourceExhausted:
-      return 409;
-    case ErrorCode::kInternal:
-      return 502;  // the engine did not answer, or failed: the agent is a gateway here
-  }
-  return 502;
-}
-
 void reply(httplib::Response& res, const Result<json>& r) {
+  // 502 for a failure: the engine did not answer, or failed; the agent is a gateway here.
   if (r) {
-    res.status = 200;
-    res.set_content(r->dump(), "application/json");
+    admin::sendJson(res, 200, *r);
   } else {
-    res.status = statusFor(r.error());
-    res.set_content(
-        json{{"error", {{"code", errorCodeName(r.error().code)}, {"message", r.error().message}}}}
-            .dump(),
-        "application/json");
+    admin::sendError(res, r.error(), 502);
   }
 }
 

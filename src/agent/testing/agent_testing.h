@@ -1,6 +1,7 @@
 #pragma once
-// Helpers for the agent's tests: a temporary directory, files, a bounded poll, and the REAL
-// control plane (ControlPlane + HttpServer) on a loopback port that a test can restart.
+// Helpers for the agent's tests: a temporary directory (the store's), files, a bounded poll,
+// and the REAL control plane (ControlPlane + HttpServer) on a loopback port that a test can
+// restart.
 // Threading: owned by one test.
 
 #include <stdlib.h>
@@ -20,29 +21,11 @@
 #include "api/control_plane.h"
 #include "api/http_server.h"
 #include "model/gpu_catalog.h"
+#include "store/testing/temp_dir.h"
 
 namespace tessera::agent::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tessera-agent-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using store::testing::TempDir;
 
 inline void writeFile(const std::filesystem::path& path, const std::string& bytes) {
   std::filesystem::create_directories(path.parent_path());
