@@ -348,6 +348,32 @@ TEST_F(CliTest, SimulateDefaultComparesEveryPolicyInJson) {
   EXPECT_LT(at100("tessera"), at100("fgd"));
 }
 
+// --bound: the LP lower bounds in the table and the JSON, below what each policy leaves.
+TEST_F(CliTest, SimulateBoundReportsLowerBounds) {
+  const Outcome table =
+      tessera("simulate fgd --no-progress --seeds 42 --policy fgd,tessera --bound");
+  ASSERT_TRUE(exitedWith(table, 0));
+  EXPECT_NE(table.out.find("LP BOUND"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("no policy leaves fewer than"), std::string::npos) << table.out;
+  const Outcome run =
+      tessera("simulate fgd --no-progress -o json --seeds 42 --policy fgd,tessera --bound");
+  ASSERT_TRUE(exitedWith(run, 0));
+  const json report = json::parse(run.out);
+  const double placeAll = report.at("place_all_lower_bound_pct_at_100").at("mean");
+  EXPECT_GT(placeAll, 0.0);
+  for (const char* name : {"fgd", "tessera"}) {
+    const json& p = report.at("policies").at(name);
+    const double bound = p.at("unallocated_gpu_pct_lower_bound_at_100").at("mean");
+    const double actual = p.at("unallocated_gpu_pct_at_100").at("mean");
+    EXPECT_GE(bound, 0.0) << name;
+    EXPECT_LE(bound, actual + 0.01) << name;
+    EXPECT_TRUE(p.at("runs").at(0).contains("unallocated_gpu_pct_lower_bound_at_100")) << name;
+  }
+  const Outcome plain = tessera("simulate fgd --no-progress -o json --seeds 42 --policy fgd");
+  ASSERT_TRUE(exitedWith(plain, 0));
+  EXPECT_FALSE(json::parse(plain.out).contains("place_all_lower_bound_pct_at_100"));
+}
+
 TEST_F(CliTest, SimulateIsDeterministicForAGivenSeed) {
   const std::string args = "simulate fgd --no-progress -o json --seeds 44 --policy random,fgd";
   const Outcome a = tessera(args + " --jobs 1");

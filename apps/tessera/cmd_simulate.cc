@@ -164,6 +164,15 @@ std::string seedText(const std::vector<int>& seeds) {
   return s;
 }
 
+// What the --bound figures mean (docs/simulator.md, "Lower bounds").
+void printBoundNote(std::ostream& out, const sim::TraceResult& r) {
+  out << fmt::format(
+      "\nLP BOUND: fewest unallocated GPUs (%) any placement of the sharing pods the policy "
+      "placed\ncan leave (bin-packing LP, CPU, nodes and GPU types ignored). Placing every "
+      "sharing pod\nthat arrives before 100 %, no policy leaves fewer than {} %.\n",
+      meanSd(r.placeAllBoundAt100));
+}
+
 void printTrace(std::ostream& out, const sim::FgdTrace& trace, const sim::TraceResult& r,
                 const std::vector<sim::Reproduction>* repro) {
   out << fmt::format(
@@ -178,6 +187,8 @@ void printTrace(std::ostream& out, const sim::FgdTrace& trace, const sim::TraceR
                               {"FRAG RATE @100%", Align::kRight},
                               {"FAILED PODS", Align::kRight},
                               {"RUN TIME", Align::kRight}};
+  const bool bound = !r.policies.empty() && r.policies.front().boundAt100.n > 0;
+  if (bound) cols.push_back({"LP BOUND", Align::kRight});
   if (repro) {
     cols.push_back({"ARTIFACT", Align::kRight});
     cols.push_back({"DIFF (PP)", Align::kRight});
@@ -191,6 +202,7 @@ void printTrace(std::ostream& out, const sim::FgdTrace& trace, const sim::TraceR
         p.policy, meanSd(p.unallocatedAt100), rate ? fmt::format("{:.2f}%", *rate) : "-",
         fmt::format("{:.0f}", meanOf(p, [](const sim::RunResult& x) { return x.failed; })),
         fmt::format("{:.2f}s", meanOf(p, [](const sim::RunResult& x) { return x.seconds; }))};
+    if (bound) row.push_back(meanSd(p.boundAt100));
     if (repro) {
       const sim::Reproduction& q = (*repro)[i];
       if (q.seeds > 0) {
@@ -204,6 +216,7 @@ void printTrace(std::ostream& out, const sim::FgdTrace& trace, const sim::TraceR
     table.addRow(std::move(row));
   }
   table.print(out, "  ");
+  if (bound) printBoundNote(out, r);
 }
 
 void printMatrix(std::ostream& out, const std::vector<sim::TraceResult>& results,
@@ -211,14 +224,25 @@ void printMatrix(std::ostream& out, const std::vector<sim::TraceResult>& results
                  const std::vector<std::vector<sim::Reproduction>>* repro) {
   std::vector<Column> cols = {{"TRACE"}};
   for (const auto& p : policies) cols.push_back({p, Align::kRight});
+  const bool bound = !results.empty() && results.front().placeAllBoundAt100.n > 0;
+  if (bound) cols.push_back({"PLACE-ALL BOUND", Align::kRight});
   Table table(cols);
   for (const auto& r : results) {
     std::vector<std::string> row = {r.trace + (r.replayed ? "" : " *")};
-    for (const auto& p : r.policies) row.push_back(meanSd(p.unallocatedAt100));
+    for (const auto& p : r.policies) {
+      row.push_back(meanSd(p.unallocatedAt100) +
+                    (bound ? fmt::format(" (≥ {:.2f})", p.boundAt100.mean) : ""));
+    }
+    if (bound) row.push_back(meanSd(r.placeAllBoundAt100));
     table.addRow(std::move(row));
   }
   out << "unallocated GPU % at 100 % arrived (mean ± s.d. over seeds)"
-      << "; * = Tessera's own arrival order (no reference for the trace)\n\n";
+      << "; * = Tessera's own arrival order (no reference for the trace)\n";
+  if (bound) {
+    out << "(≥ x): the LP lower bound for the sharing pods the policy placed; PLACE-ALL BOUND: "
+           "for every sharing pod arrived\n";
+  }
+  out << '\n';
   table.print(out, "  ");
   if (!repro) return;
   Table diff(cols);
@@ -285,6 +309,7 @@ int runSimulateFgd(const SimulateFgdOptions& o, std::ostream& out, std::ostream&
   eo.seeds = *seeds;
   eo.referenceDir = o.referenceDir;
   eo.tuneRatio = o.tuneRatio;
+  eo.bound = o.bound;
   eo.jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   ProgressBar bar(o.progress && ::isatty(STDERR_FILENO) == 1);
   const auto started = std::chrono::steady_clock::now();
@@ -382,6 +407,9 @@ SimulateCommand::SimulateCommand(CLI::App& app) {
                    "Tune the workload to this multiple of GPU capacity")
       ->default_str("1.3");
   fgd_->add_flag("!--no-progress", o.progress, "No progress bar on stderr");
+  fgd_->add_flag("--bound", o.bound,
+                 "Also report LP lower bounds on the unallocated GPUs at 100 % arrived: for the "
+                 "sharing pods each policy placed, and for all that arrived");
   const std::map<std::string, SimulateFormat> formats = {{"table", SimulateFormat::kTable},
                                                          {"json", SimulateFormat::kJson},
                                                          {"csv", SimulateFormat::kCsv}};

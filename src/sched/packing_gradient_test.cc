@@ -88,9 +88,16 @@ class PackingGradientTest : public testing::PluginTest {
     registerArtifactPlugins(registry_);
   }
 
-  static PluginArgs args(const std::vector<TaskShape>& workload, double stranding) {
+  // Terms 1-3 only, unless `guided` (terms 4-6 at their defaults).
+  static PluginArgs args(const std::vector<TaskShape>& workload, double stranding,
+                         bool guided = false) {
     PluginArgs a = taskShapesToArgs(workload);
     a["stranding"] = stranding;
+    if (!guided) {
+      a["lpWaste"] = 0.0;
+      a["patternOrder"] = 0.0;
+      a["completionReserve"] = 0.0;
+    }
     return a;
   }
 
@@ -192,7 +199,8 @@ TEST_F(PackingGradientTest, RejectsBadArguments) {
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("'workload' is required"), std::string::npos)
       << missing.error().message;
-  for (const char* key : {"stranding", "typePressure"}) {
+  for (const char* key :
+       {"stranding", "typePressure", "lpWaste", "patternOrder", "completionReserve"}) {
     PluginArgs a = workload;
     a[key] = -1.0;
     auto r = registry_.makeScore("PackingGradient", a);
@@ -212,30 +220,95 @@ TEST_F(PackingGradientTest, RejectsBadArguments) {
   EXPECT_TRUE(registry_.makeScore("PackingGradient", workload));
 }
 
+// Workload of the pattern tests: 810 + 190 and 500 + 500 fill a GPU exactly (the LP's
+// patterns); 1000 CPU each.
+std::vector<TaskShape> patternWorkload() {
+  return {shape(1000, 1, 810, 0.4), shape(1000, 1, 190, 0.2), shape(1000, 1, 500, 0.4)};
+}
+
+TEST_F(PackingGradientTest, PatternOrderFinishesAStartedGpuBeforeOpeningOne) {
+  // GPU 0 holds a 500, GPU 1 is empty. A 500 completes the 500 + 500 pattern on GPU 0 (class
+  // 0) or starts one on GPU 1 (class 2); both keep the LP waste at 0, so the guided cost
+  // differs from the unguided one by exactly patternOrder x 2 = 200 milli-GPU.
+  const NodeId n = addNode(nodeSpec("n", "T4", 2));
+  place("a", {gpu("n", "0")}, 0, 500);
+  const auto r = pod("p", 1000, 1, 500);
+  const std::vector<Option> options{option(n, {gpu("n", "0")}), option(n, {gpu("n", "1")})};
+  const auto off = rawScores(*plugin(args(patternWorkload(), 2)), r, options);
+  const auto on = rawScores(*plugin(args(patternWorkload(), 2, true)), r, options);
+  EXPECT_EQ((on[0] - on[1]) - (off[0] - off[1]), 200'000) << on[0] << " " << on[1];
+  EXPECT_EQ(placeWith(args(patternWorkload(), 2, true), r), "n/0");
+}
+
+TEST_F(PackingGradientTest, LpWasteKeepsAPodOffAGpuWhereItBreaksEveryPattern) {
+  // GPU 0 holds an 810 (190 left), GPU 1 a 500 (500 left). A 190 pod completes 810 + 190 on
+  // GPU 0; on GPU 1 it leaves 310 that no pattern fills (reduced cost > 0).
+  const NodeId n = addNode(nodeSpec("n", "T4", 2));
+  place("a", {gpu("n", "0")}, 0, 810);
+  place("b", {gpu("n", "1")}, 0, 500);
+  const auto r = pod("p", 1000, 1, 190);
+  const std::vector<Option> options{option(n, {gpu("n", "0")}), option(n, {gpu("n", "1")})};
+  const auto on = rawScores(*plugin(args(patternWorkload(), 2, true)), r, options);
+  // At least the pattern order's 300 (class 0 against 3) plus a positive LP waste.
+  EXPECT_GT(on[0] - on[1], 300'000);
+  EXPECT_EQ(placeWith(args(patternWorkload(), 2, true), r), "n/0");
+}
+
+TEST_F(PackingGradientTest, CompletionReserveKeepsCpuForAGpuWaitingForItsPartner) {
+  // Node "waiting" (2 cores) has a lone 500 that needs one more 500 pod (1 core) to be full;
+  // node "idle" (2 cores) has nothing open. A CPU-only pod of 2 cores on "waiting" takes that
+  // core. Term 1 already sees the lost 500 instance; the reserve adds 2 x 1000 CPU / kappa,
+  // kappa = 1000 CPU / 562 milli-GPU (the workload's CPU per GPU milli): 1124 milli-GPU.
+  model::NodeSpec waiting = nodeSpec("waiting", "T4", 1);
+  waiting.cpuMilli = 2000;
+  model::NodeSpec idle = nodeSpec("idle", "T4", 1);
+  idle.cpuMilli = 2000;
+  const NodeId w = addNode(waiting);
+  const NodeId i = addNode(idle);
+  place("a", {gpu("waiting", "0")}, 0, 500);
+  place("b", {gpu("idle", "0")}, 0, 1000, model::SharingMode::kExclusive);
+  const auto r = pod("c", 2000, 0, 0);
+  const std::vector<Option> options{option(w, {}), option(i, {})};
+  const auto off = rawScores(*plugin(args(patternWorkload(), 0)), r, options);
+  const auto on = rawScores(*plugin(args(patternWorkload(), 0, true)), r, options);
+  EXPECT_LT(off[0], off[1]);
+  EXPECT_NEAR(static_cast<double>((off[0] - off[1]) - (on[0] - on[1])), 1'124'000.0, 2.0);
+  EXPECT_EQ(placeWith(args(patternWorkload(), 0, true), r), "idle");
+}
+
 TEST_F(PackingGradientTest, MemoisedScoresEqualAFreshInstancesOverAFillingCluster) {
   // One long-lived instance scores every step; a fresh one (empty caches) must agree on every
-  // option while pods of mixed shapes fill three nodes.
-  for (int i = 0; i < 3; ++i) addNode(nodeSpec("n" + std::to_string(i), "T4", 4));
+  // option while pods of mixed shapes fill three nodes; without and with the pattern guide,
+  // each on its own three nodes.
   const std::vector<TaskShape> workload{shape(4000, 1, 300, 0.4), shape(8000, 1, 1000, 0.3),
-                                        shape(2000, 0, 0, 0.2), shape(16'000, 2, 1000, 0.1)};
-  const PluginArgs a = args(workload, 4);
-  auto warm = plugin(a);
-  std::mt19937 rng(7);
-  const std::array<std::int32_t, 5> millis{150, 300, 470, 650, 810};
-  for (int step = 0; step < 40; ++step) {
-    const auto r = pod("p" + std::to_string(step), 2000, 1, millis[rng() % millis.size()]);
-    std::vector<Option> options;
-    for (NodeId n = 0; n < static_cast<NodeId>(state_.nodes().size()); ++n) {
-      for (GpuId g : state_.node(n).gpuIds) {
-        if (state_.gpu(g).freeComputeMilli() >= r.model.computeMilli)
-          options.push_back(option(n, {g}));
-      }
+                                        shape(2000, 0, 0, 0.2), shape(16'000, 2, 1000, 0.1),
+                                        shape(4000, 1, 470, 0.2), shape(4000, 1, 810, 0.2)};
+  for (const bool guided : {false, true}) {
+    SCOPED_TRACE(guided ? "guided" : "terms 1-3");
+    const std::string prefix = guided ? "g" : "n";
+    std::vector<NodeId> nodes;
+    for (int i = 0; i < 3; ++i) {
+      nodes.push_back(addNode(nodeSpec(prefix + std::to_string(i), "T4", 4)));
     }
-    if (options.empty()) break;
-    const auto got = rawScores(*warm, r, options);
-    ASSERT_EQ(got, rawScores(*plugin(a), r, options)) << "step " << step;
-    const Option& pick = options[rng() % options.size()];
-    place(r.replicaId, {pick.gpus[0]}, 0, r.model.computeMilli);
+    const PluginArgs a = args(workload, 4, guided);
+    auto warm = plugin(a);
+    std::mt19937 rng(7);
+    const std::array<std::int32_t, 5> millis{150, 300, 470, 650, 810};
+    for (int step = 0; step < 40; ++step) {
+      const auto r = pod(prefix + std::to_string(step), 2000, 1, millis[rng() % millis.size()]);
+      std::vector<Option> options;
+      for (NodeId n : nodes) {
+        for (GpuId g : state_.node(n).gpuIds) {
+          if (state_.gpu(g).freeComputeMilli() >= r.model.computeMilli)
+            options.push_back(option(n, {g}));
+        }
+      }
+      if (options.empty()) break;
+      const auto got = rawScores(*warm, r, options);
+      ASSERT_EQ(got, rawScores(*plugin(a), r, options)) << "step " << step;
+      const Option& pick = options[rng() % options.size()];
+      place(r.replicaId, {pick.gpus[0]}, 0, r.model.computeMilli);
+    }
   }
 }
 

@@ -142,6 +142,7 @@ Result<std::vector<TraceResult>> runExperiments(
       spec.policy = options.policies[job.policy];
       spec.seed = options.seeds[job.seed];
       spec.plan = tr.plans[job.seed];
+      spec.bound = options.bound;
       auto run =
           runFgd(traces[job.trace], catalog, spec, [&](int pods) { podsDone.fetch_add(pods); });
       if (!run) {
@@ -196,6 +197,18 @@ Result<std::vector<TraceResult>> runExperiments(
       }
       p.unallocatedAt100 = meanSd(at100);
       p.meanCurve = meanOf(p.runs);
+      std::vector<double> bound;
+      for (const RunResult& run : p.runs) {
+        if (run.boundAt100) bound.push_back(*run.boundAt100);
+      }
+      p.boundAt100 = meanSd(bound);
+    }
+    if (!r.policies.empty()) {
+      std::vector<double> placeAll;
+      for (const RunResult& run : r.policies.front().runs) {
+        if (run.placeAllBoundAt100) placeAll.push_back(*run.placeAllBoundAt100);
+      }
+      r.placeAllBoundAt100 = meanSd(placeAll);
     }
   }
   return results;

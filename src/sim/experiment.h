@@ -34,6 +34,8 @@ struct ExperimentOptions {
   // Keep every run's per-pod samples (tests); by default only the bucketed curves stay, so
   // that 1,400 runs fit in little memory.
   bool keepSamples = false;
+  // Compute the LP lower bounds at 100 % arrived for every run (RunResult::boundAt100).
+  bool bound = false;
 };
 
 struct PolicySummary {
@@ -41,6 +43,7 @@ struct PolicySummary {
   std::vector<RunResult> runs;  // in seed order
   MeanSd unallocatedAt100;      // over the runs that reach 100 % arrived
   Curve meanCurve;              // per bucket, the mean over runs that have it
+  MeanSd boundAt100;            // with ExperimentOptions::bound (n = 0 otherwise)
 };
 
 struct TraceResult {
@@ -50,6 +53,9 @@ struct TraceResult {
   TypicalWorkload typical;
   std::int64_t gpuCount = 0;
   std::vector<ArrivalPlan> plans;  // per seed, as run
+  // With ExperimentOptions::bound: RunResult::placeAllBoundAt100 over the seeds (the same
+  // for every policy, since it depends on the arrival order only).
+  MeanSd placeAllBoundAt100;
 };
 
 struct ProgressSnapshot {

@@ -3,10 +3,14 @@
 
 #include "sim/experiment.h"
 
+#include <cstdio>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
+#include "sched/testing/random_cluster.h"
 #include "sim/report.h"
 #include "sim/synthetic.h"
 
@@ -116,6 +120,48 @@ TEST(Experiment, UnknownPolicyAndMissingSeeds) {
   o.referenceDir = "/nonexistent";  // no files for the trace: own generator
   o.seeds = {};
   EXPECT_FALSE(runExperiments(traces, catalog(), o));
+}
+
+// The LP bound is a lower bound: no policy's unallocated GPUs at 100 % arrived fall below the
+// bound for the sharing pods it placed; the place-all bound depends on the order only.
+TEST(Experiment, LowerBoundsHoldForEveryPolicy) {
+  const std::uint64_t seed = sched::testkit::fuzzSeed();
+  std::printf("LowerBoundsHoldForEveryPolicy: synthetic seed %llu (TESSERA_SEED repeats it)\n",
+              static_cast<unsigned long long>(seed));
+  std::vector<FgdTrace> traces;
+  traces.push_back(syntheticTrace(seed));
+  ExperimentOptions o;
+  o.policies.assign(kPolicyNames.begin(), kPolicyNames.end());
+  o.seeds = {static_cast<int>(seed % 1000), static_cast<int>(seed % 1000) + 1};
+  o.jobs = 2;
+  o.bound = true;
+  auto r = runExperiments(traces, catalog(), o);
+  ASSERT_TRUE(r) << r.error().message;
+  const TraceResult& t = r->front();
+  ASSERT_EQ(t.placeAllBoundAt100.n, 2) << "seed " << seed;
+  for (const PolicySummary& p : t.policies) {
+    ASSERT_EQ(p.boundAt100.n, 2) << p.policy << ", seed " << seed;
+    for (std::size_t s = 0; s < p.runs.size(); ++s) {
+      const RunResult& run = p.runs[s];
+      ASSERT_TRUE(run.boundAt100 && run.placeAllBoundAt100 && run.unallocatedAt100());
+      EXPECT_GE(*run.boundAt100, 0);
+      // The curve's allocation is rounded to 0.01 pp.
+      EXPECT_LE(*run.boundAt100, *run.unallocatedAt100() + 0.01)
+          << p.policy << " seed " << run.seed << ", synthetic seed " << seed;
+      EXPECT_DOUBLE_EQ(*run.placeAllBoundAt100, *t.policies.front().runs[s].placeAllBoundAt100)
+          << p.policy << " seed " << run.seed << ", synthetic seed " << seed;
+    }
+  }
+  const nlohmann::json j = traceJson(t, nullptr);
+  EXPECT_TRUE(j.contains("place_all_lower_bound_pct_at_100"));
+  EXPECT_TRUE(j["policies"]["tessera"].contains("unallocated_gpu_pct_lower_bound_at_100"));
+  // Without the option there is no bound and no JSON key.
+  o.bound = false;
+  o.policies = {"fgd"};
+  auto plain = runExperiments(traces, catalog(), o);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_FALSE(plain->front().policies.front().runs.front().boundAt100);
+  EXPECT_FALSE(traceJson(plain->front(), nullptr).contains("place_all_lower_bound_pct_at_100"));
 }
 
 TEST(Experiment, ParsesSeedLists) {

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <tuple>
 
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
 #include "sched/plugin.h"
+#include "sched/packing_lp.h"
 
 namespace tessera::sim {
 namespace {
@@ -68,14 +71,18 @@ sched::Profile tesseraProfile(std::span<const sched::TaskShape> workload) {
   p.name = "tessera";
   p.filters = artifactFilters();
   // PackingGradient (sched/plugins/packing_gradient.h, docs/tessera-policy.md): the loss of
-  // the expected workload's usable capacity, stranded GPU and GPU-type pressure, one weight
-  // set for every trace. It scores a sharing pod's GPUs one by one; equal costs mean
+  // the expected workload's usable capacity, stranded GPU, GPU-type pressure and the
+  // bin-packing LP's guidance (waste committed, pattern order, CPU kept for open patterns),
+  // one weight set for every trace. It scores a sharing pod's GPUs one by one; equal costs mean
   // identical node states, so the lowest GPU index is as good as any.
   p.options.gpuTieBreak = sched::GpuTieBreak::kIndex;
   sched::PluginArgs args = sched::taskShapesToArgs(workload);
   args["stranding"] = 2.0;
   args["cpuPerGpuScale"] = 1.0;
   args["typePressure"] = 4.0;
+  args["lpWaste"] = 30.0;
+  args["patternOrder"] = 100.0;
+  args["completionReserve"] = 2.0;
   p.scores = {{"PackingGradient", 1, std::move(args)}};
   return p;
 }
@@ -100,6 +107,58 @@ Result<FgdTrace> makeFgdTrace(std::string name, std::vector<model::NodeSpec> nod
   }
   return t;
 }
+
+namespace {
+
+// One submitted pod as the LP bound sees it: `copies` GPUs × `milli` when it shares GPUs.
+struct SharingEvent {
+  std::int32_t milli = 0;  // 0: not a sharing pod
+  std::int32_t copies = 0;
+  bool placed = false;
+};
+
+// The mean over bucket 100's samples of the waste packingLowerBound proves for the sharing
+// pods placed (and arrived) up to each sample, in % of the GPUs. Consecutive samples with the
+// same multiset reuse the last bound.
+Result<void> computeBounds(const FgdTrace& trace, const std::vector<SharingEvent>& events,
+                           RunResult& out) {
+  const std::vector<std::size_t> members = bucketMembers(out.samples, trace.gpuCount, 100);
+  if (members.empty()) return {};
+  std::map<std::int32_t, std::int64_t> placed, arrived;
+  bool placedDirty = true, arrivedDirty = true;
+  double placedWaste = 0, arrivedWaste = 0, placedSum = 0, arrivedSum = 0;
+  const double perPct = static_cast<double>(trace.gpuCount) * 10;  // milli per 1 %
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < events.size() && next < members.size(); ++i) {
+    const SharingEvent& e = events[i];
+    if (e.milli > 0) {
+      arrived[e.milli] += e.copies;
+      arrivedDirty = true;
+      if (e.placed) {
+        placed[e.milli] += e.copies;
+        placedDirty = true;
+      }
+    }
+    if (i != members[next]) continue;
+    ++next;
+    for (auto [counts, dirty, waste] : {std::tuple{&placed, &placedDirty, &placedWaste},
+                                        std::tuple{&arrived, &arrivedDirty, &arrivedWaste}}) {
+      if (!*dirty) continue;
+      auto bound = sched::packingLowerBound(*counts);
+      if (!bound) return fail(bound.error());
+      *waste = static_cast<double>(bound->waste()) / perPct;
+      *dirty = false;
+    }
+    placedSum += placedWaste;
+    arrivedSum += arrivedWaste;
+  }
+  const auto n = static_cast<double>(members.size());
+  out.boundAt100 = placedSum / n;
+  out.placeAllBoundAt100 = arrivedSum / n;
+  return {};
+}
+
+}  // namespace
 
 std::optional<double> RunResult::unallocatedAt100() const {
   const auto& v = curve.allocPct[100];
@@ -172,6 +231,8 @@ Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog
   opts.explain = false;
   opts.explainFailures = false;
   int sinceReport = 0;
+  std::vector<SharingEvent> sharing;
+  if (spec.bound) sharing.reserve(spec.plan.order.size());
   for (int index : spec.plan.order) {
     if (index < 0 || static_cast<std::size_t>(index) >= trace.pods.size()) {
       return fail(Error::invalid("arrival order names pod row " + std::to_string(index) +
@@ -189,6 +250,11 @@ Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog
     req.gpuTypes = pod.gpuTypes;
     arrived += pod.totalGpuMilli();
     const sched::Decision d = engine.place(state, req, opts);
+    if (spec.bound) {
+      const bool shares = pod.gpus > 0 && pod.gpuMilli > 0 && pod.gpuMilli < 1000;
+      sharing.push_back({shares ? pod.gpuMilli : 0, shares ? pod.gpus : 0,
+                         d.placement.has_value()});
+    }
     if (d.placement) {
       allocated += pod.totalGpuMilli();
       double& slot = fragment[static_cast<std::size_t>(d.placement->node)];
@@ -219,6 +285,12 @@ Result<RunResult> runFgd(const FgdTrace& trace, const model::GpuCatalog& catalog
   if (progress && sinceReport > 0) progress(sinceReport);
   out.pods = static_cast<int>(out.samples.size());
   out.curve = bucketize(out.samples, trace.gpuCount);
+  if (spec.bound) {
+    if (auto ok = computeBounds(trace, sharing, out); !ok) {
+      return fail(Error::internal("run " + spec.policy + "/" + std::to_string(spec.seed) +
+                                  ": packing bound: " + ok.error().message));
+    }
+  }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;
 }

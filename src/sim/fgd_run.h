@@ -64,6 +64,8 @@ struct RunSpec {
   std::string policy;
   int seed = 0;
   ArrivalPlan plan;  // order (pod row indices) and per-node ranks
+  // Also compute the LP lower bounds at 100 % arrived (RunResult::boundAt100).
+  bool bound = false;
 };
 
 struct RunResult {
@@ -75,6 +77,13 @@ struct RunResult {
   int placed = 0;
   int failed = 0;
   double seconds = 0;  // wall time of the run
+  // With RunSpec::bound (sched/packing_lp.h), % of the GPUs, averaged over the samples of bucket
+  // 100 as the curve is: the free capacity that the sharing pods (k × g milli with g below a
+  // whole card) placed so far must leave whatever the placement (`boundAt100`), and the same
+  // for every sharing pod arrived so far (`placeAllBoundAt100`: what any policy that places
+  // them all leaves at least; it depends on the arrival order only).
+  std::optional<double> boundAt100;
+  std::optional<double> placeAllBoundAt100;
   // Unallocated GPU % at 100 % arrived (100 - bucket 100 of the allocation curve).
   std::optional<double> unallocatedAt100() const;
 };

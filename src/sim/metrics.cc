@@ -38,37 +38,65 @@ double pairwiseSum(std::span<const double> a) {
   return pairwiseSum(a.first(n2)) + pairwiseSum(a.subspan(n2));
 }
 
+namespace {
+
+// Per sample, its arrive_ratio (% of capacity, rounded half to even).
+std::vector<int> arriveRatios(std::span<const PodSample> samples, std::int64_t gpus) {
+  const double total = static_cast<double>(gpus);
+  std::vector<int> arrive(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    arrive[i] = static_cast<int>(
+        roundHalfEven(static_cast<double>(samples[i].arrivedMilli) / total / 10, 0));
+  }
+  return arrive;
+}
+
+// Bucket k: the samples with arrive_ratio == k, or, when there are none, k-1..k+1.
+void membersOf(const std::vector<int>& arrive, int k, std::vector<std::size_t>& out) {
+  out.clear();
+  for (int pass = 0; pass < 2 && out.empty(); ++pass) {
+    const int lo = pass == 0 ? k : k - 1;
+    const int hi = pass == 0 ? k : k + 1;
+    for (std::size_t i = 0; i < arrive.size(); ++i) {
+      if (arrive[i] >= lo && arrive[i] <= hi) out.push_back(i);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::size_t> bucketMembers(std::span<const PodSample> samples, std::int64_t gpus,
+                                       int k) {
+  std::vector<std::size_t> out;
+  membersOf(arriveRatios(samples, gpus), k, out);
+  return out;
+}
+
 Curve bucketize(std::span<const PodSample> samples, std::int64_t gpus) {
   const auto n = samples.size();
   const double total = static_cast<double>(gpus);
-  std::vector<int> arrive(n);
+  const std::vector<int> arrive = arriveRatios(samples, gpus);
   std::vector<double> alloc(n), frag(n), rate(n);
   for (std::size_t i = 0; i < n; ++i) {
     const PodSample& s = samples[i];
-    arrive[i] =
-        static_cast<int>(roundHalfEven(static_cast<double>(s.arrivedMilli) / total / 10, 0));
     alloc[i] = roundHalfEven(static_cast<double>(s.allocatedMilli) / total / 10, 2);
     frag[i] = roundHalfEven(s.fragMilli, 2);
     rate[i] = roundHalfEven(s.fragRatePct, 2);
   }
   Curve c;
   std::vector<double> a, f, r;
+  std::vector<std::size_t> members;
   for (int k = 0; k < kBuckets; ++k) {
+    membersOf(arrive, k, members);
+    if (members.empty()) continue;
     a.clear();
     f.clear();
     r.clear();
-    for (int pass = 0; pass < 2 && a.empty(); ++pass) {
-      const int lo = pass == 0 ? k : k - 1;
-      const int hi = pass == 0 ? k : k + 1;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (arrive[i] >= lo && arrive[i] <= hi) {
-          a.push_back(alloc[i]);
-          f.push_back(frag[i]);
-          r.push_back(rate[i]);
-        }
-      }
+    for (std::size_t i : members) {
+      a.push_back(alloc[i]);
+      f.push_back(frag[i]);
+      r.push_back(rate[i]);
     }
-    if (a.empty()) continue;
     const double count = static_cast<double>(a.size());
     const auto kk = static_cast<std::size_t>(k);
     c.allocPct[kk] = roundHalfEven(pairwiseSum(a) / count, 2);

@@ -41,6 +41,10 @@ struct Curve {
 // `gpus` = the cluster's GPU count (the artifact's total_gpus).
 Curve bucketize(std::span<const PodSample> samples, std::int64_t gpus);
 
+// The samples bucket k averages over (indices in order; empty when the bucket is missing).
+std::vector<std::size_t> bucketMembers(std::span<const PodSample> samples, std::int64_t gpus,
+                                       int k);
+
 // Python's round(x, decimals) for floats: correctly rounded, ties (on the exact binary
 // value) to even.
 double roundHalfEven(double x, int decimals);

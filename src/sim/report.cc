@@ -118,14 +118,26 @@ nlohmann::json traceJson(const TraceResult& result, const std::vector<Reproducti
     nlohmann::json pj;
     pj["unallocated_gpu_pct_at_100"] = {{"mean", std::round(p.unallocatedAt100.mean * 1e4) / 1e4},
                                         {"sd", std::round(p.unallocatedAt100.sd * 1e4) / 1e4}};
+    if (p.boundAt100.n > 0) {
+      pj["unallocated_gpu_pct_lower_bound_at_100"] = {
+          {"mean", std::round(p.boundAt100.mean * 1e4) / 1e4},
+          {"sd", std::round(p.boundAt100.sd * 1e4) / 1e4}};
+    }
     nlohmann::json runs = nlohmann::json::array();
     for (const RunResult& r : p.runs) {
-      runs.push_back({{"seed", r.seed},
-                      {"unallocated_gpu_pct_at_100", optionalNumber(r.unallocatedAt100())},
-                      {"pods", r.pods},
-                      {"placed", r.placed},
-                      {"failed", r.failed},
-                      {"seconds", std::round(r.seconds * 1000) / 1000}});
+      nlohmann::json rj = {{"seed", r.seed},
+                           {"unallocated_gpu_pct_at_100", optionalNumber(r.unallocatedAt100())},
+                           {"pods", r.pods},
+                           {"placed", r.placed},
+                           {"failed", r.failed},
+                           {"seconds", std::round(r.seconds * 1000) / 1000}};
+      if (r.boundAt100) {
+        rj["unallocated_gpu_pct_lower_bound_at_100"] = std::round(*r.boundAt100 * 1e4) / 1e4;
+      }
+      if (r.placeAllBoundAt100) {
+        rj["place_all_lower_bound_pct_at_100"] = std::round(*r.placeAllBoundAt100 * 1e4) / 1e4;
+      }
+      runs.push_back(std::move(rj));
     }
     pj["runs"] = runs;
     nlohmann::json curve = nlohmann::json::array();
@@ -142,6 +154,11 @@ nlohmann::json traceJson(const TraceResult& result, const std::vector<Reproducti
     policies[p.policy] = pj;
   }
   j["policies"] = policies;
+  if (result.placeAllBoundAt100.n > 0) {
+    j["place_all_lower_bound_pct_at_100"] = {
+        {"mean", std::round(result.placeAllBoundAt100.mean * 1e4) / 1e4},
+        {"sd", std::round(result.placeAllBoundAt100.sd * 1e4) / 1e4}};
+  }
   if (reproduction != nullptr) {
     nlohmann::json rj = nlohmann::json::object();
     for (const Reproduction& r : *reproduction) {

@@ -20,6 +20,7 @@
 
 #include "sched/cluster_state.h"
 #include "sched/plugins/artifact_internal.h"
+#include "sched/plugins/pattern_guide.h"
 #include "sched/plugins/support.h"
 
 namespace tessera::sched {
@@ -86,6 +87,9 @@ class PackingGradientScore final : public ScorePlugin {
  public:
   PackingGradientScore(std::vector<TaskShape> workload, PackingGradientWeights weights)
       : workload_(std::move(workload)), weights_(weights) {
+    if (weights_.lpWaste != 0 || weights_.patternOrder != 0 || weights_.completionReserve != 0) {
+      guide_ = PatternGuide::build(workload_);
+    }
     double cpu = 0;
     double gpu = 0;
     for (const TaskShape& m : workload_) {
@@ -195,6 +199,13 @@ class PackingGradientScore final : public ScorePlugin {
     // Per active shape of the node's type: its GPU instances (k = 1) or the GPUs that fit
     // it (k > 1) now.
     std::vector<std::int64_t> counts;
+    // With the pattern guide, per GPU index: the pods' milli (ascending), reducedCost and
+    // completionCpu now; and N(node), the sum of the latter.
+    std::vector<std::vector<std::int32_t>> contents;
+    std::vector<double> reduced;
+    std::vector<std::int64_t> completion;
+    std::int64_t completionSum = 0;
+    std::int64_t freeCpu = 0;
   };
   // Per pod shape and node: the raw score before type pressure, by GPU index (index 0 for a
   // CPU-only pod).
@@ -354,6 +365,66 @@ class PackingGradientScore final : public ScorePlugin {
     cpuInstances(active, view.freeCpuMilli);
     cache.usable = usableAfter(active, cache, {});
     cache.stranded = strandedOf(view.freeCpuMilli, cache.freeMilli);
+    cache.freeCpu = view.freeCpuMilli;
+    if (!guide_.empty()) refreshPatterns(state, node, cache);
+  }
+
+  // The pattern guide's per-GPU view of a node (NodeCache::contents and what follows).
+  void refreshPatterns(const ClusterState& state, NodeId node, NodeCache& cache) const {
+    const auto& gpus = state.node(node).gpuIds;
+    cache.contents.resize(gpus.size());
+    cache.reduced.resize(gpus.size());
+    cache.completion.resize(gpus.size());
+    cache.completionSum = 0;
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      std::vector<std::int32_t>& pods = cache.contents[i];
+      pods.clear();
+      for (ReplicaId r : state.gpu(gpus[i]).replicas) {
+        if (state.replica(r).removed) continue;
+        for (const GpuAssignment& a : state.replica(r).placement.gpus) {
+          if (a.gpu == gpus[i]) pods.push_back(a.computeMilli);
+        }
+      }
+      std::sort(pods.begin(), pods.end());
+      cache.reduced[i] = guide_.reducedCost(pods, cache.freeCpu);
+      cache.completion[i] = guide_.completionCpu(pods);
+      cache.completionSum += cache.completion[i];
+    }
+  }
+
+  // max(0, need − cpu) / κ: CPU that open patterns lack, as GPU milli.
+  double shortfall(std::int64_t need, std::int64_t cpu) const {
+    if (!(cpuPerGpuMilli_ > 0)) return 0;
+    const std::int64_t lack = need - std::max<std::int64_t>(cpu, 0);
+    return lack > 0 ? static_cast<double>(lack) / cpuPerGpuMilli_ : 0;
+  }
+
+  // Terms 4 and 5 for a pod of `milli` on GPU index `gpu`, the node keeping `cpuAfter`;
+  // `after` gets the GPU's pods with it.
+  double patternTerms(const NodeCache& cache, std::size_t gpu, std::int32_t milli,
+                      std::int64_t cpuAfter, std::vector<std::int32_t>& after) const {
+    const std::vector<std::int32_t>& before = cache.contents[gpu];
+    after.assign(before.begin(), before.end());
+    after.insert(std::upper_bound(after.begin(), after.end(), milli), milli);
+    const double waste = guide_.reducedCost(after, cpuAfter) - cache.reduced[gpu];
+    double cost = weights_.lpWaste * 1000 * waste;
+    if (milli < 1000) {
+      cost += weights_.patternOrder *
+              static_cast<int>(guide_.placementClass(after, before.empty(), cpuAfter));
+    }
+    return cost;
+  }
+
+  // Term 6 when GPU index `gpu` (or none, -1) gets a pod whose pods are then `after`.
+  double reserveTerm(const NodeCache& cache, std::ptrdiff_t gpu,
+                     std::span<const std::int32_t> after, std::int64_t cpuAfter) const {
+    if (weights_.completionReserve == 0) return 0;
+    std::int64_t need = cache.completionSum;
+    if (gpu >= 0) {
+      need += guide_.completionCpu(after) - cache.completion[static_cast<std::size_t>(gpu)];
+    }
+    return weights_.completionReserve *
+           (shortfall(need, cpuAfter) - shortfall(cache.completionSum, cache.freeCpu));
   }
 
   // The raw scores of every GPU choice on a node (index 0 for a CPU-only pod).
@@ -373,19 +444,30 @@ class PackingGradientScore final : public ScorePlugin {
     const std::int64_t cpuAfter = view.freeCpuMilli - needs.cpuMilli;
     cpuInstances(active, cpuAfter);
     const std::span<const std::int32_t> free(view.freeGpuMilli);
+    const bool guided = !guide_.empty();
     if (needs.gpuCount == 0) {
-      slot.raw[0] = toRaw(costAfter(active, cache, cpuAfter, {}));
+      double cost = costAfter(active, cache, cpuAfter, {});
+      if (guided) cost += reserveTerm(cache, -1, {}, cpuAfter);
+      slot.raw[0] = toRaw(cost);
     } else {
       for (std::size_t i = 0; i < free.size(); ++i) {
-        // GPUs with the same free milli leave the same node behind.
+        // GPUs with the same free milli leave the same node behind (without the guide,
+        // which also looks at the pods on the GPU).
         const auto same =
             std::find(free.begin(), free.begin() + static_cast<std::ptrdiff_t>(i), free[i]);
-        if (same != free.begin() + static_cast<std::ptrdiff_t>(i)) {
+        if (!guided && same != free.begin() + static_cast<std::ptrdiff_t>(i)) {
           slot.raw[i] = slot.raw[static_cast<std::size_t>(same - free.begin())];
           continue;
         }
         const GpuChange change{free[i], std::max(0, free[i] - needs.computeMilli)};
-        slot.raw[i] = toRaw(costAfter(active, cache, cpuAfter, {&change, 1}));
+        double cost = costAfter(active, cache, cpuAfter, {&change, 1});
+        if (guided && i < cache.contents.size()) {
+          cost += patternTerms(cache, i, needs.computeMilli, cpuAfter, contents_);
+          const bool shares = needs.computeMilli < 1000;
+          cost += reserveTerm(cache, shares ? static_cast<std::ptrdiff_t>(i) : -1, contents_,
+                              cpuAfter);
+        }
+        slot.raw[i] = toRaw(cost);
       }
     }
     slot.generation = cache.generation;
@@ -416,7 +498,15 @@ class PackingGradientScore final : public ScorePlugin {
     const std::vector<ActiveShape>& active = activeFor(view.gpuType);
     const std::int64_t cpuAfter = view.freeCpuMilli - ctx.needs.cpuMilli;
     cpuInstances(active, cpuAfter);
-    return costAfter(active, cache, cpuAfter, changes_);
+    double cost = costAfter(active, cache, cpuAfter, changes_);
+    if (!guide_.empty() && o.mode == model::SharingMode::kShared && o.gpuCount == 1) {
+      const int index = gpuIndex(state, cache, optionGpus(o)[0]);
+      if (index >= 0 && static_cast<std::size_t>(index) < cache.contents.size()) {
+        cost += patternTerms(cache, static_cast<std::size_t>(index), ctx.needs.computeMilli,
+                             cpuAfter, contents_);
+      }
+    }
+    return cost;
   }
 
   std::vector<TaskShape> workload_;
@@ -438,6 +528,8 @@ class PackingGradientScore final : public ScorePlugin {
   mutable std::vector<std::int64_t> cpuInstances_;
   mutable std::vector<std::int32_t> after_;
   mutable std::vector<GpuChange> changes_;
+  PatternGuide guide_;  // empty when terms 4-6 are off or the workload has no sharing shape
+  mutable std::vector<std::int32_t> contents_;
 };
 
 }  // namespace
@@ -464,8 +556,9 @@ double strandedGpuMilli(std::int64_t freeCpuMilli, std::span<const std::int32_t>
 
 Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& args) {
   const std::string name(kPackingGradientName);
-  auto reader =
-      ArgReader::open(name, args, {"workload", "stranding", "cpuPerGpuScale", "typePressure"});
+  auto reader = ArgReader::open(name, args,
+                                {"workload", "stranding", "cpuPerGpuScale", "typePressure",
+                                 "lpWaste", "patternOrder", "completionReserve"});
   if (!reader) return fail(reader.error());
   const PluginArgs* list = reader->find("workload");
   if (list == nullptr) return fail(Error::invalid(name + ": 'workload' is required"));
@@ -481,6 +574,15 @@ Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& arg
   w.stranding = *stranding;
   w.cpuPerGpuScale = *scale;
   w.typePressure = *pressure;
+  auto lpWaste = reader->number("lpWaste", w.lpWaste, 0, 1e4);
+  if (!lpWaste) return fail(lpWaste.error());
+  auto order = reader->number("patternOrder", w.patternOrder, 0, 1e6);
+  if (!order) return fail(order.error());
+  auto reserve = reader->number("completionReserve", w.completionReserve, 0, 1e6);
+  if (!reserve) return fail(reserve.error());
+  w.lpWaste = *lpWaste;
+  w.patternOrder = *order;
+  w.completionReserve = *reserve;
   return std::make_unique<PackingGradientScore>(std::move(*shapes), w);
 }
 

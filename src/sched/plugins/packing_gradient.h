@@ -8,7 +8,7 @@
 // the Alibaba traces leaves out every multi-GPU shape, so that term 1 could not see what
 // breaking up a whole 8-GPU node costs.
 //
-// For each option the plugin computes a cost in milli-GPU (lower is better) from three terms:
+// For each option the plugin computes a cost in milli-GPU (lower is better) from six terms:
 //
 //   1. Usable-capacity loss. For a node state (free CPU c, free milli per GPU r_i, GPU type)
 //      and a task shape m = (c_m, g_m, k_m, types) of the expected workload, usable_m is the
@@ -34,6 +34,24 @@
 //      milli and F(m) the free milli of the types m accepts: the part of T's remaining
 //      capacity that typed demand is expected to claim. The term is ρ_T × k × g for an
 //      option on a node of type T. (Zero when no shape names a type.)
+//
+//   4. LP waste (weight `lpWaste`), for pods on one GPU: PatternGuide (pattern_guide.h) solves
+//      the bin-packing LP of the workload's sharing shapes once; its duals price each pod
+//      size in GPUs. reducedCost(C, c) = 1 − Σ_{g∈C} y_g − K(1000 − level, c) is the part of
+//      a GPU holding pods C that even the best CPU-feasible completion leaves unused, in LP
+//      terms; the term is 1000 × (reducedCost after − before) for the chosen GPU (c: the
+//      node's free CPU before and after). Placements that keep every GPU on a way to fill it
+//      that an optimal packing uses cost nothing; the weight makes the term decide first.
+//      (A whole-GPU pod ends the GPU's LP value, so it prefers GPUs that lack the CPU to be
+//      filled well by sharing pods.)
+//   5. Pattern order (weight `patternOrder` per step), for sharing pods: 0 when the pod
+//      completes a tight pattern (a fill the LP may use), 1 when it extends a started one,
+//      2 when it starts one on an empty GPU, 3 off every tight pattern or when the node lacks
+//      the CPU for the pattern's other pods. Among options term 4 finds equal, finish GPUs
+//      before opening new ones.
+//   6. Completion reserve (weight `completionReserve`): N(node) = Σ over its GPUs of the CPU
+//      the cheapest tight pattern holding the GPU's pods still needs; the term is the change
+//      of max(0, N − free CPU) / κ (milli-GPU): CPU taken from GPUs that wait for partners.
 //
 // raw score = −1000 × cost (0.001 milli-GPU resolution). normalize() keeps the ranking at
 // the top exactly: the best option gets 100 and an option δ raw units below it 100 − δ
@@ -68,6 +86,9 @@ struct PackingGradientWeights {
   double stranding = 2.0;       // weight of the stranded-GPU term
   double cpuPerGpuScale = 1.0;  // κ as a multiple of the workload's CPU per milli-GPU
   double typePressure = 4.0;    // weight of the type-pressure term
+  double lpWaste = 30.0;        // weight of term 4 (LP waste committed), per milli-GPU
+  double patternOrder = 100.0;  // term 5: milli-GPU per placement class step
+  double completionReserve = 2.0;  // weight of term 6 (CPU for open patterns)
 };
 
 // U(node) of term 1: Σ_m p_m × usable_m in milli-GPU. `gpuType` is the node's catalogue type
@@ -80,7 +101,9 @@ double strandedGpuMilli(std::int64_t freeCpuMilli, std::span<const std::int32_t>
                         double cpuPerGpuMilli);
 
 // args: {workload: [task shapes as parseTaskShapes reads them], stranding = 2,
-//        cpuPerGpuScale = 1, typePressure = 4}. The workload is required.
+//        cpuPerGpuScale = 1, typePressure = 4, lpWaste = 30, patternOrder = 100,
+//        completionReserve = 2}. The workload is required. Terms 4–6 need sharing shapes
+//        (0 < g < 1000) in the workload; without them they are 0.
 Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& args);
 
 inline constexpr std::string_view kPackingGradientName = "PackingGradient";
