@@ -574,7 +574,8 @@ Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& arg
   w.stranding = *stranding;
   w.cpuPerGpuScale = *scale;
   w.typePressure = *pressure;
-  auto lpWaste = reader->number("lpWaste", w.lpWaste, 0, 1e4);
+  // Up to 1000: 1000 × a reduced cost of 1 stays inside the memo's ±2·10^6 milli-GPU.
+  auto lpWaste = reader->number("lpWaste", w.lpWaste, 0, 1000);
   if (!lpWaste) return fail(lpWaste.error());
   auto order = reader->number("patternOrder", w.patternOrder, 0, 1e6);
   if (!order) return fail(order.error());
