@@ -191,8 +191,12 @@ std::vector<std::vector<std::int32_t>> tightPatterns(const PackingLowerBound& lp
   double bestRate = 0;
   for (const auto& [size, y] : items) bestRate = std::max(bestRate, y / size);
   std::vector<std::int32_t> current;
+  // The search also stops after this many steps, so that a workload of many tiny sizes cannot
+  // make it explode; the patterns found by then are returned.
+  constexpr std::size_t kMaxSteps = 2'000'000;
+  std::size_t steps = 0;
   auto visit = [&](auto&& self, std::size_t from, std::int64_t room, double value) -> void {
-    if (out.size() >= limit) return;
+    if (out.size() >= limit || ++steps > kMaxSteps) return;
     if (value + bestRate * static_cast<double>(room) < 1 - eps) return;
     if (value >= 1 - eps && !current.empty()) {
       out.emplace_back(current.rbegin(), current.rend());

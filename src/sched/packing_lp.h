@@ -59,7 +59,8 @@ struct PackingLowerBound {
 // `counts`: item size → how many, sizes in 1..capacity-1 (milli-GPU with capacity 1000).
 // Zero counts are ignored. An empty set needs no bins.
 // Every pattern (sizes ascending, expanded) whose items' duals sum to at least 1 − eps: the
-// patterns an optimal fractional packing may use (zero reduced cost). Stops at `limit`.
+// patterns an optimal fractional packing may use (zero reduced cost). Stops at `limit`
+// patterns or after 2·10^6 search steps (the Alibaba traces have 60–109 tight patterns).
 std::vector<std::vector<std::int32_t>> tightPatterns(const PackingLowerBound& lp, double eps,
                                                      std::size_t limit);
 

@@ -154,6 +154,33 @@ TEST(PackingBound, NeverAboveARealPackingOnLargeRandomSets) {
   }
 }
 
+TEST(PackingBound, TightPatternsAreTheFillsAnOptimumMayUse) {
+  // 470s pair (60 left) and 530s complete them exactly; 810s go alone or with a 160 (price 0).
+  auto lp = packingLowerBound({{470, 6}, {530, 2}, {810, 3}, {160, 1}});
+  ASSERT_TRUE(lp.has_value()) << lp.error().message;
+  ASSERT_TRUE(lp->converged);
+  const auto patterns = tightPatterns(*lp, 1e-6, 1000);
+  auto has = [&](std::vector<std::int32_t> p) {
+    return std::find(patterns.begin(), patterns.end(), p) != patterns.end();
+  };
+  EXPECT_TRUE(has({470, 530}));
+  EXPECT_TRUE(has({470, 470}));
+  EXPECT_TRUE(has({160, 810}));
+  EXPECT_FALSE(has({160, 470}));
+  for (const auto& p : patterns) {
+    std::int64_t level = 0;
+    double value = 0;
+    for (std::int32_t m : p) {
+      level += m;
+      for (const auto& [size, y] : lp->duals) value += size == m ? y : 0;
+    }
+    EXPECT_LE(level, 1000);
+    EXPECT_GE(value, 1 - 1e-6);
+    EXPECT_TRUE(std::is_sorted(p.begin(), p.end()));
+  }
+  EXPECT_EQ(tightPatterns(*lp, 1e-6, 1).size(), 1u);
+}
+
 TEST(PackingBound, RejectsBadInput) {
   auto zero = packingLowerBound({{0, 3}});
   ASSERT_FALSE(zero.has_value());
