@@ -77,6 +77,10 @@ json gpuJson(const ClusterState& state, const GpuRecord& g) {
           {"freeMib", g.freeMemoryMib()},
           {"computeMilli", g.spec.computeMilli},
           {"bookedComputeMilli", g.bookedComputeMilli},
+          // Topology as registered; null when unknown (-1).
+          {"numaNode", g.spec.numaNode >= 0 ? json(g.spec.numaNode) : json(nullptr)},
+          {"nvlinkGroup", g.spec.nvlinkGroup >= 0 ? json(g.spec.nvlinkGroup) : json(nullptr)},
+          {"pcieSwitch", g.spec.pcieSwitch >= 0 ? json(g.spec.pcieSwitch) : json(nullptr)},
           {"utilization", g.hasTelemetry ? json(g.utilizationMilli / 1000.0) : json(nullptr)},
           {"usedMib", g.hasTelemetry ? json(g.telemetryUsedMib) : json(nullptr)},
           {"replicas", std::move(replicas)}};
