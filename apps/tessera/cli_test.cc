@@ -134,10 +134,13 @@ TEST_F(CliTest, VersionSubcommandSpeaksJson) {
 TEST_F(CliTest, HelpWorksOnEveryCommand) {
   for (const char* args :
        {"--help", "place --help", "catalog --help", "simulate fgd --help", "profile --help",
-        "version --help"}) {
+        "version --help", "serve --help", "agent run --help"}) {
     const Outcome run = tessera(args);
     EXPECT_TRUE(exitedWith(run, 0)) << args;
     EXPECT_NE(run.out.find("--help"), std::string::npos) << args << ":\n" << run.out;
+    // Commands with their own footer keep the exit codes in it.
+    EXPECT_NE(run.out.find("Exit codes: 0 success"), std::string::npos) << args << ":\n"
+                                                                        << run.out;
   }
   EXPECT_NE(tessera("place --help").out.find("--cluster"), std::string::npos);
 }
@@ -683,6 +686,9 @@ TEST_F(CliTest, ProfileBadInputExitsTwoNamingTheFile) {
   for (const std::string& args :
        {"profile " + quoted((dir_ / "missing").string()), "profile " + quoted(truncated) + " --tp 0",
         "profile " + quoted(truncated) + " --kv-dtype fp7", std::string("profile"),
+        // 0 is not "the default" (it used to be taken as the model's maximum).
+        "profile " + quoted(truncated) + " --context 0",
+        "profile " + quoted(truncated) + " --context -5",
         std::string("profile x -o yaml")}) {
     run = tessera(args);
     EXPECT_TRUE(exitedWith(run, 2)) << args;

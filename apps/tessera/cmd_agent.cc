@@ -131,7 +131,8 @@ AgentCommand::AgentCommand(CLI::App& app) {
       "Also from the environment: $TESSERA_AGENT_CONFIG, $TESSERA_NODE_NAME, $TESSERA_SERVER, "
       "$TESSERA_TOKEN_FILE, $TESSERA_API_TOKEN, $TESSERA_TLS_CA, $TESSERA_AGENT_ADMIN, "
       "$TESSERA_CACHE_DIR, $TESSERA_GPU_DISCOVERY, $TESSERA_NVML_LIBRARY, "
-      "$TESSERA_HEARTBEAT_SECONDS, $TESSERA_LOG_FORMAT. SIGTERM drains, a second one stops.");
+      "$TESSERA_HEARTBEAT_SECONDS, $TESSERA_LOG_FORMAT. SIGTERM drains, a second one stops.\n\n"
+      "Exit codes: 0 success (drained), 1 internal error, 2 bad input. See docs/cli.md.");
 
   drainCmd_ = command_->add_subcommand(
       "drain", "Drain the running agent and wait until it is done (a Kubernetes preStop hook)");

@@ -130,8 +130,10 @@ ProfileCommand::ProfileCommand(CLI::App& app) {
   ProfileOptions& o = options_;
   command_->add_option("PATH", o.path, "A .safetensors or .gguf file, or a model directory")
       ->required();
-  command_->add_option("--context", o.estimate.context,
-                       "Tokens per sequence (default: the model's maximum context, else 4096)");
+  command_
+      ->add_option("--context", o.estimate.context,
+                   "Tokens per sequence (default: the model's maximum context, else 4096)")
+      ->check(CLI::PositiveNumber);
   command_
       ->add_option("--concurrency", o.estimate.concurrency,
                    "Sequences held at full context at once")

@@ -163,7 +163,8 @@ ServeCommand::ServeCommand(CLI::App& app) {
       "$TESSERA_TLS_KEY, $TESSERA_MAX_BODY_BYTES, $TESSERA_THREADS, $TESSERA_LOG_FORMAT, "
       "$TESSERA_KUBE_API_SERVER, $TESSERA_KUBE_TOKEN_FILE, $TESSERA_KUBE_CA_FILE, "
       "$TESSERA_CONTROLLER, "
-      "$TESSERA_INSECURE_NO_AUTH=true) or the --config file; flags win, then the environment.");
+      "$TESSERA_INSECURE_NO_AUTH=true) or the --config file; flags win, then the environment.\n\n"
+      "Exit codes: 0 success, 1 internal error, 2 bad input. See docs/cli.md.");
 }
 
 Result<void> ServeCommand::resolve() {
