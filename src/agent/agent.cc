@@ -173,7 +173,7 @@ json Agent::registrationBody(const std::vector<AgentGpu>& gpus) const {
   if (config_.hostMemoryMib > 0) node["hostMemoryMib"] = config_.hostMemoryMib;
   json labels = json::object();
   for (const auto& [k, v] : config_.labels) labels[k] = v;
-  labels["tessera.dev/gpu-source"] = parts_.gpus->kind();
+  labels["tessera.io/gpu-source"] = parts_.gpus->kind();
   node["labels"] = labels;
   if (parts_.cache != nullptr) node["cachedModels"] = parts_.cache->models();
   json list = json::array();

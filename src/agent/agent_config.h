@@ -3,7 +3,7 @@
 // optional; flags override environment variables, which override the file, which overrides
 // the defaults below.
 //
-//   apiVersion: tessera.dev/v1alpha1
+//   apiVersion: tessera.io/v1alpha1
 //   kind: AgentConfig
 //   nodeName: gpu-a                      # default: the host name
 //   server: https://tessera.example:8443

@@ -6,7 +6,7 @@ namespace tessera::agent {
 namespace {
 
 TEST(AgentConfig, ReadsEveryKey) {
-  const std::string text = R"(apiVersion: tessera.dev/v1alpha1
+  const std::string text = R"(apiVersion: tessera.io/v1alpha1
 kind: AgentConfig
 nodeName: gpu-a
 server: https://tessera.example:8443

@@ -127,7 +127,7 @@ TEST_F(AgentTest, RegistersGpusAndCachedModelsAndComesBackAfterServerRestarts) {
   EXPECT_EQ(node["gpus"][0]["type"], "L4");
   EXPECT_EQ(node["cpuMilli"], 32000);
   EXPECT_EQ(node["labels"]["pool"], "test");
-  EXPECT_EQ(node["labels"]["tessera.dev/gpu-source"], "virtual");
+  EXPECT_EQ(node["labels"]["tessera.io/gpu-source"], "virtual");
 
   // Staged over the admin API: reported at the next heartbeat.
   auto staged = admin_->Post("/models/qwen-7b/stage");
@@ -178,7 +178,7 @@ TEST_F(AgentTest, HeartbeatsCarryNvmlTelemetry) {
   })) << server_.node("node-a").dump()
       << logText_.str();
   const json n = server_.node("node-a");
-  EXPECT_EQ(n["labels"]["tessera.dev/gpu-source"], "nvml");
+  EXPECT_EQ(n["labels"]["tessera.io/gpu-source"], "nvml");
   EXPECT_EQ(n["gpus"][0]["type"], "H100-80GB");
   EXPECT_EQ(n["gpus"][2]["type"], "A100-80GB");
   EXPECT_EQ(n["gpus"][0]["usedMib"], 1024);

@@ -54,7 +54,7 @@ TEST(ClusterFile, ReadsEveryNodeAndGpuField) {
   - name: n1
     cpuMilli: 64500
     hostMemoryMib: 524288
-    labels: {zone: a, "tessera.dev/pool": premium}
+    labels: {zone: a, "tessera.io/pool": premium}
     taints:
       - {key: dedicated, value: batch, effect: NoSchedule}
       - {key: maintenance, effect: PreferNoSchedule}
@@ -85,7 +85,7 @@ TEST(ClusterFile, ReadsEveryNodeAndGpuField) {
   const model::NodeSpec& node = file.nodes.at(0);
   EXPECT_EQ(node.cpuMilli, 64500);
   EXPECT_EQ(node.hostMemoryMib, 524288);
-  EXPECT_EQ(node.labels.at("tessera.dev/pool"), "premium");
+  EXPECT_EQ(node.labels.at("tessera.io/pool"), "premium");
   ASSERT_EQ(node.taints.size(), 2u);
   EXPECT_EQ(node.taints[1].key, "maintenance");
   EXPECT_EQ(node.taints[1].value, "");
@@ -237,7 +237,7 @@ replicas:
 }
 
 TEST(ClusterFile, TheErrorFormatFromTheHeader) {
-  EXPECT_EQ(errorOf(R"(apiVersion: tessera.dev/v1alpha1
+  EXPECT_EQ(errorOf(R"(apiVersion: tessera.io/v1alpha1
 kind: Cluster
 nodes:
   - name: a
@@ -286,7 +286,7 @@ const BadInput kClusterErrors[] = {
     {"WrongKind", "kind: PlacementProfile\nnodes: []\n",
      "cluster.yaml:1: kind: must be Cluster, got PlacementProfile (is this the right file?)"},
     {"ProfileGivenAsClusterFile",
-     "apiVersion: tessera.dev/v1alpha1\nkind: PlacementProfile\nname: default\n",
+     "apiVersion: tessera.io/v1alpha1\nkind: PlacementProfile\nname: default\n",
      "cluster.yaml:2: kind: must be Cluster, got PlacementProfile (is this the right file?)"},
     {"MissingNodes", "models: []\n", "cluster.yaml:1: nodes: required"},
     {"NodesNotAList", "nodes: {name: a}\n", "cluster.yaml:1: nodes: must be a list, got a mapping"},

@@ -18,7 +18,7 @@ std::string errorOf(const std::string& yaml) {
 }
 
 TEST(ProfileFile, ReadsOptionsPluginsWeightsAndArgs) {
-  const sched::Profile profile = parseOk(R"(apiVersion: tessera.dev/v1alpha1
+  const sched::Profile profile = parseOk(R"(apiVersion: tessera.io/v1alpha1
 kind: PlacementProfile
 name: packed
 memorySafetyFactor: 1.5
@@ -98,7 +98,7 @@ TEST_P(ProfileFileErrors, NameFileLineAndField) {
 const BadInput kProfileErrors[] = {
     {"EmptyFile", "", "profile.yaml:1: empty file; a profile has at least a name or plugins"},
     {"ApiVersion", "apiVersion: kubescheduler.config.k8s.io/v1\nname: x\n",
-     "profile.yaml:1: apiVersion: must be tessera.dev/v1alpha1, got "
+     "profile.yaml:1: apiVersion: must be tessera.io/v1alpha1, got "
      "kubescheduler.config.k8s.io/v1"},
     {"Kind", "kind: KubeSchedulerConfiguration\n",
      "profile.yaml:1: kind: must be PlacementProfile, got KubeSchedulerConfiguration (is this the "

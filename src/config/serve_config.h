@@ -3,7 +3,7 @@
 // optional; flags override environment variables, which override the file, which overrides
 // the built-in defaults.
 //
-//   apiVersion: tessera.dev/v1alpha1
+//   apiVersion: tessera.io/v1alpha1
 //   kind: ServerConfig
 //   listen: 0.0.0.0:8443
 //   store: /var/lib/tessera/state.db

@@ -6,7 +6,7 @@ namespace tessera::config {
 namespace {
 
 TEST(ServeFile, ReadsEveryKey) {
-  auto f = parseServeYaml(R"(apiVersion: tessera.dev/v1alpha1
+  auto f = parseServeYaml(R"(apiVersion: tessera.io/v1alpha1
 kind: ServerConfig
 listen: 0.0.0.0:8443
 store: /var/lib/tessera/state.db

@@ -132,9 +132,9 @@ Result<std::optional<std::int64_t>> readMemory(const Field& parent, const Memory
 // `cpu` (fractions allowed: 0.5 = 500 milli), not both. Empty when neither is present.
 Result<std::optional<std::int64_t>> readCpu(const Field& parent, std::int64_t maxMilli);
 
-// Every file may start with `apiVersion: tessera.dev/v1alpha1` and `kind: <kind>`; both are
+// Every file may start with `apiVersion: tessera.io/v1alpha1` and `kind: <kind>`; both are
 // optional, but when present they must match (so a profile passed as a cluster file says so).
-constexpr std::string_view kApiVersion = "tessera.dev/v1alpha1";
+constexpr std::string_view kApiVersion = "tessera.io/v1alpha1";
 Result<void> checkApiHeader(const Field& root, std::string_view kind);
 
 // Parses a whole YAML text into its single document. Syntax errors and a second document

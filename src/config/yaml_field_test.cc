@@ -175,11 +175,11 @@ TEST(YamlDocument, OnlyOneDocumentIsAllowed) {
 }
 
 TEST(YamlDocument, ApiHeaderIsCheckedWhenPresent) {
-  const Doc ok("apiVersion: tessera.dev/v1alpha1\nkind: Cluster\n");
+  const Doc ok("apiVersion: tessera.io/v1alpha1\nkind: Cluster\n");
   EXPECT_TRUE(checkApiHeader(ok.root(), "Cluster"));
   EXPECT_TRUE(checkApiHeader(Doc("nodes: []\n").root(), "Cluster"));
   EXPECT_EQ(errorOf(checkApiHeader(Doc("apiVersion: v1\n").root(), "Cluster")),
-            "t.yaml:1: apiVersion: must be tessera.dev/v1alpha1, got v1");
+            "t.yaml:1: apiVersion: must be tessera.io/v1alpha1, got v1");
   EXPECT_EQ(errorOf(checkApiHeader(ok.root(), "PlacementProfile")),
             "t.yaml:2: kind: must be PlacementProfile, got Cluster (is this the right file?)");
 }
