@@ -14,6 +14,12 @@
 
 namespace tessera::api {
 
+// obj[key], or nullptr when absent or null.
+inline const nlohmann::json* member(const nlohmann::json& obj, std::string_view key) {
+  const auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
 inline Error fieldError(std::string_view path, std::string_view problem) {
   return Error::invalid(std::string(path) + ": " + std::string(problem));
 }

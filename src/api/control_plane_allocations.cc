@@ -1,0 +1,198 @@
+// ControlPlane: the device plugin hand-off (docs/device-plugin.md): the GPUs chosen for a pod,
+// as the node's plugin reads them, and the plugin's confirmation of what it allocated.
+
+#include <algorithm>
+#include <set>
+
+#include "api/codec.h"
+#include "api/control_plane.h"
+#include "api/json_fields.h"
+#include "sched/state_json.h"
+
+namespace tessera::api {
+
+using nlohmann::json;
+
+// ---- device plugin hand-off ----------------------------------------------------------------
+
+json ControlPlane::replicaDoc(const sched::Placement& placement, bool loaded) const {
+  json doc = replicaDocument(state_, placement, loaded);
+  if (const auto a = podAllocations_.find(placement.replicaId); a != podAllocations_.end()) {
+    doc["allocation"] = {{"resource", a->second.resource},
+                         {"confirmed", a->second.confirmed},
+                         {"devices", a->second.devices}};
+  }
+  return doc;
+}
+
+Result<json> ControlPlane::nodeAllocations(std::string_view node) const {
+  const auto nodeId = state_.findNode(node);
+  if (!nodeId || state_.node(*nodeId).removed) {
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  }
+  json out = json::array();
+  for (sched::ReplicaId r : state_.node(*nodeId).replicas) {
+    const sched::ReplicaRecord& rec = state_.replica(r);
+    const auto a = podAllocations_.find(rec.placement.replicaId);
+    if (a == podAllocations_.end()) continue;  // not a pod: no device plugin involved
+    const json p = sched::placementJson(state_, rec.placement);
+    out.push_back({{"replica", rec.placement.replicaId},
+                   {"resource", a->second.resource},
+                   {"mode", p["mode"]},
+                   {"placedAtMs", rec.placedAtMs},
+                   {"confirmed", a->second.confirmed},
+                   {"devices", a->second.devices},
+                   {"gpus", p["gpus"]}});
+  }
+  return json{{"node", std::string(node)}, {"allocations", std::move(out)}};
+}
+
+Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& body) {
+  const auto nodeId = state_.findNode(node);
+  if (!nodeId || state_.node(*nodeId).removed) {
+    return fail(Error::notFound("node " + std::string(node) + " is not registered"));
+  }
+  if (!body.is_object()) return fail(Error::invalid("body: expected an object"));
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"replica", "devices", "gpus"}));
+  const json* replica = member(body, "replica");
+  if (replica == nullptr || !replica->is_string() || replica->get<std::string>().empty()) {
+    return fail(fieldError("replica", "required text"));
+  }
+  auto names = [](const json* list, const char* field) -> Result<std::vector<std::string>> {
+    std::vector<std::string> out;
+    if (list == nullptr) return out;
+    if (!list->is_array()) return fail(fieldError(field, "expected an array of text"));
+    for (const json& x : *list) {
+      if (!x.is_string()) return fail(fieldError(field, "expected an array of text"));
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  };
+  auto devices = names(member(body, "devices"), "devices");
+  if (!devices) return fail(devices.error());
+  auto gpus = names(member(body, "gpus"), "gpus");
+  if (!gpus) return fail(gpus.error());
+  const std::string id = replica->get<std::string>();
+  const auto rid = state_.findReplica(id);
+  if (!rid) return fail(Error::notFound("replica " + id + " is not placed"));
+  const auto alloc = podAllocations_.find(id);
+  if (alloc == podAllocations_.end()) {
+    return fail(Error::precondition("replica " + id +
+                                    " was not bound through the extender: no device plugin "
+                                    "allocation to confirm"));
+  }
+  if (state_.replica(*rid).placement.node != *nodeId) {
+    return fail(Error::precondition("replica " + id + " is booked on node " +
+                                    state_.node(state_.replica(*rid).placement.node).spec.name +
+                                    ", not " + std::string(node)));
+  }
+  auto gpuIdsOf = [this](const sched::Placement& p) {
+    std::vector<std::string> out;
+    for (const sched::GpuAssignment& a : p.gpus) out.push_back(state_.gpu(a.gpu).spec.id);
+    return out;
+  };
+  const sched::Placement mine = state_.replica(*rid).placement;
+  std::string swappedWith;
+  if (!gpus->empty() && *gpus != gpuIdsOf(mine)) {
+    // The plugin gave this pod a twin's booking: find the twin and swap their GPUs.
+    auto sameShape = [this](const sched::Placement& a, const sched::Placement& b) {
+      if (a.mode != b.mode || a.gpus.size() != b.gpus.size()) return false;
+      for (std::size_t i = 0; i < a.gpus.size(); ++i) {
+        const auto& x = a.gpus[i];
+        const auto& y = b.gpus[i];
+        if (x.reservedMib != y.reservedMib || x.computeMilli != y.computeMilli ||
+            x.migProfile != y.migProfile ||
+            state_.gpu(x.gpu).typeIndex != state_.gpu(y.gpu).typeIndex) {
+          return false;
+        }
+      }
+      return true;
+    };
+    std::optional<sched::Placement> twin;
+    for (sched::ReplicaId r : state_.node(*nodeId).replicas) {
+      const sched::Placement& p = state_.replica(r).placement;
+      const auto a = podAllocations_.find(p.replicaId);
+      if (p.replicaId == id || a == podAllocations_.end() || a->second.confirmed ||
+          a->second.resource != alloc->second.resource) {
+        continue;
+      }
+      if (gpuIdsOf(p) == *gpus && sameShape(p, mine)) {
+        twin = p;
+        break;
+      }
+    }
+    if (!twin) {
+      std::string booked;
+      for (const std::string& g : gpuIdsOf(mine)) booked += (booked.empty() ? "" : ",") + g;
+      return fail(Error::precondition(
+          "replica " + id + " is booked on GPUs " + booked +
+          "; the device plugin reports other GPUs, and no unconfirmed booking of the same "
+          "shape holds them"));
+    }
+    sched::Placement a = mine, b = *twin;
+    for (std::size_t i = 0; i < a.gpus.size(); ++i) {
+      std::swap(a.gpus[i].gpu, b.gpus[i].gpu);
+      std::swap(a.gpus[i].migStart, b.gpus[i].migStart);
+    }
+    (void)state_.apply(sched::ReplicaUnloaded{mine.replicaId});
+    (void)state_.apply(sched::ReplicaUnloaded{twin->replicaId});
+    auto placedA = state_.apply(sched::ReplicaPlaced{a});
+    auto placedB = placedA ? state_.apply(sched::ReplicaPlaced{b}) : placedA;
+    if (!placedA || !placedB) {
+      if (placedA) (void)state_.apply(sched::ReplicaUnloaded{a.replicaId});
+      (void)state_.apply(sched::ReplicaPlaced{mine});
+      (void)state_.apply(sched::ReplicaPlaced{*twin});
+      return fail(
+          Error::internal("swapping the GPUs of " + id + " and " + twin->replicaId +
+                          " failed: " + (placedA ? placedB.error() : placedA.error()).message));
+    }
+    swappedWith = twin->replicaId;
+  }
+  PodAllocation updated = alloc->second;
+  updated.confirmed = true;
+  updated.devices = *devices;
+  const PodAllocation before = alloc->second;
+  alloc->second = updated;
+  store::Batch batch;
+  const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
+  batch.upsert("replica", id,
+               replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
+  if (!swappedWith.empty()) {
+    const sched::ReplicaRecord& t = state_.replica(*state_.findReplica(swappedWith));
+    batch.upsert("replica", swappedWith,
+                 replicaDoc(t.placement, t.phase == sched::ReplicaPhase::kLoaded).dump());
+  }
+  std::string gpuText;
+  for (const std::string& g : gpuIdsOf(rec.placement)) gpuText += (gpuText.empty() ? "" : ",") + g;
+  if (auto saved = commit(std::move(batch), "AllocationConfirmed", id,
+                          "on " + std::string(node) + " GPUs " + gpuText +
+                              (swappedWith.empty() ? "" : " (swapped with " + swappedWith + ")"));
+      !saved) {
+    alloc->second = before;
+    if (!swappedWith.empty()) {
+      // Put the books back as they were stored.
+      const sched::Placement twin = state_.replica(*state_.findReplica(swappedWith)).placement;
+      const sched::Placement now = state_.replica(*state_.findReplica(id)).placement;
+      (void)state_.apply(sched::ReplicaUnloaded{id});
+      (void)state_.apply(sched::ReplicaUnloaded{swappedWith});
+      sched::Placement a = now, b = twin;
+      for (std::size_t i = 0; i < a.gpus.size(); ++i) {
+        std::swap(a.gpus[i].gpu, b.gpus[i].gpu);
+        std::swap(a.gpus[i].migStart, b.gpus[i].migStart);
+      }
+      (void)state_.apply(sched::ReplicaPlaced{a});
+      (void)state_.apply(sched::ReplicaPlaced{b});
+    }
+    return fail(saved.error());
+  }
+  extender_->allocationConfirmed(id);
+  json out = {{"replica", id},
+              {"node", std::string(node)},
+              {"confirmed", true},
+              {"devices", updated.devices},
+              {"gpus", gpuIdsOf(rec.placement)}};
+  if (!swappedWith.empty()) out["swappedWith"] = swappedWith;
+  return out;
+}
+
+}  // namespace tessera::api
