@@ -69,9 +69,10 @@
 // kept while the node's generation stands, so a placement recomputes one node; a recompute
 // is O(|workload| × GPUs per GPU choice), plus, with terms 4–6, the pods on each of the node's
 // GPUs checked against the tight patterns (O(GPUs × patterns × pods per GPU)). The LP is
-// solved once, when the plugin is built (about a millisecond for 20 sizes). Threading: one thread at a time (mutable caches
-// keyed by NodeRecord::generation, like the artifact plugins); scores depend only on the
-// state and the request, never on what the instance saw before.
+// solved once, when the plugin is built (about a millisecond for 20 sizes). Threading: one
+// thread at a time (mutable caches keyed by NodeRecord::generation, like the artifact
+// plugins); scores depend only on the state and the request, never on what the instance saw
+// before.
 
 #include <cstdint>
 #include <memory>
