@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/testing/agent_process.h"
 #include "agent/testing/agent_testing.h"
 #include "deviceplugin/test_support.h"
 #include "engines/testing/fake_vllm.h"
@@ -21,55 +22,6 @@ namespace tessera::agent {
 namespace {
 
 using nlohmann::json;
-
-// The binary in the background; its first stdout line names the admin address.
-class Binary {
- public:
-  explicit Binary(const std::string& config) {
-    int fds[2];
-    if (::pipe(fds) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execl(TESSERA_BINARY, TESSERA_BINARY, "agent", "run", "--config", config.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = fds[0];
-    char c = 0;
-    while (::read(out_, &c, 1) == 1 && c != '\n') first_ += c;
-  }
-  ~Binary() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  std::string admin() const {
-    const auto at = first_.find("admin on http://");
-    return at == std::string::npos ? "" : first_.substr(at + 16);
-  }
-  const std::string& firstLine() const { return first_; }
-  int wait() {
-    char c = 0;
-    while (::read(out_, &c, 1) == 1) {
-    }
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool reaped_ = false;
-  std::string first_;
-};
 
 TEST(AgentCliComponents, RunHostsThePluginAndDrivesTheEngine) {
   testing::ControlPlaneServer server;
@@ -102,15 +54,15 @@ TEST(AgentCliComponents, RunHostsThePluginAndDrivesTheEngine) {
                          "engines:\n"
                          "  - {name: chat, kind: vllm, url: \"" +
                          vllm.url() + "\", timeoutMs: 3000}\n");
-  Binary agent(config);
-  ASSERT_FALSE(agent.admin().empty()) << agent.firstLine();
+  testing::AgentProcess agent(TESSERA_BINARY, config);
+  ASSERT_FALSE(agent.adminAddress().empty()) << agent.firstLine();
 
   ASSERT_TRUE(deviceplugin::testing::eventually([&] { return !kubelet.requests().empty(); }));
   EXPECT_EQ(kubelet.requests().front().resource_name(), "tessera.io/gpus");
   const std::string socket = sockets.file(kubelet.requests().front().endpoint());
   EXPECT_TRUE(std::filesystem::exists(socket));
 
-  httplib::Client admin("http://" + agent.admin());
+  httplib::Client admin("http://" + agent.adminAddress());
   admin.set_connection_timeout(5);
   admin.set_read_timeout(30);
   json status;
@@ -133,8 +85,8 @@ TEST(AgentCliComponents, RunHostsThePluginAndDrivesTheEngine) {
   EXPECT_EQ(switched->status, 200) << switched->body;
   EXPECT_EQ(vllm.adapters(), std::vector<std::string>{"helper"});
 
-  const std::string drain =
-      std::string(TESSERA_BINARY) + " agent drain --admin " + agent.admin() + " >/dev/null 2>&1";
+  const std::string drain = std::string(TESSERA_BINARY) + " agent drain --admin " +
+                            agent.adminAddress() + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(drain.c_str()), 0);
   EXPECT_EQ(agent.wait(), 0);
   EXPECT_EQ(vllm.sleepLevel(), 1);

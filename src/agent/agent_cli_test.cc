@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/testing/agent_process.h"
 #include "agent/testing/agent_testing.h"
 
 namespace tessera::agent {
@@ -37,56 +38,6 @@ Outcome runTessera(const std::string& args) {
   out.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
 }
-
-// `tessera agent run` in the background; its first line names the admin address.
-class RunningAgent {
- public:
-  explicit RunningAgent(const std::string& config) {
-    int fds[2];
-    if (::pipe(fds) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execl(TESSERA_BINARY, TESSERA_BINARY, "agent", "run", "--config", config.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = fds[0];
-    char c = 0;
-    while (::read(out_, &c, 1) == 1 && c != '\n') firstLine_ += c;
-  }
-  ~RunningAgent() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  const std::string& firstLine() const { return firstLine_; }
-  std::string adminAddress() const {
-    const auto at = firstLine_.find("admin on http://");
-    return at == std::string::npos ? "" : firstLine_.substr(at + 16);
-  }
-  void signal(int sig) { ::kill(pid_, sig); }
-  // Waits for the exit; the rest of stdout comes back in `rest`.
-  int wait(std::string& rest) {
-    char c = 0;
-    while (::read(out_, &c, 1) == 1) rest += c;
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool reaped_ = false;
-  std::string firstLine_;
-};
 
 class AgentCli : public ::testing::Test {
  protected:
@@ -151,7 +102,7 @@ TEST_F(AgentCli, BadInputExitsTwoWithAReason) {
 }
 
 TEST_F(AgentCli, RunRegistersAndTheDrainCommandDrainsIt) {
-  RunningAgent agent(writeConfig());
+  testing::AgentProcess agent(TESSERA_BINARY, writeConfig());
   ASSERT_NE(agent.adminAddress(), "") << agent.firstLine();
   EXPECT_NE(agent.firstLine().find("2 GPUs (virtual)"), std::string::npos) << agent.firstLine();
   ASSERT_TRUE(eventually([&] { return registered(); })) << server_.node("cli-node").dump();
@@ -170,7 +121,7 @@ TEST_F(AgentCli, RunRegistersAndTheDrainCommandDrainsIt) {
 }
 
 TEST_F(AgentCli, SigtermDrainsAndExitsZero) {
-  RunningAgent agent(writeConfig());
+  testing::AgentProcess agent(TESSERA_BINARY, writeConfig());
   ASSERT_NE(agent.adminAddress(), "") << agent.firstLine();
   ASSERT_TRUE(eventually([&] { return registered(); }));
   agent.signal(SIGTERM);

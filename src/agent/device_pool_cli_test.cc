@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/testing/agent_process.h"
 #include "agent/testing/agent_testing.h"
 #include "profile/safetensors_writer.h"
 
@@ -20,55 +21,6 @@ namespace tessera::agent {
 namespace {
 
 using nlohmann::json;
-
-// The binary in the background; its first stdout line names the admin address.
-class PoolAgent {
- public:
-  explicit PoolAgent(const std::string& config) {
-    int fds[2];
-    if (::pipe(fds) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execl(TESSERA_BINARY, TESSERA_BINARY, "agent", "run", "--config", config.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = fds[0];
-    char c = 0;
-    while (::read(out_, &c, 1) == 1 && c != '\n') first_ += c;
-  }
-  ~PoolAgent() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  std::string admin() const {
-    const auto at = first_.find("admin on http://");
-    return at == std::string::npos ? "" : first_.substr(at + 16);
-  }
-  const std::string& firstLine() const { return first_; }
-  int wait() {
-    char c = 0;
-    while (::read(out_, &c, 1) == 1) {
-    }
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool reaped_ = false;
-  std::string first_;
-};
 
 std::string agentYaml(const testing::ControlPlaneServer& server, const testing::TempDir& dir,
                       const std::string& pool) {
@@ -101,9 +53,9 @@ TEST(DevicePoolCli, RunLoadsAModelIntoThePoolAndTheDrainEmptiesIt) {
       (dir.path() / "models" / "qwen@r1" / "model.safetensors").string(), 3 << 20, 4));
   const std::string config = dir.file("agent.yaml");
   testing::writeFile(config, agentYaml(server, dir, "{backend: auto, size: 8Mi, blockSize: 1Mi}"));
-  PoolAgent agent(config);
-  ASSERT_FALSE(agent.admin().empty()) << agent.firstLine();
-  httplib::Client admin("http://" + agent.admin());
+  testing::AgentProcess agent(TESSERA_BINARY, config);
+  ASSERT_FALSE(agent.adminAddress().empty()) << agent.firstLine();
+  httplib::Client admin("http://" + agent.adminAddress());
   admin.set_connection_timeout(5);
   admin.set_read_timeout(30);
 
@@ -126,7 +78,7 @@ TEST(DevicePoolCli, RunLoadsAModelIntoThePoolAndTheDrainEmptiesIt) {
   EXPECT_EQ(pool["models"][0]["serving"]["version"], "r1");
 
   const std::string drain =
-      std::string(TESSERA_BINARY) + " agent drain --admin " + agent.admin() + " 2>&1";
+      std::string(TESSERA_BINARY) + " agent drain --admin " + agent.adminAddress() + " 2>&1";
   std::string output;
   if (FILE* p = ::popen(drain.c_str(), "r"); p != nullptr) {
     char buffer[512];
@@ -158,9 +110,9 @@ TEST(DevicePoolCli, APoolThatCannotBeCreatedStopsTheStartWithExitTwo) {
   // The same pool with enabled: auto: the agent runs without one.
   testing::writeFile(
       config, agentYaml(server, dir, "{enabled: auto, backend: host, size: 1Mi, blockSize: 2Mi}"));
-  PoolAgent lenient(config);
-  ASSERT_FALSE(lenient.admin().empty()) << lenient.firstLine();
-  httplib::Client admin("http://" + lenient.admin());
+  testing::AgentProcess lenient(TESSERA_BINARY, config);
+  ASSERT_FALSE(lenient.adminAddress().empty()) << lenient.firstLine();
+  httplib::Client admin("http://" + lenient.adminAddress());
   admin.set_connection_timeout(5);
   auto r = admin.Get("/status");
   ASSERT_TRUE(r);
