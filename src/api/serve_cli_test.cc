@@ -18,6 +18,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "api/testing/serve_process.h"
 #include "store/testing/temp_dir.h"
 
 namespace {
@@ -105,53 +106,6 @@ TEST(ServeCli, ExitsZeroOnSigterm) {
   EXPECT_NE(rest.find("shutting down"), std::string::npos) << rest;
 }
 
-// `tessera serve` started in the background with `args`; its first stdout line says where it
-// listens. Stopped with SIGTERM when destroyed.
-class BackgroundServe {
- public:
-  explicit BackgroundServe(const std::vector<std::string>& args) {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv{const_cast<char*>(TESSERA_BINARY), const_cast<char*>("serve")};
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(TESSERA_BINARY, argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    out_ = out[0];
-    for (int line = 0; line < 2; ++line) {
-      std::string text;
-      char c = 0;
-      while (::read(out_, &c, 1) == 1 && c != '\n') text += c;
-      banner_ += text + "\n";
-      const auto at = text.find("listening on http://127.0.0.1:");
-      if (at != std::string::npos) port_ = std::atoi(text.c_str() + at + 30);
-    }
-  }
-  ~BackgroundServe() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  int port() const { return port_; }
-  const std::string& banner() const { return banner_; }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int port_ = 0;
-  std::string banner_;
-};
-
 // The binding subresource of a Kubernetes API server: records bindings, refuses a second one.
 class BindingApi {
  public:
@@ -216,7 +170,7 @@ TEST(ServeCli, TheExtendersBindPostsTheBindingAndTheBookingSurvivesARestart) {
   const std::string name = pod["metadata"]["name"], ns = pod["metadata"]["namespace"],
                     uid = pod["metadata"]["uid"];
   {
-    BackgroundServe serve(args);
+    tessera::api::testing::ServeProcess serve(TESSERA_BINARY, args, "", 2);
     ASSERT_GT(serve.port(), 0) << serve.banner();
     EXPECT_NE(serve.banner().find("posts bindings to http://127.0.0.1:"), std::string::npos)
         << serve.banner();
@@ -240,7 +194,7 @@ TEST(ServeCli, TheExtendersBindPostsTheBindingAndTheBookingSurvivesARestart) {
     EXPECT_EQ(api.bound()[ns + "/" + name], "gpu-1");
   }
   // After a restart the booking (with its GPU) is still there: bind persisted it.
-  BackgroundServe again(args);
+  tessera::api::testing::ServeProcess again(TESSERA_BINARY, args, "", 2);
   ASSERT_GT(again.port(), 0) << again.banner();
   httplib::Client http("127.0.0.1", again.port());
   auto node = http.Get("/api/v1/nodes/gpu-1");
@@ -256,9 +210,12 @@ TEST(ServeCli, ABindingTheApiServerRefusesBooksNothing) {
   std::ofstream(dir.file("kube-token")) << "binder-token\n";
   BindingApi api;
   api.refuse = true;
-  BackgroundServe serve({"--listen", "127.0.0.1:0", "--store", ":memory:", "--kube-api-server",
-                         "http://127.0.0.1:" + std::to_string(api.port()), "--kube-token-file",
-                         dir.file("kube-token")});
+  const std::string kubeApi = "http://127.0.0.1:" + std::to_string(api.port());
+  tessera::api::testing::ServeProcess serve(
+      TESSERA_BINARY,
+      {"--listen", "127.0.0.1:0", "--store", ":memory:", "--kube-api-server", kubeApi,
+       "--kube-token-file", dir.file("kube-token")},
+      "", 2);
   ASSERT_GT(serve.port(), 0) << serve.banner();
   httplib::Client http("127.0.0.1", serve.port());
   nlohmann::json pod;

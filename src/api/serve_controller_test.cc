@@ -16,6 +16,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "api/testing/serve_process.h"
 #include "k8s/testing/fake_apiserver.h"
 
 namespace {
@@ -31,59 +32,6 @@ bool eventually(const std::function<bool()>& pred) {
   return pred();
 }
 
-// `tessera serve <args>` in the background; its stdout is read up to the dashboard line (the
-// start-up lines). Stopped with SIGTERM when destroyed.
-class Serve {
- public:
-  explicit Serve(const std::vector<std::string>& args) {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv{const_cast<char*>(TESSERA_BINARY), const_cast<char*>("serve")};
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(TESSERA_BINARY, argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    out_ = out[0];
-    for (;;) {
-      std::string text;
-      char c = 0;
-      bool any = false;
-      while (::read(out_, &c, 1) == 1 && c != '\n') {
-        text += c;
-        any = true;
-      }
-      if (!any && c != '\n') break;  // the process ended
-      banner_ += text + "\n";
-      const auto at = text.find("listening on http://127.0.0.1:");
-      if (at != std::string::npos) port_ = std::atoi(text.c_str() + at + 30);
-      if (text.find("dashboard at") != std::string::npos) break;
-    }
-  }
-  ~Serve() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  int port() const { return port_; }
-  const std::string& banner() const { return banner_; }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int port_ = 0;
-  std::string banner_;
-};
-
 json modelDeployment() {
   return {{"metadata", {{"name", "chat"}, {"namespace", "ml"}}},
           {"spec",
@@ -97,7 +45,9 @@ TEST(ServeController, AModelDeploymentBecomesADeploymentPodsAndAStatus) {
   tessera::k8s::testing::FakeApiServer api;
   ASSERT_TRUE(api.start());
   ASSERT_TRUE(api.create("modeldeployments", modelDeployment()));
-  Serve serve({"--listen", "127.0.0.1:0", "--store", ":memory:", "--kube-api-server", api.url()});
+  tessera::api::testing::ServeProcess serve(
+      TESSERA_BINARY,
+      {"--listen", "127.0.0.1:0", "--store", ":memory:", "--kube-api-server", api.url()});
   ASSERT_GT(serve.port(), 0) << serve.banner();
   EXPECT_NE(serve.banner().find("watching ModelDeployments"), std::string::npos)
       << serve.banner();
@@ -126,8 +76,9 @@ TEST(ServeController, AModelDeploymentBecomesADeploymentPodsAndAStatus) {
 TEST(ServeController, IsOffWithControllerFalse) {
   tessera::k8s::testing::FakeApiServer api;
   ASSERT_TRUE(api.start());
-  Serve serve({"--listen", "127.0.0.1:0", "--store", ":memory:", "--kube-api-server", api.url(),
-               "--controller=false"});
+  tessera::api::testing::ServeProcess serve(
+      TESSERA_BINARY, {"--listen", "127.0.0.1:0", "--store", ":memory:", "--kube-api-server",
+                       api.url(), "--controller=false"});
   ASSERT_GT(serve.port(), 0) << serve.banner();
   EXPECT_EQ(serve.banner().find("watching ModelDeployments"), std::string::npos)
       << serve.banner();

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/http_server.h"
+#include "api/testing/serve_process.h"
 #include "api/ui_assets.h"
 #include "model/gpu_catalog.h"
 
@@ -152,56 +153,6 @@ TEST(UiAssets, AreTheRepositoryFilesAndReachNothingButThisServer) {
 
 // ---- the real binary --------------------------------------------------------------------------
 
-// `tessera serve --demo ...` in the background; its stdout banner says where it listens.
-class DemoServe {
- public:
-  explicit DemoServe(std::vector<std::string> args) {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv{const_cast<char*>(TESSERA_BINARY), const_cast<char*>("serve")};
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(TESSERA_BINARY, argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    out_ = out[0];
-    // The banner: listening, Kubernetes, dashboard, ..., and last the demo's line.
-    for (int line = 0; line < 8 && banner_.find("DEMO") == std::string::npos; ++line) {
-      std::string text;
-      char c = 0;
-      while (::read(out_, &c, 1) == 1 && c != '\n') text += c;
-      if (text.empty()) break;
-      banner_ += text + "\n";
-      std::smatch m;
-      if (std::regex_search(text, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))"))) {
-        port_ = std::stoi(m[1]);
-      }
-    }
-  }
-  ~DemoServe() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  int port() const { return port_; }
-  const std::string& banner() const { return banner_; }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int port_ = 0;
-  std::string banner_;
-};
-
 int runServe(const std::string& args, std::string* err) {
   const std::string errFile = "/tmp/tessera_ui_test_err_" + std::to_string(::getpid());
   const int status = std::system(
@@ -228,7 +179,9 @@ TEST(DemoBinary, RefusesDemoFlagsThatDoNotGoTogether) {
 }
 
 TEST(DemoBinary, ServesTheLabelledDashboardAndPlacesAndScales) {
-  DemoServe serve({"--demo", "--demo-speed", "10", "--listen", "127.0.0.1:0"});
+  // The banner: listening, Kubernetes, dashboard, ..., and last the demo's line.
+  tessera::api::testing::ServeProcess serve(
+      TESSERA_BINARY, {"--demo", "--demo-speed", "10", "--listen", "127.0.0.1:0"}, "DEMO", 8);
   ASSERT_GT(serve.port(), 0) << serve.banner();
   EXPECT_NE(serve.banner().find("DEMO"), std::string::npos) << serve.banner();
   EXPECT_NE(
