@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sim/report.h"
+#include "sim/svg.h"
 
 namespace tessera::sim {
 namespace {
@@ -26,49 +27,10 @@ const char* colorOf(std::string_view policy) {
   return "#17becf";
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
+using svg::escape;
+using svg::num;
 
-std::string escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// A "nice" axis maximum and tick step for values up to `max`.
-std::pair<double, double> axis(double max) {
-  if (!(max > 0)) return {1, 0.5};
-  const double raw = max / 5;
-  const double mag = std::pow(10, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
-    if (m * mag >= raw) {
-      step = m * mag;
-      break;
-    }
-  }
-  return {std::ceil(max / step) * step, step};
-}
+std::pair<double, double> axis(double max) { return svg::axis(max, 5); }
 
 void panel(std::ostringstream& svg, double x0, const TraceResult& r, const char* title,
            const char* yLabel, bool rate) {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "sim/svg.h"
+
 namespace tessera::sim {
 namespace {
 
@@ -12,49 +14,10 @@ double round3(double v) {
   return std::round(v * 1000) / 1000;
 }
 
-std::string num(double v, const char* format = "%.1f") {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
+using svg::escape;
+using svg::num;
 
-std::string escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// A "nice" axis maximum and tick step for values up to `max`.
-std::pair<double, double> axis(double max) {
-  if (!(max > 0)) return {1, 0.5};
-  const double raw = max / 4;
-  const double mag = std::pow(10, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
-    if (m * mag >= raw) {
-      step = m * mag;
-      break;
-    }
-  }
-  return {std::ceil(max / step) * step, step};
-}
+std::pair<double, double> axis(double max) { return svg::axis(max, 4); }
 
 }  // namespace
 
