@@ -174,7 +174,7 @@ void printBoundNote(std::ostream& out, const sim::TraceResult& r) {
 }
 
 void printTrace(std::ostream& out, const sim::FgdTrace& trace, const sim::TraceResult& r,
-                const std::vector<sim::Reproduction>* repro) {
+                const std::vector<sim::Reproduction>* repro, bool bound) {
   out << fmt::format(
       "trace {}: {} nodes, {} GPUs, {} tasks; target workload {} of {} shapes covering "
       "{:.2f}% of tasks\n",
@@ -187,7 +187,6 @@ void printTrace(std::ostream& out, const sim::FgdTrace& trace, const sim::TraceR
                               {"FRAG RATE @100%", Align::kRight},
                               {"FAILED PODS", Align::kRight},
                               {"RUN TIME", Align::kRight}};
-  const bool bound = !r.policies.empty() && r.policies.front().boundAt100.n > 0;
   if (bound) cols.push_back({"LP BOUND", Align::kRight});
   if (repro) {
     cols.push_back({"ARTIFACT", Align::kRight});
@@ -221,17 +220,20 @@ void printTrace(std::ostream& out, const sim::FgdTrace& trace, const sim::TraceR
 
 void printMatrix(std::ostream& out, const std::vector<sim::TraceResult>& results,
                  const std::vector<std::string>& policies,
-                 const std::vector<std::vector<sim::Reproduction>>* repro) {
+                 const std::vector<std::vector<sim::Reproduction>>* repro, bool bound) {
   std::vector<Column> cols = {{"TRACE"}};
   for (const auto& p : policies) cols.push_back({p, Align::kRight});
-  const bool bound = !results.empty() && results.front().placeAllBoundAt100.n > 0;
+  const std::vector<Column> policyCols = cols;  // the reproduction table below has no bound
   if (bound) cols.push_back({"PLACE-ALL BOUND", Align::kRight});
   Table table(cols);
   for (const auto& r : results) {
     std::vector<std::string> row = {r.trace + (r.replayed ? "" : " *")};
     for (const auto& p : r.policies) {
-      row.push_back(meanSd(p.unallocatedAt100) +
-                    (bound ? fmt::format(" (≥ {:.2f})", p.boundAt100.mean) : ""));
+      std::string cell = meanSd(p.unallocatedAt100);
+      if (bound) {
+        cell += p.boundAt100.n > 0 ? fmt::format(" (>= {:.2f})", p.boundAt100.mean) : " (>= -)";
+      }
+      row.push_back(std::move(cell));
     }
     if (bound) row.push_back(meanSd(r.placeAllBoundAt100));
     table.addRow(std::move(row));
@@ -239,13 +241,13 @@ void printMatrix(std::ostream& out, const std::vector<sim::TraceResult>& results
   out << "unallocated GPU % at 100 % arrived (mean ± s.d. over seeds)"
       << "; * = Tessera's own arrival order (no reference for the trace)\n";
   if (bound) {
-    out << "(≥ x): the LP lower bound for the sharing pods the policy placed; PLACE-ALL BOUND: "
+    out << "(>= x): the LP lower bound for the sharing pods the policy placed; PLACE-ALL BOUND: "
            "for every sharing pod arrived\n";
   }
   out << '\n';
   table.print(out, "  ");
   if (!repro) return;
-  Table diff(cols);
+  Table diff(policyCols);
   for (std::size_t t = 0; t < results.size(); ++t) {
     std::vector<std::string> row = {results[t].trace};
     bool any = false;
@@ -357,9 +359,9 @@ int runSimulateFgd(const SimulateFgdOptions& o, std::ostream& out, std::ostream&
                          seedText(*seeds), o.tuneRatio, eo.jobs, duration(wall));
       if (results->size() == 1) {
         printTrace(out, inputs->traces.front(), results->front(),
-                   expected ? &repro.front() : nullptr);
+                   expected ? &repro.front() : nullptr, o.bound);
       } else {
-        printMatrix(out, *results, *policies, reproPtr);
+        printMatrix(out, *results, *policies, reproPtr, o.bound);
       }
       for (const auto& path : written) out << "\nwrote " << path;
       if (!written.empty()) out << '\n';

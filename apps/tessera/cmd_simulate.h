@@ -30,7 +30,7 @@ struct SimulateFgdOptions {
   std::uint64_t syntheticSeed = 42;  // the built-in cluster and workload
   double tuneRatio = 1.3;
   bool progress = true;  // a progress bar on stderr when it is a terminal
-  bool bound = false;    // LP lower bounds at 100 % arrived (sim/packing_bound.h)
+  bool bound = false;    // LP lower bounds at 100 % arrived (sched/packing_lp.h)
   SimulateFormat format = SimulateFormat::kTable;
 };
 

@@ -256,24 +256,31 @@ TEST_F(PackingGradientTest, LpWasteKeepsAPodOffAGpuWhereItBreaksEveryPattern) {
 
 TEST_F(PackingGradientTest, CompletionReserveKeepsCpuForAGpuWaitingForItsPartner) {
   // Node "waiting" (2 cores) has a lone 500 that needs one more 500 pod (1 core) to be full;
-  // node "idle" (2 cores) has nothing open. A CPU-only pod of 2 cores on "waiting" takes that
-  // core. Term 1 already sees the lost 500 instance; the reserve adds 2 x 1000 CPU / kappa,
-  // kappa = 1000 CPU / 562 milli-GPU (the workload's CPU per GPU milli): 1124 milli-GPU.
-  model::NodeSpec waiting = nodeSpec("waiting", "T4", 1);
-  waiting.cpuMilli = 2000;
-  model::NodeSpec idle = nodeSpec("idle", "T4", 1);
-  idle.cpuMilli = 2000;
-  const NodeId w = addNode(waiting);
-  const NodeId i = addNode(idle);
-  place("a", {gpu("waiting", "0")}, 0, 500);
-  place("b", {gpu("idle", "0")}, 0, 1000, model::SharingMode::kExclusive);
-  const auto r = pod("c", 2000, 0, 0);
-  const std::vector<Option> options{option(w, {}), option(i, {})};
-  const auto off = rawScores(*plugin(args(patternWorkload(), 0)), r, options);
-  const auto on = rawScores(*plugin(args(patternWorkload(), 0, true)), r, options);
-  EXPECT_LT(off[0], off[1]);
-  EXPECT_NEAR(static_cast<double>((off[0] - off[1]) - (on[0] - on[1])), 1'124'000.0, 2.0);
-  EXPECT_EQ(placeWith(args(patternWorkload(), 0, true), r), "idle");
+  // node "idle" (2 cores) has every GPU full. A CPU-only pod of 2 cores on "waiting" takes
+  // that core. Term 1 already sees the lost 500 instance; the reserve adds 2 x 1000 CPU /
+  // kappa, kappa = 1000 CPU / 562 milli-GPU (the workload's CPU per GPU milli): 1124
+  // milli-GPU. The same on nodes of 1 GPU (memoised scores) and of 10 (scored directly).
+  for (const int gpus : {1, 10}) {
+    SCOPED_TRACE(std::to_string(gpus) + " GPUs per node");
+    const std::string suffix = "-" + std::to_string(gpus);
+    model::NodeSpec waiting = nodeSpec("waiting" + suffix, "T4", gpus);
+    waiting.cpuMilli = 2000;
+    model::NodeSpec idle = nodeSpec("idle" + suffix, "T4", gpus);
+    idle.cpuMilli = 2000;
+    const NodeId w = addNode(waiting);
+    const NodeId i = addNode(idle);
+    place("a" + suffix, {gpu("waiting" + suffix, "0")}, 0, 500);
+    for (int g = 0; g < gpus; ++g) {
+      place("b" + suffix + "-" + std::to_string(g), {gpu("idle" + suffix, std::to_string(g))}, 0,
+            1000, model::SharingMode::kExclusive);
+    }
+    const auto r = pod("c" + suffix, 2000, 0, 0);
+    const std::vector<Option> options{option(w, {}), option(i, {})};
+    const auto off = rawScores(*plugin(args(patternWorkload(), 0)), r, options);
+    const auto on = rawScores(*plugin(args(patternWorkload(), 0, true)), r, options);
+    EXPECT_LT(off[0], off[1]);
+    EXPECT_NEAR(static_cast<double>((off[0] - off[1]) - (on[0] - on[1])), 1'124'000.0, 2.0);
+  }
 }
 
 TEST_F(PackingGradientTest, MemoisedScoresEqualAFreshInstancesOverAFillingCluster) {

@@ -19,7 +19,7 @@
 // them a little above 1. It is valid even when the iteration limit stops the column
 // generation early (the bound is then weaker, never wrong). GPUs needed ≥ ceil(bound).
 //
-// Cost: m distinct sizes; each iteration solves two m × m systems and one knapsack over the
+// Cost: m distinct sizes; each iteration solves three m × m systems and one knapsack over the
 // capacity (sizes and capacity are first divided by their common divisor: 1000 milli with
 // sizes in tens is a knapsack of 100). The Alibaba traces have about 20 sizes: well under a
 // millisecond per bound.
@@ -56,14 +56,14 @@ struct PackingLowerBound {
   std::int64_t waste() const { return bins * capacity - volume; }
 };
 
-// `counts`: item size → how many, sizes in 1..capacity-1 (milli-GPU with capacity 1000).
-// Zero counts are ignored. An empty set needs no bins.
 // Every pattern (sizes ascending, expanded) whose items' duals sum to at least 1 − eps: the
 // patterns an optimal fractional packing may use (zero reduced cost). Stops at `limit`
 // patterns or after 2·10^6 search steps (the Alibaba traces have 60–109 tight patterns).
 std::vector<std::vector<std::int32_t>> tightPatterns(const PackingLowerBound& lp, double eps,
                                                      std::size_t limit);
 
+// `counts`: item size → how many, sizes in 1..capacity-1 (milli-GPU with capacity 1000).
+// Zero counts are ignored. An empty set needs no bins.
 Result<PackingLowerBound> packingLowerBound(const std::map<std::int32_t, std::int64_t>& counts,
                                             std::int32_t capacity = 1000);
 

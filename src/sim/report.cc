@@ -1,5 +1,6 @@
 #include "sim/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -193,8 +194,15 @@ void writeCurvesCsv(std::ostream& out, const TraceResult& result, bool header) {
 
 void writeSummaryCsv(std::ostream& out, const std::vector<TraceResult>& results,
                      const std::vector<std::vector<Reproduction>>* reproductions) {
+  // The LP bounds (--bound) when any trace has them.
+  const bool bounds = std::any_of(results.begin(), results.end(), [](const TraceResult& r) {
+    return r.placeAllBoundAt100.n > 0;
+  });
   out << "trace,policy,seeds,unallocated_gpu_pct_at_100_mean,unallocated_gpu_pct_at_100_sd";
   if (reproductions) out << ",artifact_unallocated_gpu_pct_at_100_mean,diff_pp,artifact_seeds";
+  if (bounds) {
+    out << ",unallocated_gpu_pct_lower_bound_at_100_mean,place_all_lower_bound_pct_at_100_mean";
+  }
   out << '\n';
   for (std::size_t t = 0; t < results.size(); ++t) {
     const TraceResult& tr = results[t];
@@ -209,6 +217,10 @@ void writeSummaryCsv(std::ostream& out, const std::vector<TraceResult>& results,
         } else {
           out << ",,,0";
         }
+      }
+      if (bounds) {
+        out << ',' << (ps.boundAt100.n > 0 ? cell4(ps.boundAt100.mean) : "") << ','
+            << (tr.placeAllBoundAt100.n > 0 ? cell4(tr.placeAllBoundAt100.mean) : "");
       }
       out << '\n';
     }

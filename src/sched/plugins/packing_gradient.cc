@@ -499,14 +499,19 @@ class PackingGradientScore final : public ScorePlugin {
     const std::int64_t cpuAfter = view.freeCpuMilli - ctx.needs.cpuMilli;
     cpuInstances(active, cpuAfter);
     double cost = costAfter(active, cache, cpuAfter, changes_);
-    if (!guide_.empty() && o.mode == model::SharingMode::kShared && o.gpuCount == 1) {
+    if (guide_.empty()) return cost;
+    // Terms 4-6 as fillSlot computes them: 4 and 5 for a pod on one shared GPU, 6 for all.
+    std::ptrdiff_t gpu = -1;
+    contents_.clear();
+    if (o.mode == model::SharingMode::kShared && o.gpuCount == 1) {
       const int index = gpuIndex(state, cache, optionGpus(o)[0]);
       if (index >= 0 && static_cast<std::size_t>(index) < cache.contents.size()) {
         cost += patternTerms(cache, static_cast<std::size_t>(index), ctx.needs.computeMilli,
                              cpuAfter, contents_);
+        if (ctx.needs.computeMilli < 1000) gpu = index;
       }
     }
-    return cost;
+    return cost + reserveTerm(cache, gpu, contents_, cpuAfter);
   }
 
   std::vector<TaskShape> workload_;
@@ -577,9 +582,10 @@ Result<std::unique_ptr<ScorePlugin>> createPackingGradient(const PluginArgs& arg
   // Up to 1000: 1000 × a reduced cost of 1 stays inside the memo's ±2·10^6 milli-GPU.
   auto lpWaste = reader->number("lpWaste", w.lpWaste, 0, 1000);
   if (!lpWaste) return fail(lpWaste.error());
-  auto order = reader->number("patternOrder", w.patternOrder, 0, 1e6);
+  // Bounded so that class 3 and a node's whole shortfall stay inside the memo as well.
+  auto order = reader->number("patternOrder", w.patternOrder, 0, 1e5);
   if (!order) return fail(order.error());
-  auto reserve = reader->number("completionReserve", w.completionReserve, 0, 1e6);
+  auto reserve = reader->number("completionReserve", w.completionReserve, 0, 100);
   if (!reserve) return fail(reserve.error());
   w.lpWaste = *lpWaste;
   w.patternOrder = *order;

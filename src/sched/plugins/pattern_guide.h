@@ -8,13 +8,17 @@
 //   - tight patterns: every multiset of sizes that fits a GPU and whose duals sum to 1 (zero
 //     reduced cost), i.e. every way to fill a GPU that an optimal packing may use;
 //   - K(r, c): the most dual value that r free milli and c free CPU cores can still take
-//     (pods of each size counted at the least CPU any shape of that size asks).
+//     (pods of each size counted at the least CPU any shape of that size asks, rounded up to
+//     whole cores; the node's free CPU rounded down: K errs on the side of less). The
+//     pattern classes and completionCpu count CPU in exact milli.
 // For a GPU holding pods C (level L = Σ C) on a node with c free CPU:
 //   reducedCost(C, c) = 1 − Σ_{g∈C} y_g − K(1000 − L, c)
 // is the part of the GPU that even the best completion leaves unused, in LP terms: 0 for an
 // empty GPU and for any subset of a tight pattern that the node's CPU can still complete.
-// Summed over GPUs it is what a packing loses against the LP bound, so a placement's
-// increase of it is the waste that placement commits to.
+// It is a per-GPU view: each GPU is given the node's whole free CPU, so the GPUs of one node
+// may count the same cores (PackingGradient's completion reserve looks at the node as a
+// whole). Summed over GPUs with enough CPU it is what a packing loses against the LP bound,
+// and a placement's increase of it on its GPU is the waste that placement commits to.
 //
 // Threading: immutable after build; any thread may read it.
 
