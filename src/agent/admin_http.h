@@ -14,7 +14,6 @@ struct Response;
 
 namespace tessera::agent::admin {
 
-int statusOf(const Error& e, int internalStatus = 500);
 void sendJson(httplib::Response& res, int status, const nlohmann::json& body);
 void sendError(httplib::Response& res, const Error& e, int internalStatus = 500);
 

@@ -32,22 +32,6 @@ const char* codeName(ErrorCode c) {
   return "internal";
 }
 
-int statusFor(ErrorCode c) {
-  switch (c) {
-    case ErrorCode::kInvalidArgument:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kAlreadyExists:
-    case ErrorCode::kFailedPrecondition:
-    case ErrorCode::kResourceExhausted:
-      return 409;
-    case ErrorCode::kInternal:
-      return 500;
-  }
-  return 500;
-}
-
 void sendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(), "application/json");
@@ -61,7 +45,7 @@ void sendError(httplib::Response& res, int status, std::string_view code, std::s
 }
 
 void sendError(httplib::Response& res, const Error& e, const json& detail = nullptr) {
-  sendError(res, statusFor(e.code), codeName(e.code), e.message, detail);
+  sendError(res, httpStatusFor(e.code), codeName(e.code), e.message, detail);
 }
 
 // The body as JSON; answers 400/415 itself and returns nullopt when it is not.

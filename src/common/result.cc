@@ -14,4 +14,16 @@ const char* errorCodeName(ErrorCode code) {
   return "unknown";
 }
 
+int httpStatusFor(ErrorCode code, int internalStatus) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return 400;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kAlreadyExists:
+    case ErrorCode::kFailedPrecondition:
+    case ErrorCode::kResourceExhausted: return 409;
+    case ErrorCode::kInternal: return internalStatus;
+  }
+  return internalStatus;
+}
+
 }  // namespace tessera

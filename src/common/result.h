@@ -38,6 +38,11 @@ inline std::unexpected<Error> fail(Error e) { return std::unexpected<Error>(std:
 
 const char* errorCodeName(ErrorCode code);
 
+// The HTTP status an error maps to on every Tessera API: 400 invalid argument, 404 not found,
+// 409 already exists / failed precondition / does not fit; `internalStatus` (500, or e.g. 502
+// where the failure is an upstream engine's) for internal errors.
+int httpStatusFor(ErrorCode code, int internalStatus = 500);
+
 }  // namespace tessera
 
 // Propagates an error from an expression returning Result<...>.
