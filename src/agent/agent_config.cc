@@ -1,6 +1,7 @@
 #include "agent/agent_config.h"
 
 #include <cmath>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,20 @@ Result<void> readSeconds(const Field& parent, std::string_view key, double min, 
   auto v = config::readNumber(f, min, max);
   if (!v) return fail(std::move(v.error()));
   out = secondsToMillis(*v);
+  return {};
+}
+
+// `enabled`: true, false or auto (unquoted; nullopt). Absent or null keeps `out`.
+Result<void> readEnabled(const Field& parent, std::optional<bool>& out) {
+  const Field e = parent.child("enabled");
+  if (e.isNull()) return {};
+  if (e.isScalar() && e.node().Scalar() == "auto" && !e.isQuoted()) {
+    out.reset();
+    return {};
+  }
+  auto v = config::readBool(e);
+  if (!v) return fail(e.error("must be true, false or auto, got " + e.describe()));
+  out = *v;
   return {};
 }
 
@@ -103,15 +118,7 @@ Result<void> readSources(const Field& list, AgentConfig& out) {
 Result<void> readDevicePlugin(const Field& d, DevicePluginConfig& out) {
   TESSERA_RETURN_IF_ERROR(config::expectMap(
       d, {"enabled", "dir", "resources", "slotsPerGpu", "mpsPipeDirectory", "watchSeconds"}));
-  if (const Field e = d.child("enabled"); !e.isNull()) {
-    if (e.isScalar() && e.node().Scalar() == "auto" && !e.isQuoted()) {
-      out.enabled.reset();
-    } else {
-      auto v = config::readBool(e);
-      if (!v) return fail(e.error("must be true, false or auto, got " + e.describe()));
-      out.enabled = *v;
-    }
-  }
+  TESSERA_RETURN_IF_ERROR(readEnabled(d, out.enabled));
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "dir", out.dir));
   if (out.dir.empty()) return fail(d.child("dir").error("must not be empty"));
   if (const Field r = d.child("resources"); !r.absent()) {
@@ -139,15 +146,7 @@ Result<void> readDevicePlugin(const Field& d, DevicePluginConfig& out) {
 Result<void> readDevicePool(const Field& d, DevicePoolConfig& out) {
   TESSERA_RETURN_IF_ERROR(config::expectMap(
       d, {"enabled", "backend", "size", "sizeMib", "blockSize", "blockSizeMib", "readerThreads"}));
-  if (const Field e = d.child("enabled"); !e.isNull()) {
-    if (e.isScalar() && e.node().Scalar() == "auto" && !e.isQuoted()) {
-      out.enabled.reset();
-    } else {
-      auto v = config::readBool(e);
-      if (!v) return fail(e.error("must be true, false or auto, got " + e.describe()));
-      out.enabled = *v;
-    }
-  }
+  TESSERA_RETURN_IF_ERROR(readEnabled(d, out.enabled));
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "backend", out.backend));
   if (out.backend != "auto" && out.backend != "host" && out.backend != "cuda") {
     return fail(
