@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/testing/eventually.h"
 #include "k8s/testing/fake_apiserver.h"
 #include "model/gpu_catalog.h"
 
@@ -19,15 +20,6 @@ namespace tessera::api {
 namespace {
 
 using nlohmann::json;
-
-bool eventually(const std::function<bool()>& pred) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
 
 class KubeFleetTest : public ::testing::Test {
  protected:

@@ -17,20 +17,17 @@
 #include <nlohmann/json.hpp>
 
 #include "api/testing/serve_process.h"
+#include "common/testing/eventually.h"
 #include "k8s/testing/fake_apiserver.h"
 
 namespace {
 
-using nlohmann::json;
-
-bool eventually(const std::function<bool()>& pred) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
+// The real binary starts its informer and controller: give them up to a minute.
+bool inAMinute(const std::function<bool()>& pred) {
+  return tessera::eventually(pred, std::chrono::seconds(60), std::chrono::milliseconds(20));
 }
+
+using nlohmann::json;
 
 json modelDeployment() {
   return {{"metadata", {{"name", "chat"}, {"namespace", "ml"}}},
@@ -59,14 +56,14 @@ TEST(ServeController, AModelDeploymentBecomesADeploymentPodsAndAStatus) {
     }
     return n;
   };
-  ASSERT_TRUE(eventually([&] { return pods() == 2; }));
+  ASSERT_TRUE(inAMinute([&] { return pods() == 2; }));
   httplib::Client http("127.0.0.1", serve.port());
   auto d = http.Get("/api/v1/deployments/ml.chat");
   ASSERT_TRUE(d);
   ASSERT_EQ(d->status, 200) << d->body;
   EXPECT_EQ(json::parse(d->body)["placedBy"], "kubernetes") << d->body;
   EXPECT_TRUE(json::parse(d->body)["replicas"].empty()) << d->body;  // pods, not placements
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(inAMinute([&] {
     const json status = api.get("modeldeployments", "ml", "chat")->value("status", json());
     return status.is_object() && status.value("replicas", 0) == 2 &&
            status.value("currentVersion", "") == "v1";

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/eventually.h"
 #include "k8s/testing/fake_apiserver.h"
 
 namespace tessera::k8s {
@@ -22,15 +23,6 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeApiServer;
-
-bool eventually(const std::function<bool()>& pred) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
 
 // Records what the controller asks of Tessera; the test plays the autoscaler.
 class RecordingFleet : public Fleet {

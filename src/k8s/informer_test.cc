@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/eventually.h"
 #include "k8s/testing/fake_apiserver.h"
 
 namespace tessera::k8s {
@@ -18,16 +19,6 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeApiServer;
-
-// Polls until `pred` holds; the timeout only stops a broken test from hanging.
-bool eventually(const std::function<bool()>& pred) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
 
 json pod(const std::string& name, const std::string& app = "a") {
   return {{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"app", app}}}}},

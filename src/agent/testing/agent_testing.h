@@ -20,6 +20,7 @@
 
 #include "api/control_plane.h"
 #include "api/http_server.h"
+#include "common/testing/eventually.h"
 #include "model/gpu_catalog.h"
 #include "store/testing/temp_dir.h"
 
@@ -41,11 +42,8 @@ inline std::string readFile(const std::filesystem::path& path) {
 // Polls `done` every 20 ms until it holds or `limitMs` passed (a bound on a hang, not a
 // timing assertion). Returns whether it held.
 inline bool eventually(const std::function<bool()>& done, int limitMs = 20'000) {
-  for (int waited = 0; waited < limitMs; waited += 20) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
+  return tessera::eventually(done, std::chrono::milliseconds(limitMs),
+                             std::chrono::milliseconds(20));
 }
 
 // The real control plane with an in-memory store: a restart forgets every node, as a server
