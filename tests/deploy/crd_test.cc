@@ -218,17 +218,19 @@ TEST_F(CrdTest, BrokenObjectsAreRefusedWithTheFieldNamed) {
 
 TEST_F(CrdTest, EverySpecFieldIsDocumented) {
   const std::string doc = readText(sourceDir() / "docs/kubernetes.md");
-  std::vector<std::pair<std::string, json>> todo = {{"spec", crd_.schema["properties"]["spec"]}};
-  while (!todo.empty()) {
-    auto [path, node] = todo.back();
-    todo.pop_back();
+  // Schema nodes still to visit, depth first: (path, schema).
+  std::vector<std::pair<std::string, json>> pending = {
+      {"spec", crd_.schema["properties"]["spec"]}};
+  while (!pending.empty()) {
+    auto [path, node] = pending.back();
+    pending.pop_back();
     if (path == "spec.template") continue;  // a pod template
     const json properties = node.value("properties", json::object());
     for (const auto& [key, sub] : properties.items()) {
       const std::string field = path + "." + key;
       EXPECT_NE(doc.find("`" + field + "`"), std::string::npos)
           << field << " is not described in docs/kubernetes.md";
-      todo.emplace_back(field, sub);
+      pending.emplace_back(field, sub);
     }
   }
 }
