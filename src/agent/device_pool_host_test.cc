@@ -106,14 +106,9 @@ class DevicePoolHostTest : public ::testing::Test {
     admin_->set_read_timeout(30);
   }
 
-  struct Reply {
-    int status = 0;
-    json body;
-  };
+  using Reply = testing::JsonReply;
   Reply post(const std::string& path, const json& body = json::object()) {
-    auto r = admin_->Post(path, body.dump(), "application/json");
-    if (!r) return {};
-    return {r->status, json::parse(r->body, nullptr, false)};
+    return testing::postJson(*admin_, path, body);
   }
   json poolStatus() {
     auto r = admin_->Get("/status");

@@ -97,14 +97,9 @@ class EnginesHostTest : public ::testing::Test {
     admin_->set_read_timeout(30);
   }
 
-  struct Reply {
-    int status = 0;
-    json body;
-  };
+  using Reply = testing::JsonReply;
   Reply post(const std::string& path, const json& body = json::object()) {
-    auto r = admin_->Post(path, body.dump(), "application/json");
-    if (!r) return {};
-    return {r->status, json::parse(r->body, nullptr, false)};
+    return testing::postJson(*admin_, path, body);
   }
   json engineStatus(const std::string& name) {
     auto r = admin_->Get("/status");

@@ -46,6 +46,20 @@ inline bool eventually(const std::function<bool()>& done, int limitMs = 20'000) 
                              std::chrono::milliseconds(20));
 }
 
+// A JSON answer of an HTTP API: status 0 and a null body when the request failed.
+struct JsonReply {
+  int status = 0;
+  nlohmann::json body;
+};
+
+// POSTs `body` as JSON; a body that is not JSON parses to a discarded value.
+inline JsonReply postJson(httplib::Client& client, const std::string& path,
+                          const nlohmann::json& body = nlohmann::json::object()) {
+  auto r = client.Post(path, body.dump(), "application/json");
+  if (!r) return {};
+  return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
+}
+
 // The real control plane with an in-memory store: a restart forgets every node, as a server
 // without persistent state does.
 class ControlPlaneServer {
