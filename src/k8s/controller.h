@@ -84,6 +84,10 @@ class Fleet {
   virtual std::vector<std::string> replicasOf(const std::string& deployment) = 0;
 };
 
+// A label value made from any text: at most 63 of [A-Za-z0-9-_.] (others become '_'),
+// starting and ending alphanumeric.
+std::string labelValue(const std::string& s);
+
 // How many of `total` replicas run the new version at `weight` percent: rounded half up, at
 // least 1 when the weight is above 0, all at 100.
 int canaryReplicas(int total, int weight);

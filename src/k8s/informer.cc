@@ -24,23 +24,23 @@ std::string queryEscape(std::string_view s) {
   return out;
 }
 
-std::string metaText(const json& object, const char* key) {
+}  // namespace
+
+std::string metadataText(const json& object, const char* key) {
   const auto m = object.find("metadata");
   if (m == object.end() || !m->is_object()) return "";
   const auto v = m->find(key);
   return v != m->end() && v->is_string() ? v->get<std::string>() : "";
 }
 
-}  // namespace
-
 std::string objectKey(const json& object) {
-  const std::string ns = metaText(object, "namespace");
-  const std::string name = metaText(object, "name");
+  const std::string ns = metadataText(object, "namespace");
+  const std::string name = metadataText(object, "name");
   return ns.empty() ? name : ns + "/" + name;
 }
 
 std::string resourceVersionOf(const json& object) {
-  return metaText(object, "resourceVersion");
+  return metadataText(object, "resourceVersion");
 }
 
 Result<WatchEvent> parseWatchEvent(std::string_view line) {

@@ -54,6 +54,8 @@ struct WatchEvent {
 // One line of a watch stream. Unknown types and malformed lines are errors.
 Result<WatchEvent> parseWatchEvent(std::string_view line);
 
+// metadata.<key> of an object when it is a string, else "".
+std::string metadataText(const nlohmann::json& object, const char* key);
 // "namespace/name", or "name" without a namespace.
 std::string objectKey(const nlohmann::json& object);
 std::string resourceVersionOf(const nlohmann::json& object);
