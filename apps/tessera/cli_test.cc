@@ -523,7 +523,7 @@ TEST_F(CliTest, SimulateServingJsonHasEveryPolicyAndField) {
   EXPECT_EQ(report.at("requests"), 480 + 480);
   const json& policies = report.at("policies");
   for (const char* name :
-       {"static-peak", "hpa", "weighted", "littles-law", "kpa", "oracle", "tessera"}) {
+       {"static-peak", "hpa", "weighted", "littles-law", "kpa", "tessera", "clairvoyant"}) {
     ASSERT_TRUE(policies.contains(name)) << name;
     const json& p = policies.at(name);
     for (const char* field : {"slo_attainment", "gpu_hours", "ttft_p99_ms", "queue_p99_ms"}) {
@@ -541,8 +541,19 @@ TEST_F(CliTest, SimulateServingJsonHasEveryPolicyAndField) {
         << name;
   }
   EXPECT_EQ(policies.at("static-peak").at("cold_starts"), 0);
-  EXPECT_LE(policies.at("oracle").at("gpu_hours").get<double>(),
+  const json& clairvoyant = policies.at("clairvoyant");
+  EXPECT_TRUE(clairvoyant.at("meets_target").get<bool>());
+  EXPECT_LE(clairvoyant.at("gpu_hours").get<double>(),
             policies.at("static-peak").at("gpu_hours").get<double>());
+  EXPECT_DOUBLE_EQ(clairvoyant.at("vs_clairvoyant").get<double>(), 1.0);
+  ASSERT_TRUE(report.at("lower_bound_gpu_hours").is_number());
+  const double bound = report.at("lower_bound_gpu_hours").get<double>();
+  EXPECT_GT(bound, 0);
+  for (const auto& [name, p] : policies.items()) {
+    if (p.at("meets_target").get<bool>()) {
+      EXPECT_LE(bound, p.at("gpu_hours").get<double>()) << name;
+    }
+  }
 }
 
 TEST_F(CliTest, SimulateServingIsDeterministicAcrossJobs) {
@@ -559,13 +570,13 @@ TEST_F(CliTest, SimulateServingIsDeterministicAcrossJobs) {
 TEST_F(CliTest, SimulateServingReadsMooncakeAndWritesTimelines) {
   const fs::path out = dir_ / "out";
   const Outcome run = tessera(
-      "simulate serving --policy static-peak,oracle --time-scale 0.5"
+      "simulate serving --policy static-peak,clairvoyant --time-scale 0.5"
       " --out-dir " +
       quoted(out.string()) + " --trace " + quoted(write("mooncake.jsonl", kMooncakeTrace)));
   ASSERT_TRUE(exitedWith(run, 0));
   EXPECT_NE(run.out.find("static-peak"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("SLO ATTAINMENT"), std::string::npos) << run.out;
-  const std::string timeline = readAll(out / "mooncake-oracle-timeline.csv");
+  const std::string timeline = readAll(out / "mooncake-clairvoyant-timeline.csv");
   EXPECT_EQ(timeline.rfind("time_s,arrivals_per_s,queue,running,replicas_loading,replicas_ready,"
                            "replicas_draining",
                            0),
@@ -583,7 +594,7 @@ TEST_F(CliTest, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
   std::string csv = azureTrace(10);
   csv += "\n2023-11-16 18:20:00.0000000,12,many";
   const Outcome azure =
-      tessera("simulate serving --trace " + quoted(write("bad.csv", csv)) + " --policy oracle");
+      tessera("simulate serving --trace " + quoted(write("bad.csv", csv)) + " --policy static-peak");
   EXPECT_TRUE(exitedWith(azure, 2));
   EXPECT_NE(azure.err.find("bad.csv:" + std::to_string(2 + 20 + 480)), std::string::npos)
       << azure.err;
@@ -591,7 +602,7 @@ TEST_F(CliTest, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
   EXPECT_TRUE(azure.out.empty());
 
   const Outcome mooncake =
-      tessera("simulate serving --policy oracle --trace " +
+      tessera("simulate serving --policy static-peak --trace " +
               quoted(write("bad.jsonl", std::string(kMooncakeTrace) +
                                             "{\"timestamp\": 9, \"input_length\": -3, "
                                             "\"output_length\": 1}\n")));

@@ -110,7 +110,7 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
                          ": expected POLICY.KEY=NUMBER, e.g. tessera.targetUtilization=0.7"));
     }
     const std::string policy = text.substr(0, dot);
-    if (!sim::isServingPolicyName(policy) || policy == "static-peak" || policy == "oracle") {
+    if (!sim::isServingPolicyName(policy) || policy == "static-peak" || policy == "clairvoyant") {
       return fail(Error::invalid("--policy-arg " + text + ": '" + policy +
                                  "' is not an autoscaled policy (hpa, weighted, littles-law, kpa, "
                                  "tessera)"));
@@ -142,7 +142,8 @@ void printTable(std::ostream& out, const sim::ServingReport& report, const sim::
   Table table({{"POLICY"},
                {"SLO ATTAINMENT", Align::kRight},
                {"GPU-HOURS", Align::kRight},
-               {"VS ORACLE", Align::kRight},
+               {"VS CLAIRVOYANT", Align::kRight},
+               {"VS BOUND", Align::kRight},
                {"TTFT P50", Align::kRight},
                {"TTFT P99", Align::kRight},
                {"QUEUE P99", Align::kRight},
@@ -150,16 +151,35 @@ void printTable(std::ostream& out, const sim::ServingReport& report, const sim::
                {"COLD STARTS", Align::kRight},
                {"PEAK", Align::kRight},
                {"UNSERVED", Align::kRight}});
-  const auto oracle = report.oracleGpuHours();
+  const auto clairvoyant = report.clairvoyantGpuHours();
+  const double bound = report.lowerBound && report.lowerBound->gpuHours
+                           ? *report.lowerBound->gpuHours
+                           : -1.0;  // none
   for (const sim::ServingPolicyResult& r : report.policies) {
     table.addRow(
         {r.policy, fmt::format("{:.2f}%", 100 * r.sloAttainment), fmt::format("{:.2f}", r.gpuHours),
-         oracle && *oracle > 0 ? fmt::format("{:+.1f}%", 100 * (r.gpuHours / *oracle - 1)) : "-",
+         clairvoyant ? fmt::format("{:.2f}x", r.gpuHours / *clairvoyant) : "-",
+         bound > 0 ? fmt::format("{:.2f}x", r.gpuHours / bound) : "-",
          ms(r.ttftP50Ms), ms(r.ttftP99Ms), ms(r.queueP99Ms), std::to_string(r.scaleEvents()),
          std::to_string(r.coldStarts), std::to_string(r.peakReplicas),
          std::to_string(r.unserved + r.rejected)});
   }
   table.print(out, "  ");
+  if (report.lowerBound) {
+    const sim::ServingLowerBound& b = *report.lowerBound;
+    if (b.gpuHours) {
+      out << fmt::format(
+          "\nlower bound: {:.3f} GPU-hours for {:.0f} % of requests within the SLO (prefill work "
+          "{:.3f}, a {:.2f} share present {:.3f}; {} misses allowed)\n",
+          *b.gpuHours, 100 * report.sloTarget, b.workGpuHours, b.minShare, b.coverageGpuHours,
+          b.allowedMisses);
+    } else {
+      out << "\nlower bound: none, " << b.reason << '\n';
+    }
+  }
+  for (const sim::ServingPolicyResult& r : report.policies) {
+    if (r.infeasible) out << r.policy << ": target not reachable: " << *r.infeasible << '\n';
+  }
 }
 
 Result<void> writeOutputs(const std::string& dir, const sim::ServingReport& report,
@@ -229,6 +249,8 @@ int runSimulateServing(const SimulateServingOptions& o, std::ostream& out, std::
   report.sloTtftMs = so->sloTtftMs;
   report.sloPrefillFactor = so->sloPrefillFactor;
   report.timeScale = o.timeScale;
+  report.sloTarget = so->sloTarget;
+  report.lowerBound = sim::servingLowerBound(*trace, *perf, *so, so->sloTarget);
   for (auto& r : results) {
     if (!r) return reportError(err, kCommand, r.error());
     report.policies.push_back(std::move(*r));
@@ -270,7 +292,7 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
       ->check(CLI::IsMember({"azure", "mooncake"}));
   cmd->add_option("--policy", o.policies,
                   "Policies, comma-separated: static-peak, hpa, weighted, littles-law, kpa, "
-                  "oracle, tessera, or all")
+                  "tessera, clairvoyant (the reference), or all")
       ->default_str("all");
   cmd->add_option("--gpu", o.gpuType, "GPU type of the fleet (a catalogue name)")
       ->capture_default_str();

@@ -23,39 +23,33 @@ class StaticPeak final : public ServingController {
   int replicas_;
 };
 
-class Oracle final : public ServingController {
+class Planned final : public ServingController {
  public:
-  Oracle(std::vector<int> demand, int intervalSeconds, Millis leadMs, Millis syncPeriodMs,
-         int maxReplicas)
-      : demand_(std::move(demand)),
-        intervalMs_(Millis{intervalSeconds} * 1000),
-        leadMs_(leadMs),
-        syncMs_(syncPeriodMs),
+  Planned(std::vector<int> plan, Millis slotMs, Millis leadMs, int maxReplicas)
+      : plan_(std::move(plan)), slotMs_(std::max<Millis>(1, slotMs)), leadMs_(leadMs),
         max_(maxReplicas) {}
-  Millis syncPeriodMs() const override { return syncMs_; }
+  Millis syncPeriodMs() const override { return slotMs_; }
   int initialReplicas() const override { return wanted(0); }
   scale::Decision evaluate(const scale::DeploymentSignals& s) override {
     scale::Decision d;
     d.desiredReplicas = d.recommendedReplicas = wanted(s.nowMs);
-    d.reason = "oracle: demand of the intervals starting before a new replica is ready";
+    d.reason = "planned: the most any slot wants before a replica asked for now is ready";
     return d;
   }
 
  private:
-  // The largest demand of the intervals that overlap [now, now + lead + sync]: a replica asked
-  // for now serves from now + lead, and the next chance to ask comes one sync later.
   int wanted(Millis nowMs) const {
-    const auto first = static_cast<std::size_t>(nowMs / intervalMs_);
-    const auto last = static_cast<std::size_t>((nowMs + leadMs_ + syncMs_) / intervalMs_);
+    if (plan_.empty()) return 0;
+    const auto first = static_cast<std::size_t>(nowMs / slotMs_);
+    const auto last = static_cast<std::size_t>((nowMs + leadMs_ + slotMs_) / slotMs_);
     int n = 0;
-    for (std::size_t k = first; k <= last && k < demand_.size(); ++k) n = std::max(n, demand_[k]);
-    return std::clamp(n, 1, max_);
+    for (std::size_t k = first; k <= last; ++k) n = std::max(n, plan_[std::min(k, plan_.size() - 1)]);
+    return std::clamp(n, 0, max_);
   }
 
-  std::vector<int> demand_;
-  Millis intervalMs_;
+  std::vector<int> plan_;
+  Millis slotMs_;
   Millis leadMs_;
-  Millis syncMs_;
   int max_;
 };
 
@@ -112,10 +106,9 @@ std::unique_ptr<ServingController> makeStaticPeak(const std::vector<int>& demand
   return std::make_unique<StaticPeak>(std::min(peak, maxReplicas));
 }
 
-std::unique_ptr<ServingController> makeOracle(std::vector<int> demand, int intervalSeconds,
-                                              Millis leadMs, Millis syncPeriodMs, int maxReplicas) {
-  return std::make_unique<Oracle>(std::move(demand), intervalSeconds, leadMs, syncPeriodMs,
-                                  maxReplicas);
+std::unique_ptr<ServingController> makePlanned(std::vector<int> plan, Millis slotMs, Millis leadMs,
+                                               int maxReplicas) {
+  return std::make_unique<Planned>(std::move(plan), slotMs, leadMs, maxReplicas);
 }
 
 }  // namespace tessera::sim

@@ -5,11 +5,11 @@
 //
 // Two controllers live here because they are not autoscalers but yardsticks that read the
 // trace itself:
-//   static-peak  provisions the trace's peak demand from t = 0 and never changes;
-//   oracle       knows every future arrival: at each sync it asks for the demand of the
-//                intervals that begin before a replica asked for now could be ready.
-// Both size demand alike (replicaDemand): per interval, the GPU-seconds its arrivals need on
-// an unloaded replica at a reference batch, divided by interval x target utilisation.
+//   static-peak  provisions the trace's peak demand from t = 0 and never changes (demand per
+//                interval: replicaDemand, the GPU-seconds its arrivals need on an unloaded
+//                replica at a reference batch, divided by interval x target utilisation);
+//   planned      follows a replica count per slot, asking for each slot's count one lead time
+//                before the slot begins (the clairvoyant's plans, sim/serving_reference.h).
 // The autoscaled policies (hpa, weighted, littles-law, kpa, tessera) are scale::Autoscaler
 // instances (serving_autoscaled.cc); nothing of their logic is here.
 //
@@ -71,8 +71,11 @@ Result<std::unique_ptr<ServingController>> makeAutoscaled(const scale::Autoscale
                                                           int initialReplicas = 1);
 
 std::unique_ptr<ServingController> makeStaticPeak(const std::vector<int>& demand, int maxReplicas);
-// `leadMs`: how long before an interval the oracle asks for its replicas (the cold start).
-std::unique_ptr<ServingController> makeOracle(std::vector<int> demand, int intervalSeconds,
-                                              Millis leadMs, Millis syncPeriodMs, int maxReplicas);
+// `plan[k]`: replicas wanted during slot k ([k, k+1) x slotMs); a sync every slot. At each sync
+// it asks for the most any slot overlapping [now, now + leadMs + slotMs] wants: a replica asked
+// for now serves from now + leadMs, and the next chance to ask comes a slot later. Within
+// [0, maxReplicas]; past the plan's end, its last slot.
+std::unique_ptr<ServingController> makePlanned(std::vector<int> plan, Millis slotMs, Millis leadMs,
+                                               int maxReplicas);
 
 }  // namespace tessera::sim

@@ -21,9 +21,9 @@ std::pair<double, double> axis(double max) { return svg::axis(max, 4); }
 
 }  // namespace
 
-std::optional<double> ServingReport::oracleGpuHours() const {
+std::optional<double> ServingReport::clairvoyantGpuHours() const {
   for (const auto& p : policies) {
-    if (p.policy == "oracle") return p.gpuHours;
+    if (p.policy == "clairvoyant" && !p.infeasible && p.gpuHours > 0) return p.gpuHours;
   }
   return std::nullopt;
 }
@@ -37,11 +37,35 @@ nlohmann::json servingJson(const ServingReport& report) {
   j["slo_ttft_ms"] = report.sloTtftMs;
   j["slo_prefill_factor"] = report.sloPrefillFactor;
   j["time_scale"] = report.timeScale;
+  j["slo_target"] = report.sloTarget;
+  // -1: no bound (GCC's maybe-uninitialized check trips over an optional here).
+  const double bound = report.lowerBound && report.lowerBound->gpuHours
+                           ? *report.lowerBound->gpuHours
+                           : -1.0;
+  j["lower_bound_gpu_hours"] = bound >= 0 ? nlohmann::json(round3(bound)) : nlohmann::json(nullptr);
+  if (report.lowerBound) {
+    const ServingLowerBound& b = *report.lowerBound;
+    nlohmann::json lb = {{"work_gpu_hours", round3(b.workGpuHours)},
+                         {"coverage_gpu_hours", round3(b.coverageGpuHours)},
+                         {"min_share", round3(b.minShare)},
+                         {"min_cold_start_s", round3(b.minColdStartS)},
+                         {"never_servable", b.neverServable},
+                         {"allowed_misses", b.allowedMisses}};
+    if (!b.reason.empty()) lb["reason"] = b.reason;
+    j["lower_bound"] = std::move(lb);
+  }
+  const std::optional<double> clairvoyant = report.clairvoyantGpuHours();
   nlohmann::json policies = nlohmann::json::object();
   for (const ServingPolicyResult& r : report.policies) {
     nlohmann::json p;
     p["slo_attainment"] = std::round(r.sloAttainment * 1e6) / 1e6;
     p["gpu_hours"] = round3(r.gpuHours);
+    p["meets_target"] = r.sloAttainment >= report.sloTarget;
+    p["vs_clairvoyant"] = clairvoyant ? nlohmann::json(round3(r.gpuHours / *clairvoyant))
+                                      : nlohmann::json(nullptr);
+    p["vs_lower_bound"] =
+        bound > 0 ? nlohmann::json(round3(r.gpuHours / bound)) : nlohmann::json(nullptr);
+    if (r.infeasible) p["infeasible"] = *r.infeasible;
     p["ttft_p50_ms"] = round3(r.ttftP50Ms);
     p["ttft_p99_ms"] = round3(r.ttftP99Ms);
     p["queue_p50_ms"] = round3(r.queueP50Ms);

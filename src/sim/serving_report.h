@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/serving_reference.h"
 #include "sim/serving_run.h"
 
 namespace tessera::sim {
@@ -20,18 +21,23 @@ struct ServingReport {
   double sloTtftMs = 0;
   double sloPrefillFactor = 0;
   double timeScale = 1;
+  double sloTarget = 0.99;
   std::vector<ServingPolicyResult> policies;  // in the order asked for
+  std::optional<ServingLowerBound> lowerBound;
 
-  // The oracle's GPU-hours, if it ran.
-  std::optional<double> oracleGpuHours() const;
+  // The clairvoyant's GPU-hours, if it ran and met the target.
+  std::optional<double> clairvoyantGpuHours() const;
 };
 
 // {"trace", "requests", "gpu", "model", "slo_ttft_ms", "slo_prefill_factor", "time_scale",
-//  "policies": {name: {"slo_attainment", "gpu_hours", "ttft_p50_ms", "ttft_p99_ms",
+//  "slo_target", "lower_bound_gpu_hours" (null: no policy can meet the target), "lower_bound":
+//  {its parts}, "policies": {name: {"slo_attainment", "gpu_hours", "meets_target",
+//  "vs_clairvoyant" (GPU-hours / the clairvoyant's), "vs_lower_bound", "ttft_p50_ms", "ttft_p99_ms",
 //  "queue_p50_ms", "queue_p99_ms", "scale_events", "scale_ups", "scale_downs", "cold_starts",
 //  "cold_starts_by_tier": {...}, "served", "unserved", "rejected", "cut_off",
 //  "placement_failures", "peak_replicas", "mean_serving_replicas", "horizon_s",
-//  "wall_seconds"}}}
+//  "wall_seconds", "detail", "infeasible" (the clairvoyant, when it cannot meet the
+//  target)}}}
 nlohmann::json servingJson(const ServingReport& report);
 
 // One row per policy: trace,policy,requests,slo_attainment,gpu_hours,... (the JSON's fields).

@@ -12,6 +12,7 @@
 #include "sched/engine.h"
 #include "sched/plugin.h"
 #include "sched/profile.h"
+#include "sim/serving_reference.h"
 #include "sim/serving_replica.h"
 
 namespace tessera::sim {
@@ -202,6 +203,7 @@ Result<void> ServingRun::setUp() {
     node.name = "node-" + std::to_string(n);
     node.cpuMilli = o_.fleet.cpuMilliPerNode;
     node.hostMemoryMib = o_.fleet.hostMemoryMibPerNode;
+    if (o_.fleet.modelCachedOnDisk) node.cachedModels.push_back(o_.model.name);
     for (int g = 0; g < o_.fleet.gpusPerNode; ++g) {
       model::GpuSpec gpu;
       gpu.id = std::to_string(g);
@@ -662,13 +664,19 @@ ServingPolicyResult ServingRun::summarize(Micros horizon) {
     const Micros admitted = s.admittedUs >= 0 ? s.admittedUs : horizon;
     ttft.push_back(static_cast<double>(first - s.arrivalUs) / 1000);
     queue.push_back(static_cast<double>(std::max<Micros>(0, admitted - s.arrivalUs)) / 1000);
+    const double arrivalS = static_cast<double>(s.arrivalUs - measuredFromUs_) / 1e6;
     if (s.firstTokenUs < 0) {
       ++r.unserved;
+      r.missArrivalsS.push_back(arrivalS);
       continue;
     }
     ++r.served;
     if (s.cutOff) ++r.cutOff;
-    if (s.firstTokenUs - s.arrivalUs <= s.sloUs) ++r.sloMet;
+    if (s.firstTokenUs - s.arrivalUs <= s.sloUs) {
+      ++r.sloMet;
+    } else {
+      r.missArrivalsS.push_back(arrivalS);
+    }
   }
   r.sloAttainment = r.requests > 0 ? static_cast<double>(r.sloMet) / r.requests : 0;
   r.ttftP50Ms = nearestRank(ttft, 0.5);
@@ -722,12 +730,10 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
   if (policy == "static-peak") {
     return makeStaticPeak(replicaDemand(trace, perf, o.demand), fleetGpus);
   }
-  if (policy == "oracle") {
-    // The oracle plans for the slowest cold start (weights from the remote store).
-    const auto leadMs =
-        static_cast<Millis>(std::ceil(o.load.seconds(CacheTier::kRemote, perf.weightsBytes) * 1e3));
-    return makeOracle(replicaDemand(trace, perf, o.demand), o.demand.intervalSeconds, leadMs,
-                      Millis{o.oracleSyncSeconds} * 1000, fleetGpus);
+  if (policy == "clairvoyant") {
+    return fail(Error::invalid(
+        "clairvoyant is a reference searched with the simulator in the loop, not a controller: "
+        "run it with runServing"));
   }
   if (isServingPolicyName(policy)) {
     auto config = autoscalerConfigFor(policy);
@@ -764,17 +770,9 @@ struct WarmedTrace {
 
 WarmedTrace withWarmup(const ServingTrace& t, int warmupSeconds) {
   WarmedTrace w;
-  w.trace.name = t.name;
-  // At most a third of the trace, so that the lead-in stays a prefix of it.
-  w.measuredFromUs = std::min(Micros{std::max(0, warmupSeconds)} * kUsPerSecond, t.spanUs() / 3);
-  for (const ServingRequest& r : t.requests) {
-    if (r.arrivalUs < w.measuredFromUs) w.trace.requests.push_back(r);
-  }
-  w.firstCounted = w.trace.requests.size();
-  for (ServingRequest r : t.requests) {
-    r.arrivalUs += w.measuredFromUs;
-    w.trace.requests.push_back(r);
-  }
+  w.measuredFromUs = leadInUs(t, warmupSeconds);
+  w.trace = withLeadIn(t, warmupSeconds);
+  w.firstCounted = w.trace.requests.size() - t.requests.size();
   return w;
 }
 
@@ -820,6 +818,43 @@ Result<ShareChoice> chooseShare(const WarmedTrace& w, const ReplicaPerf& whole,
 
 }  // namespace
 
+Micros leadInUs(const ServingTrace& t, int warmupSeconds) {
+  // At most a third of the trace, so that the lead-in stays a prefix of it.
+  return std::min(Micros{std::max(0, warmupSeconds)} * kUsPerSecond, t.spanUs() / 3);
+}
+
+ServingTrace withLeadIn(const ServingTrace& t, int warmupSeconds) {
+  const Micros from = leadInUs(t, warmupSeconds);
+  ServingTrace w;
+  w.name = t.name;
+  for (const ServingRequest& r : t.requests) {
+    if (r.arrivalUs < from) w.requests.push_back(r);
+  }
+  w.requests.reserve(w.requests.size() + t.requests.size());
+  for (ServingRequest r : t.requests) {
+    r.arrivalUs += from;
+    w.requests.push_back(std::move(r));
+  }
+  return w;
+}
+
+Result<ServingPolicyResult> runServingOnShare(const ServingTrace& trace,
+                                              const model::GpuCatalog& catalog,
+                                              const ServingOptions& options, double share,
+                                              std::string policyName,
+                                              ServingController& controller) {
+  auto perf = servingPerf(catalog, options);
+  if (!perf) return fail(perf.error());
+  ShareChoice c{1, *perf};
+  if (share < 1) {
+    auto p = sharePerf(*perf, options.model, share);
+    if (!p) return fail(p.error());
+    c = ShareChoice{share, *p};
+  }
+  return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf, c.perf,
+                   c.share, std::move(policyName), controller);
+}
+
 Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
                                            const model::GpuCatalog& catalog,
                                            const ServingOptions& options, std::string policyName,
@@ -840,32 +875,11 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
                                        const ServingOptions& options, std::string_view policy) {
   auto perf = servingPerf(catalog, options);
   if (!perf) return fail(perf.error());
-  const WarmedTrace warmed = withWarmup(trace, options.warmupSeconds);
-  if (policy == "oracle") {
-    // The cheapest plan of the family that meets the SLO target: every utilisation target of
-    // the grid, the fewest GPU-hours among runs reaching oracleSloTarget (else the best
-    // attainment).
-    std::optional<ServingPolicyResult> best;
-    for (double utilization : options.oracleUtilizations) {
-      ServingOptions o = options;
-      o.demand.targetUtilization = utilization;
-      auto controller = makeServingController(policy, warmed.trace, *perf, o);
-      if (!controller) return fail(controller.error());
-      auto r = runWarmed(warmed, catalog, o, *perf, *perf, 1, "oracle", **controller);
-      if (!r) return fail(r.error());
-      char detail[96];
-      std::snprintf(detail, sizeof detail, "utilisation target %.2f", utilization);
-      r->detail = detail;
-      const bool meets = r->sloAttainment >= options.oracleSloTarget;
-      const bool bestMeets = best && best->sloAttainment >= options.oracleSloTarget;
-      if (!best || (meets && (!bestMeets || r->gpuHours < best->gpuHours)) ||
-          (!meets && !bestMeets && r->sloAttainment > best->sloAttainment)) {
-        best = std::move(*r);
-      }
-    }
-    if (!best) return fail(Error::invalid("oracle: no utilisation target to try"));
-    return std::move(*best);
+  if (policy == "clairvoyant") {
+    return runClairvoyant(trace, catalog, options,
+                          ClairvoyantOptions{options.sloTarget, options.clairvoyantMaxRuns});
   }
+  const WarmedTrace warmed = withWarmup(trace, options.warmupSeconds);
   auto share = chooseShare(warmed, *perf, options, policy);
   if (!share) return fail(share.error());
   // The warm start sizes in replicas of the chosen share.

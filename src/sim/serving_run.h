@@ -34,8 +34,9 @@
 namespace tessera::sim {
 
 // Policy names, in the order reports list them.
+// "clairvoyant" is a reference (sim/serving_reference.h), run and reported like a policy.
 inline constexpr std::array<std::string_view, 7> kServingPolicyNames = {
-    "static-peak", "hpa", "weighted", "littles-law", "kpa", "oracle", "tessera"};
+    "static-peak", "hpa", "weighted", "littles-law", "kpa", "tessera", "clairvoyant"};
 bool isServingPolicyName(std::string_view name);
 
 struct ServingFleet {
@@ -44,6 +45,9 @@ struct ServingFleet {
   std::string gpuType = "H100-80GB";
   std::int64_t cpuMilliPerNode = 192'000;
   std::int64_t hostMemoryMibPerNode = 2 * 1024 * 1024;
+  // Every node's disk holds the model's weights at t = 0 (a node cache hit): no replica loads
+  // from the remote store.
+  bool modelCachedOnDisk = false;
 };
 
 struct ServingOptions {
@@ -64,7 +68,7 @@ struct ServingOptions {
   scale::DrainPlan drain;        // 10 s drain, at most 60 s flush, 1 s to free
   int tailSeconds = 120;         // the horizon: last arrival + this
   int hostCacheSeconds = 600;    // a node keeps weights in host memory this long after use
-  DemandOptions demand;          // static-peak and oracle sizing
+  DemandOptions demand;          // static-peak sizing and the warm start
   // Autoscaled policies start with the replicas the trace's first interval needs (replicaDemand
   // at `demand`), within their own min/max, warm: the trace is a window of traffic that a
   // deployment was already serving. false: they start at max(1, minReplicas).
@@ -74,11 +78,10 @@ struct ServingOptions {
   // starts), so that signal windows, stabilisation windows and recommender history are in a
   // steady state when measuring starts.
   int warmupSeconds = 300;
-  int oracleSyncSeconds = 15;
-  // The oracle runs once per utilisation target and keeps the cheapest run that reaches
-  // oracleSloTarget: the least a policy with perfect foresight of this family needs.
-  std::vector<double> oracleUtilizations = {1.2, 1.1, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4};
-  double oracleSloTarget = 0.99;
+  // The SLO attainment the references aim for (clairvoyant, lower bound).
+  double sloTarget = 0.99;
+  int clairvoyantSyncSeconds = 15;  // the clairvoyant plans one replica count per such slot
+  int clairvoyantMaxRuns = 60;      // simulations per GPU share its search may take
   // Experiments: settings changed on an autoscaled policy's configuration (overrideSetting).
   struct PolicySetting {
     std::string policy;
@@ -143,12 +146,18 @@ struct ServingPolicyResult {
   double horizonS = 0;
   double wallSeconds = 0;
   std::optional<double> prefixCacheHitRate;  // prompt tokens from the cache / admitted
-  std::string detail;  // how the policy was set up, when that varies (the oracle's target)
+  std::string detail;  // how the policy was set up, when that varies (the clairvoyant's share)
+  // Why the target cannot be reached here (the clairvoyant, when even its search cannot).
+  std::optional<std::string> infeasible;
+  // Arrival of every measured request that missed the SLO (rejected ones aside), seconds into
+  // the measured window: where the clairvoyant's search raises its plan.
+  std::vector<double> missArrivalsS;
   std::vector<TimelinePoint> timeline;
   std::vector<DecisionRecord> decisions;  // every sync whose answer or count changed
 };
 
-// The controller of a policy name (static-peak, oracle, or an autoscaled one).
+// The controller of a policy name (static-peak or an autoscaled one; the clairvoyant is a
+// search, runServing runs it).
 Result<std::unique_ptr<ServingController>> makeServingController(std::string_view policy,
                                                                  const ServingTrace& trace,
                                                                  const ReplicaPerf& perf,
@@ -162,6 +171,19 @@ Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
                                            const model::GpuCatalog& catalog,
                                            const ServingOptions& options, std::string policyName,
                                            ServingController& controller);
+
+// Runs `controller` with every replica on `share` of a GPU (1: whole GPUs).
+Result<ServingPolicyResult> runServingOnShare(const ServingTrace& trace,
+                                              const model::GpuCatalog& catalog,
+                                              const ServingOptions& options, double share,
+                                              std::string policyName,
+                                              ServingController& controller);
+
+// The lead-in (ServingOptions::warmupSeconds): where the measured window starts on a run's
+// time line, and the trace a run replays (the lead-in's requests, then the whole trace
+// shifted by that much).
+Micros leadInUs(const ServingTrace& trace, int warmupSeconds);
+ServingTrace withLeadIn(const ServingTrace& trace, int warmupSeconds);
 
 // The replica performance of options.model on options.fleet.gpuType.
 Result<ReplicaPerf> servingPerf(const model::GpuCatalog& catalog, const ServingOptions& options);

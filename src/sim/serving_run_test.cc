@@ -1,3 +1,4 @@
+#include "sim/serving_reference.h"
 #include "sim/serving_run.h"
 
 #include <cmath>
@@ -285,36 +286,12 @@ TEST(ServingRun, StaticPeakNeverColdStarts) {
   EXPECT_GT(r->timeline.front().ready, 1);
 }
 
-TEST(ServingRun, OracleUsesNoMoreGpuHoursThanStaticPeak) {
-  ServingOptions o;
-  o.oracleUtilizations = {1.0, 0.8, 0.6};  // a shorter search keeps sanitizer builds quick
-  ServingTrace t = phasedTrace({{300, 2}, {180, 40}, {300, 2}});
-  auto peak = runServing(t, catalog(), o, "static-peak");
-  auto oracle = runServing(t, catalog(), o, "oracle");
-  ASSERT_TRUE(peak && oracle);
-  expectConserved(*oracle);
-  EXPECT_LT(oracle->gpuHours, peak->gpuHours);
-  EXPECT_GT(oracle->coldStarts, 0);
-  EXPECT_GT(oracle->scaleUps, 0);
-  EXPECT_GT(oracle->scaleDowns, 0);
-  // It scaled up before the burst (lead time) and drained after it.
-  int atBurst = 0;
-  for (const auto& p : oracle->timeline) {
-    if (p.timeS == 300) atBurst = p.ready;
-  }
-  EXPECT_GT(atBurst, 1);
-  EXPECT_EQ(oracle->timeline.back().ready, 1);
-  EXPECT_EQ(oracle->timeline.front().ready, 1);
-  EXPECT_GE(oracle->sloAttainment, 0.99);
-  EXPECT_FALSE(oracle->detail.empty());
-}
-
 TEST(ServingRun, Deterministic) {
   ServingOptions o;
-  o.oracleUtilizations = {0.8};
+  o.clairvoyantMaxRuns = 8;  // a short search keeps sanitizer builds quick
   ServingTrace t = phasedTrace({{200, 3}, {100, 30}, {200, 3}}, 1500, 300);
-  auto a = runServing(t, catalog(), o, "oracle");
-  auto b = runServing(t, catalog(), o, "oracle");
+  auto a = runServing(t, catalog(), o, "clairvoyant");
+  auto b = runServing(t, catalog(), o, "clairvoyant");
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->sloMet, b->sloMet);
   EXPECT_DOUBLE_EQ(a->gpuHours, b->gpuHours);
@@ -339,7 +316,7 @@ TEST(ServingRun, UnknownPolicyAndGpuAreErrors) {
   EXPECT_NE(gpu.error().message.find("K80"), std::string::npos);
 }
 
-TEST(ServingRun, SharedTracesStaticPeakAndOracle) {
+TEST(ServingRun, SharedTracesStaticPeakAndClairvoyant) {
   const std::string dir = testing::sharedDir() + "/data";
   const std::string azure = dir + "/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv";
   const std::string mooncake = dir + "/mooncake-fast25-traces/synthetic_trace.jsonl";
@@ -352,15 +329,20 @@ TEST(ServingRun, SharedTracesStaticPeakAndOracle) {
     auto t = readServingTrace(path, format);
     ASSERT_TRUE(t) << t.error().message;
     ServingOptions o;
-    o.oracleUtilizations = {1.0, 0.7};
     auto peak = runServing(*t, catalog(), o, "static-peak");
-    auto oracle = runServing(*t, catalog(), o, "oracle");
-    ASSERT_TRUE(peak && oracle);
+    auto clairvoyant = runServing(*t, catalog(), o, "clairvoyant");
+    ASSERT_TRUE(peak && clairvoyant);
     expectConserved(*peak);
-    expectConserved(*oracle);
+    expectConserved(*clairvoyant);
     EXPECT_EQ(peak->requests, static_cast<int>(t->requests.size()));
     EXPECT_EQ(peak->coldStarts, 0);
-    EXPECT_LE(oracle->gpuHours, peak->gpuHours) << path;
+    EXPECT_GE(clairvoyant->sloAttainment, o.sloTarget) << path;
+    EXPECT_LE(clairvoyant->gpuHours, peak->gpuHours) << path;
+    const auto perf = servingPerf(catalog(), o);
+    ASSERT_TRUE(perf);
+    const ServingLowerBound bound = servingLowerBound(*t, *perf, o, o.sloTarget);
+    ASSERT_TRUE(bound.gpuHours) << bound.reason;
+    EXPECT_LE(*bound.gpuHours, clairvoyant->gpuHours) << path;
     EXPECT_FALSE(peak->prefixCacheHitRate);
     if (format == ServingTraceFormat::kMooncake) {
       // Prefix caching: shared prompt blocks are prefilled once per replica.
