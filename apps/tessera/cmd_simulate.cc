@@ -420,16 +420,19 @@ SimulateCommand::SimulateCommand(CLI::App& app) {
       ->default_str("table");
   servingOptions_ = std::make_unique<SimulateServingOptions>();
   serving_ = addSimulateServing(*simulate_, *servingOptions_);
+  matrixOptions_ = std::make_unique<SimulateMatrixOptions>();
+  matrix_ = addSimulateMatrix(*simulate_, *matrixOptions_);
 }
 
 SimulateCommand::~SimulateCommand() = default;
 
 bool SimulateCommand::parsed() const {
-  return fgd_->parsed() || serving_->parsed();
+  return fgd_->parsed() || serving_->parsed() || matrix_->parsed();
 }
 
 int SimulateCommand::run(std::ostream& out, std::ostream& err) const {
   if (serving_->parsed()) return runSimulateServing(*servingOptions_, out, err);
+  if (matrix_->parsed()) return runSimulateMatrix(*matrixOptions_, out, err);
   return runSimulateFgd(options_, out, err);
 }
 

@@ -38,6 +38,7 @@ struct SimulateFgdOptions {
 int runSimulateFgd(const SimulateFgdOptions& options, std::ostream& out, std::ostream& err);
 
 struct SimulateServingOptions;  // cmd_simulate_serving.h
+struct SimulateMatrixOptions;
 
 // Registers `simulate` and its subcommands `fgd` and `serving` on the app. Lives as long as the
 // app; not copyable (the parser holds pointers into it).
@@ -57,6 +58,8 @@ class SimulateCommand {
   CLI::App* serving_;
   SimulateFgdOptions options_;
   std::unique_ptr<SimulateServingOptions> servingOptions_;
+  CLI::App* matrix_;
+  std::unique_ptr<SimulateMatrixOptions> matrixOptions_;
 };
 
 }  // namespace tessera::cli

@@ -16,7 +16,14 @@ namespace tessera::cli {
 
 struct SimulateServingOptions {
   std::string tracePath;
-  std::optional<std::string> traceFormat;  // azure | mooncake; default from the extension
+  std::optional<std::string> traceFormat;  // azure | mooncake | qps; default from the extension
+  std::optional<std::string> tokensFrom;   // qps: the trace whose token lengths are drawn
+  std::optional<double> qpsMean;           // qps: mean requests/s (default: tokensFrom's)
+  double qpsSpanSeconds = 3600;            // qps: the series stretched to this span (0: as is)
+  std::uint64_t seed = 1;                  // qps: the arrival draw
+  double sloTarget = 0.99;
+  bool nodeCache = false;                  // every node's disk holds the weights at t = 0
+  std::string modelError = "1,1,1";        // actual prefill speed, decode speed, cold start
   std::string policies = "all";
   std::string gpuType = "H100-80GB";
   std::optional<std::string> modelPath;  // a ServingModel YAML; default Llama-3.1-8B
@@ -35,6 +42,22 @@ struct SimulateServingOptions {
   std::vector<std::string> policyArgs;  // POLICY.KEY=VALUE
   SimulateFormat format = SimulateFormat::kTable;
 };
+
+// `tessera simulate serving-matrix` (docs/serving-simulator.md, "Robustness matrix").
+struct SimulateMatrixOptions {
+  std::string dataDir = "../shared/data";
+  double minutes = 20;  // each trace's first N minutes at rate 1 (the QPS shape over N minutes)
+  std::string rates = "0.25,0.5,1,2,4";
+  std::string gpus = "H100-80GB,A100-80GB,L40S";
+  std::string warmStarts = "on,off";
+  std::string coldStarts = "node-cache,remote";
+  std::string modelError = "1,1,1";
+  int clairvoyantRuns = 16;
+  int jobs = 1;
+  std::string format = "markdown";  // markdown | json
+};
+int runSimulateMatrix(const SimulateMatrixOptions& options, std::ostream& out, std::ostream& err);
+CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& options);
 
 // Returns the process exit code (docs/cli.md).
 int runSimulateServing(const SimulateServingOptions& options, std::ostream& out, std::ostream& err);

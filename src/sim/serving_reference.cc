@@ -41,14 +41,15 @@ double prefillFlops(const ReplicaPerf& p, double tokens, double cached) {
 //     share no request, so dropping M requests uncovers a set U of ticks with sum of k over U
 //     <= r x M. The most ticks that allows: the ticks with the smallest k first.
 //  5. bound = max(0, step 3 - the two reductions of step 4).
-ServingLowerBound servingLowerBound(const ServingTrace& trace, const ReplicaPerf& whole,
+ServingLowerBound servingLowerBound(const ServingTrace& trace, const ReplicaPerf& model,
                                     const ServingOptions& o, double target) {
+  const ReplicaPerf whole = withError(model, o.actual);  // the bound knows the truth
   ServingLowerBound b;
   b.requests = static_cast<int>(trace.requests.size());
   const double horizon = static_cast<double>(trace.spanUs()) / 1e6 + o.tailSeconds;
   b.minShare = static_cast<double>(o.model.weightsMib + o.model.overheadMib) /
                static_cast<double>(std::max<std::int64_t>(1, whole.memoryMib));
-  b.minColdStartS = o.load.seconds(CacheTier::kHostMemory, whole.weightsBytes);
+  b.minColdStartS = withError(o.load, o.actual).seconds(CacheTier::kHostMemory, whole.weightsBytes);
   const double c = b.minColdStartS;
 
   struct Need {
@@ -256,8 +257,8 @@ Result<ServingPolicyResult> runClairvoyant(const ServingTrace& trace,
   // A replica asked for now may come from the remote store unless every node holds the
   // weights on disk from the start.
   const CacheTier slowest = o.fleet.modelCachedOnDisk ? CacheTier::kLocalDisk : CacheTier::kRemote;
-  const auto leadMs =
-      static_cast<Millis>(std::ceil(o.load.seconds(slowest, whole->weightsBytes) * 1e3));
+  const auto leadMs = static_cast<Millis>(
+      std::ceil(withError(o.load, o.actual).seconds(slowest, whole->weightsBytes) * 1e3));
   const Millis syncMs = Millis{std::max(1, o.clairvoyantSyncSeconds)} * 1000;
 
   std::optional<ServingPolicyResult> best;

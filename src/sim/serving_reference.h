@@ -46,6 +46,7 @@ struct ServingLowerBound {
   double coverageGpuHours = 0;  // minShare x time a replica must exist
 };
 
+// `whole`: the model's whole-GPU replica; options.actual corrects it to the truth.
 ServingLowerBound servingLowerBound(const ServingTrace& trace, const ReplicaPerf& whole,
                                     const ServingOptions& options, double target);
 

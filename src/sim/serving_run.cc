@@ -738,6 +738,8 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
   if (isServingPolicyName(policy)) {
     auto config = autoscalerConfigFor(policy);
     if (!config) return fail(config.error());
+    // The fleet is the limit, as it is the clairvoyant's: a deployment may grow to every GPU.
+    config->maxReplicas = fleetGpus;
     for (const auto& s : o.policySettings) {
       if (s.policy != policy) continue;
       if (auto ok = overrideSetting(*config, s.key, s.value); !ok) {
@@ -776,6 +778,8 @@ WarmedTrace withWarmup(const ServingTrace& t, int warmupSeconds) {
   return w;
 }
 
+// The run itself sees the world as it is (ServingOptions::actual): the controller was built
+// from the model, the replicas run at the actual speeds and load at the actual cold starts.
 Result<ServingPolicyResult> runWarmed(const WarmedTrace& w, const model::GpuCatalog& catalog,
                                       const ServingOptions& options, const ReplicaPerf& perf,
                                       const ReplicaPerf& replicaPerf, double share,
@@ -783,8 +787,12 @@ Result<ServingPolicyResult> runWarmed(const WarmedTrace& w, const model::GpuCata
   if (w.firstCounted == w.trace.requests.size()) {
     return fail(Error::invalid("trace " + w.trace.name + ": no requests"));
   }
-  ServingRun run(w.trace, w.firstCounted, w.measuredFromUs, catalog, options, perf, replicaPerf,
-                 share, std::move(policyName), controller);
+  ServingOptions actual = options;
+  actual.load = withError(options.load, options.actual);
+  const ReplicaPerf actualPerf = withError(perf, options.actual);
+  const ReplicaPerf actualReplica = withError(replicaPerf, options.actual);
+  ServingRun run(w.trace, w.firstCounted, w.measuredFromUs, catalog, actual, actualPerf,
+                 actualReplica, share, std::move(policyName), controller);
   return run.run();
 }
 
@@ -817,6 +825,22 @@ Result<ShareChoice> chooseShare(const WarmedTrace& w, const ReplicaPerf& whole,
 }
 
 }  // namespace
+
+ReplicaPerf withError(const ReplicaPerf& p, const ModelError& e) {
+  ReplicaPerf out = p;
+  out.flopsPerSec *= e.prefillSpeed;
+  out.bytesPerSec *= e.decodeSpeed;
+  return out;
+}
+
+LoadTimes withError(const LoadTimes& l, const ModelError& e) {
+  LoadTimes out = l;
+  out.engineStartupSeconds *= e.coldStart;
+  out.hostMemoryGBps /= e.coldStart;
+  out.localDiskGBps /= e.coldStart;
+  out.remoteGBps /= e.coldStart;
+  return out;
+}
 
 Micros leadInUs(const ServingTrace& t, int warmupSeconds) {
   // At most a third of the trace, so that the lead-in stays a prefix of it.

@@ -50,6 +50,17 @@ struct ServingFleet {
   bool modelCachedOnDisk = false;
 };
 
+// How far the world is from the model (item: robust to a wrong model): the replicas of a run
+// prefill and decode at these multiples of the modelled speeds and cold-start at this multiple
+// of the modelled time, while every policy is built from the model (its demand estimates, its
+// share choice) and must find out from what it measures. The references (clairvoyant, lower
+// bound) know the truth.
+struct ModelError {
+  double prefillSpeed = 1;  // x effective FLOP/s
+  double decodeSpeed = 1;   // x effective HBM bandwidth
+  double coldStart = 1;     // x engine start-up and weight-load time
+};
+
 struct ServingOptions {
   ServingModel model;
   ServingFleet fleet;
@@ -78,6 +89,7 @@ struct ServingOptions {
   // starts), so that signal windows, stabilisation windows and recommender history are in a
   // steady state when measuring starts.
   int warmupSeconds = 300;
+  ModelError actual;  // the world against the model (1, 1, 1: the model is right)
   // The SLO attainment the references aim for (clairvoyant, lower bound).
   double sloTarget = 0.99;
   int clairvoyantSyncSeconds = 15;  // the clairvoyant plans one replica count per such slot
@@ -171,6 +183,10 @@ Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
                                            const model::GpuCatalog& catalog,
                                            const ServingOptions& options, std::string policyName,
                                            ServingController& controller);
+
+// The model corrected by a ModelError (what the world does).
+ReplicaPerf withError(const ReplicaPerf& perf, const ModelError& error);
+LoadTimes withError(const LoadTimes& load, const ModelError& error);
 
 // Runs `controller` with every replica on `share` of a GPU (1: whole GPUs).
 Result<ServingPolicyResult> runServingOnShare(const ServingTrace& trace,

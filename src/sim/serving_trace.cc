@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <map>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -193,6 +196,109 @@ Result<ServingTrace> parseMooncakeTrace(std::string_view text, std::string label
                               lineNo, std::move(blocks)});
   }
   return finish(std::move(trace), std::move(raw), timeScale, label);
+}
+
+Result<std::vector<QpsPoint>> parseQpsSeries(std::string_view text, const std::string& label) {
+  auto table = parseCsv(text, label);
+  if (!table) return fail(table.error());
+  int ts = table->column("timestamp_anon");
+  if (ts < 0) ts = table->column("timestamp");
+  if (ts < 0) {
+    return fail(Error::invalid(label + ": no timestamp_anon or timestamp column in the header"));
+  }
+  auto value = table->requireColumn("value");
+  if (!value) return fail(value.error());
+  auto number = [&](const CsvRow& row, int column, const char* what) -> Result<double> {
+    const std::string& f = row.fields[static_cast<std::size_t>(column)];
+    double v = 0;
+    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+    if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v) || v < 0) {
+      return fail(table->error(row, column,
+                               std::string("expected a non-negative number (") + what +
+                                   "), got \"" + f + "\""));
+    }
+    return v;
+  };
+  std::map<double, double> sum;
+  for (const CsvRow& row : table->rows) {
+    auto at = number(row, ts, "seconds");
+    if (!at) return fail(at.error());
+    auto v = number(row, *value, "requests per second");
+    if (!v) return fail(v.error());
+    sum[*at] += *v;
+  }
+  if (sum.size() < 2) return fail(Error::invalid(label + ": a QPS series needs two timestamps"));
+  std::vector<QpsPoint> out;
+  out.reserve(sum.size());
+  const double first = sum.begin()->first;
+  for (const auto& [at, v] : sum) out.push_back({at - first, v});
+  return out;
+}
+
+Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path) {
+  if (!path.ends_with(".tar.gz") && !path.ends_with(".tgz")) {
+    auto text = readTextFile(path);
+    if (!text) return fail(text.error());
+    return parseQpsSeries(*text, path);
+  }
+  if (path.find('\'') != std::string::npos) {
+    return fail(Error::invalid(path + ": a path with a single quote cannot be passed to tar"));
+  }
+  // GenTD26's archives carry macOS metadata entries; only *.csv members are read.
+  const std::string command = "tar -xzOf '" + path + "' --wildcards '*.csv' --exclude '._*' 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return fail(Error::invalid(path + ": cannot run tar to read the archive"));
+  std::string text;
+  char buf[65536];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
+  const int status = ::pclose(pipe);
+  if (status != 0 || text.empty()) {
+    return fail(Error::invalid(path + ": tar could not read a .csv member from the archive"));
+  }
+  return parseQpsSeries(text, path);
+}
+
+Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const ServingTrace& tokens,
+                                const QpsShapeOptions& o, std::string name) {
+  if (series.size() < 2) return fail(Error::invalid("a QPS series needs two points"));
+  if (tokens.requests.empty()) return fail(Error::invalid("no requests to draw token lengths from"));
+  if (!(o.meanRatePerSec > 0) || !std::isfinite(o.meanRatePerSec)) {
+    return fail(Error::invalid("the mean request rate must be a number > 0"));
+  }
+  if (!(o.spanSeconds >= 0) || !std::isfinite(o.spanSeconds)) {
+    return fail(Error::invalid("the span must be a number >= 0"));
+  }
+  const double recorded = series.back().timeS;
+  const double stretch = o.spanSeconds > 0 ? o.spanSeconds / recorded : 1.0;
+  // Integral of the series over its span (each value held until the next point).
+  double area = 0;
+  for (std::size_t i = 0; i + 1 < series.size(); ++i) {
+    area += series[i].qps * (series[i + 1].timeS - series[i].timeS) * stretch;
+  }
+  if (!(area > 0)) return fail(Error::invalid("the QPS series is zero throughout"));
+  const double scale = o.meanRatePerSec * recorded * stretch / area;
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> unit(1.0);
+  std::uniform_int_distribution<std::size_t> pick(0, tokens.requests.size() - 1);
+  ServingTrace t;
+  t.name = std::move(name);
+  for (std::size_t i = 0; i + 1 < series.size(); ++i) {
+    const double rate = series[i].qps * scale;
+    if (rate <= 0) continue;
+    const double from = series[i].timeS * stretch;
+    const double to = series[i + 1].timeS * stretch;
+    for (double at = from + unit(rng) / rate; at < to; at += unit(rng) / rate) {
+      ServingRequest r = tokens.requests[pick(rng)];
+      r.arrivalUs = static_cast<Micros>(std::llround(at * 1e6));
+      r.line = static_cast<int>(t.requests.size()) + 1;
+      t.requests.push_back(std::move(r));
+    }
+  }
+  if (t.requests.empty()) return fail(Error::invalid("the QPS series drew no requests"));
+  const Micros first = t.requests.front().arrivalUs;
+  for (ServingRequest& r : t.requests) r.arrivalUs -= first;
+  return t;
 }
 
 Result<ServingTraceFormat> servingTraceFormatOf(std::string_view path) {

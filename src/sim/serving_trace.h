@@ -47,6 +47,32 @@ Result<ServingTrace> parseAzureLlmTrace(std::string_view text, std::string label
 Result<ServingTrace> parseMooncakeTrace(std::string_view text, std::string label,
                                         double timeScale = 1.0);
 
+// An arrival shape from a QPS series (Alibaba GenTD26 `qps.csv`: timestamp_anon,value,... per
+// container; any CSV whose header names `timestamp_anon` or `timestamp` (seconds) and `value`):
+// the values at one timestamp are summed (the service's total), in timestamp order. Every
+// malformed row is an error naming the file, line and column.
+struct QpsPoint {
+  double timeS = 0;  // after the series' first timestamp
+  double qps = 0;
+};
+Result<std::vector<QpsPoint>> parseQpsSeries(std::string_view text, const std::string& label);
+// Reads a series from a CSV file, or from a .tar.gz holding one (as GenTD26 publishes it; read
+// through `tar`).
+Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path);
+
+// A request trace shaped by a series: the series' time line stretched or compressed to
+// spanSeconds (0: as recorded), its rate scaled so that the mean over that span is
+// meanRatePerSec, and arrivals drawn as a Poisson process whose rate is the series' value,
+// held from one point to the next. Each request's prompt and output lengths (and prefix
+// blocks) are those of a request drawn uniformly from `tokens`. Deterministic for a seed.
+struct QpsShapeOptions {
+  double spanSeconds = 3600;
+  double meanRatePerSec = 0;  // required, > 0
+  std::uint64_t seed = 1;
+};
+Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const ServingTrace& tokens,
+                                const QpsShapeOptions& options, std::string name);
+
 // Reads a file; the format is given or, when empty, taken from the extension (.csv: Azure,
 // .jsonl / .json: Mooncake).
 Result<ServingTraceFormat> servingTraceFormatOf(std::string_view path);
