@@ -102,6 +102,7 @@ int changes(const std::vector<int>& counts) {
 TEST(Scenario, TesseraSizesTheBurstAndSettlesOnLittlesLaw) {
   AutoscalerConfig c;
   c.maxReplicas = 40;
+  c.args = {{"forecastWindowSeconds", 0}};  // the arithmetic below is the projection's alone
   const Outcome o = run(c, 1'800'000);
   // At 300 s: 3 ready serve 15/s of 30/s, the backlog grows 15/s through the 60 s cold start:
   // 15 + 900 → need 60 + 915 × 2 / 60 = 90.5 → 12, which the default rate limit
@@ -121,6 +122,7 @@ TEST(Scenario, TesseraSizesTheBurstAndSettlesOnLittlesLaw) {
 TEST(Scenario, TesseraWithoutRateLimitAsksOnce) {
   AutoscalerConfig c;
   c.maxReplicas = 40;
+  c.args = {{"forecastWindowSeconds", 0}};
   c.behavior.scaleUp.policies = {{PolicyType::kPods, 100, 15}};
   const Outcome o = run(c, 1'800'000);
   EXPECT_EQ(o.peak, 12);
@@ -150,4 +152,16 @@ TEST(Scenario, ColdStartGuardStopsTheQueueDrivenCascade) {
 }
 
 }  // namespace
+TEST(Scenario, TesseraForecastOvershootsAStepByABoundedAmount) {
+  // With the forecast on (the default), the step to 30/s reads as a ramp for a while: the trend
+  // of the window is carried a cold start ahead, so it asks for more than the projection
+  // alone (11), but never beyond 3 x the measured rate's need, and it settles the same.
+  AutoscalerConfig c;
+  c.maxReplicas = 40;
+  const Outcome o = run(c, 1'800'000);
+  EXPECT_GT(o.peak, 11);
+  EXPECT_LE(o.peak, 3 * 12);
+  EXPECT_EQ(o.finalReplicas, 3);
+}
+
 }  // namespace tessera::scale

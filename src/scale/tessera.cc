@@ -14,6 +14,10 @@
 //           where cold start = the last seen load time (expectedReadyMs − createdMs of a
 //           loading replica, when at most 15 min), else `coldStartSeconds`
 //   P       meanPrefillMs (when measured): the mean time a prompt holds its replica's prefill
+//   λ       the arrival rate measured now; for the up-sizing terms the forecast one cold start
+//           ahead instead, when higher: the least-squares trend of the rates this recommender
+//           saw over forecastWindowSeconds, carried H ahead, at most 3 λ (down-sizing keeps
+//           the measured λ)
 //   μ       what a ready replica serves per second: mc / S, and at most 1 / P (a replica
 //           prefills one batch of prompts at a time: without chunked prefill a long prompt
 //           holds the whole GPU for P)
@@ -42,11 +46,13 @@
 //
 // Arguments (defaults): targetUtilization 0.8, maxConcurrency 0 (from the replicas),
 // backlogDrainSeconds 60, coldStartSeconds 60, kvCacheUsage 0.85, queuePerReplica 4,
-// scaleDownTolerance 0.1, gpuShareUtilization 0.4, prefillTargetUtilization 0.6.
+// scaleDownTolerance 0.1, gpuShareUtilization 0.4, prefillTargetUtilization 0.6,
+// forecastWindowSeconds 120 (0: no forecast).
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <vector>
 
 #include "scale/recommenders.h"
@@ -68,6 +74,9 @@ struct TesseraParams {
   // target: TTFT queues behind whole prefills, and its wait grows as 1 / (1 − occupancy).
   double prefillTargetUtilization = 0.6;
   double sloTtftMs = 2000;
+  // Arrival forecast: the trend of λ over this many seconds of the recommender's own history,
+  // carried one cold start ahead (0: no forecast).
+  double forecastWindowSeconds = 120;
 };
 
 std::string fmt(double v) {
@@ -137,11 +146,17 @@ class TesseraRecommender final : public Recommender {
 
     double need = 0;
     double prefill = 0;  // prefill occupancy, in replicas (0: not measured)
+    double needDown = 0, prefillDown = 0;  // the same at the measured rate
     std::string how;
     const bool rates =
         signals.arrivalRatePerSec && signals.meanServiceMs && *signals.meanServiceMs > 0;
+    double forecast = 0;  // λ expected one cold start ahead (0: none)
+    if (signals.arrivalRatePerSec) forecast = forecastRate(now, *signals.arrivalRatePerSec);
     if (rates) {
-      const double lambda = *signals.arrivalRatePerSec;
+      const double measured = *signals.arrivalRatePerSec;
+      // Up-sizing plans for the rate a replica asked for now will meet; down-sizing keeps the
+      // replicas the measured rate needs.
+      const double lambda = std::max(measured, forecast);
       const double serviceSec = *signals.meanServiceMs / 1000.0;
       const double prefillSec =
           signals.meanPrefillMs && *signals.meanPrefillMs > 0 ? *signals.meanPrefillMs / 1000 : 0;
@@ -153,21 +168,27 @@ class TesseraRecommender final : public Recommender {
       prefill = (lambda + projected / p_.backlogDrainSeconds) * prefillSec;
       how = "demand " + fmt(lambda * serviceSec) + " + backlog " + fmt(projected) + " over " +
             fmt(p_.backlogDrainSeconds) + " s";
+      if (lambda > measured) how += ", λ " + fmt(measured) + " → " + fmt(lambda) + " forecast";
+      needDown = measured * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
+      prefillDown = (measured + projected / p_.backlogDrainSeconds) * prefillSec;
       if (prefillSec > 0) how += ", prefill " + fmt(prefill);
     } else {
       need = running + backlog;
+      needDown = need;
       how = "running " + fmt(running) + " + waiting " + fmt(backlog) + " (no rates)";
     }
 
     const double keep = 1 - p_.scaleDownTolerance;
     // The prefill term adds replicas only while TTFT shows pressure (p99 above half the SLO);
-    // it always holds the ones there on a scale-down.
+    // it always holds the ones there on a scale-down. (Opening it on a forecast rise as well
+    // was tried: on short prompts the per-request prefill time over-counts batched prefills,
+    // and it doubled the GPU-hours of the Azure and GenTD26 cells for no attainment.)
     const bool ttftPressure =
         p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
     const int up = std::max(ceilCount(need / perReplica),
                             ttftPressure ? ceilCount(prefill / p_.prefillTargetUtilization) : 0);
-    const int down = std::max(ceilCount(need / (perReplica * keep)),
-                              ceilCount(prefill / (p_.prefillTargetUtilization * keep)));
+    const int down = std::max(ceilCount(needDown / (perReplica * keep)),
+                              ceilCount(prefillDown / (p_.prefillTargetUtilization * keep)));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));
@@ -222,7 +243,36 @@ class TesseraRecommender final : public Recommender {
     return backlog;
   }
 
+  // The least-squares trend of the arrival rates seen over the forecast window, carried one
+  // cold start ahead; never below 0 and at most 3x the rate now (a trend from a few noisy
+  // windows is not trusted beyond that). Without enough history: the rate now.
+  double forecastRate(Millis now, double lambda) {
+    history_.emplace_back(now, lambda);
+    const auto windowMs = static_cast<Millis>(p_.forecastWindowSeconds * 1000);
+    while (!history_.empty() && history_.front().first < now - windowMs) history_.pop_front();
+    if (windowMs <= 0 || history_.size() < 3) return lambda;
+    double mt = 0, ml = 0;
+    for (const auto& [t, l] : history_) {
+      mt += static_cast<double>(t - now) / 1000;
+      ml += l;
+    }
+    const auto n = static_cast<double>(history_.size());
+    mt /= n;
+    ml /= n;
+    double cov = 0, var = 0;
+    for (const auto& [t, l] : history_) {
+      const double dt = static_cast<double>(t - now) / 1000 - mt;
+      cov += dt * (l - ml);
+      var += dt * dt;
+    }
+    if (var <= 0) return lambda;
+    const double slope = cov / var;  // requests/s per second
+    const double ahead = lambda + slope * static_cast<double>(coldStartMs()) / 1000;
+    return std::clamp(ahead, 0.0, 3 * lambda);
+  }
+
   TesseraParams p_;
+  std::deque<std::pair<Millis, double>> history_;
   std::optional<Millis> lastLoadMs_;
   std::optional<double> lastBacklog_;
   int lastReady_ = 0;
@@ -243,6 +293,7 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   p.gpuShareUtilization = r.fraction("gpuShareUtilization", p.gpuShareUtilization);
   p.prefillTargetUtilization = r.fraction("prefillTargetUtilization", p.prefillTargetUtilization);
   p.sloTtftMs = r.nonNegative("sloTtftMs", p.sloTtftMs);
+  p.forecastWindowSeconds = r.nonNegative("forecastWindowSeconds", p.forecastWindowSeconds);
   const std::optional<double> tol = r.find("scaleDownTolerance");
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (tol) {

@@ -53,8 +53,32 @@ TEST(Tessera, ScaleUpSizesForTheBacklogAtColdStart) {
   EXPECT_NE(rec.reason.find("backlog"), std::string::npos) << rec.reason;
 }
 
-TEST(Tessera, LoadingReplicasAbsorbTheBacklogNoCascade) {
+TEST(Tessera, ForecastCarriesTheRampOneColdStartAhead) {
+  // λ = 4, 6, 8 at 0, 15, 30 s: the trend is 2 per 15 s. With the default 60-s cold start the
+  // forecast at 30 s is 8 + 60 x 2/15 = 16/s; 2-s service, so 32 in service. The two ready
+  // replicas serve 10/s (10 / 2 s each), so the backlog projected over the cold start is
+  // (16 - 10) x 60 = 360, drained over 60 s: need 32 + 360 x 2 / 60 = 44, at 10 x 0.8 per
+  // replica: ceil(5.5) = 6. The measured 8/s alone needs ceil(16 / 8) = 2.
   auto r = tessera();
+  const auto at = [&](Millis t, double lambda) {
+    return r->recommend(signals(t, {ready("a", 4, 0), ready("b", 4, 0)}, lambda), 2);
+  };
+  at(0, 4);
+  at(15 * kSec, 6);
+  const Recommendation rec = at(30 * kSec, 8);
+  EXPECT_EQ(rec.replicas, 6) << rec.reason;
+  EXPECT_NE(rec.reason.find("λ 8 → 16 forecast"), std::string::npos) << rec.reason;
+  // Off: the measured rate.
+  auto off = tessera({{"forecastWindowSeconds", 0}});
+  for (auto [t, l] : {std::pair{0, 4.0}, {15, 6.0}}) {
+    off->recommend(signals(t * kSec, {ready("a", 4, 0), ready("b", 4, 0)}, l), 2);
+  }
+  EXPECT_EQ(off->recommend(signals(30 * kSec, {ready("a", 4, 0), ready("b", 4, 0)}, 8), 2).replicas,
+            2);
+}
+
+TEST(Tessera, LoadingReplicasAbsorbTheBacklogNoCascade) {
+  auto r = tessera({{"forecastWindowSeconds", 0}});  // the projection alone, by hand
   EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 5), ready("b", 10, 5)}, 12), 2).replicas, 4);
   // 15 s later: backlog 40, two replicas arrive at 60 s. Projection to 75 s (a new replica's
   // ready time): 45 s at +2/s → 130, then 15 s with 4 ready (20/s) at −8/s → 10.
@@ -90,7 +114,7 @@ TEST(Tessera, ColdStartLearnedFromLoadingReplicas) {
 }
 
 TEST(Tessera, ScaleDownKeepsTenPercentHeadroom) {
-  auto r = tessera();
+  auto r = tessera({{"forecastWindowSeconds", 0}});  // the headroom alone, by hand
   std::vector<ReplicaSignals> six;
   for (int i = 0; i < 6; ++i) six.push_back(ready("r" + std::to_string(i), 4, 0));
   // need 24: up would be 3, but a scale-down keeps 10 % more: ceil(24 / 7.2) = 4
