@@ -817,8 +817,18 @@ Result<ShareChoice> chooseShare(const WarmedTrace& w, const ReplicaPerf& whole,
   DemandOptions d = o.demand;
   d.targetUtilization = o.sharePrefillTargetUtilization;
   const double demand = peakPrefillDemand(w.trace, whole, d, until);
+  // A share stretches every prefill by 1 / share: it must leave a prompt at least half of its
+  // TTFT target for queueing. The lead-in's largest ratio of unloaded prefill to target (the
+  // SLO rule of the run) sets the smallest share that does.
+  double prefillShare = 0;
+  for (const ServingRequest& r : w.trace.requests) {
+    if (r.arrivalUs >= until) break;
+    const double p = whole.prefillSeconds(r.inputTokens);
+    const double target = std::max(o.sloTtftMs / 1000, o.sloPrefillFactor * p);
+    prefillShare = std::max(prefillShare, 2 * p / target);
+  }
   for (double share : kReplicaShares) {
-    if (share >= 1 || share + 1e-9 < demand) continue;
+    if (share >= 1 || share + 1e-9 < demand || share + 1e-9 < prefillShare) continue;
     if (auto p = sharePerf(whole, o.model, share)) return ShareChoice{share, *p};
   }
   return c;
