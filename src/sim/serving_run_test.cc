@@ -329,6 +329,7 @@ TEST(ServingRun, SharedTracesStaticPeakAndClairvoyant) {
     auto t = readServingTrace(path, format);
     ASSERT_TRUE(t) << t.error().message;
     ServingOptions o;
+    o.clairvoyantMaxRuns = 12;  // a short search: sanitizer builds run this on the whole traces
     auto peak = runServing(*t, catalog(), o, "static-peak");
     auto clairvoyant = runServing(*t, catalog(), o, "clairvoyant");
     ASSERT_TRUE(peak && clairvoyant);
