@@ -145,7 +145,7 @@ class TesseraRecommender final : public Recommender {
     const double meanWaiting = ready > 0 ? (backlog - buffered) / ready : 0;
 
     double need = 0;
-    double prefill = 0;  // prefill occupancy, in replicas (0: not measured)
+    double prefill = 0;                    // prefill occupancy, in replicas (0: not measured)
     double needDown = 0, prefillDown = 0;  // the same at the measured rate
     std::string how;
     const bool rates =

@@ -81,8 +81,8 @@ CellVerdict judgeCell(const MatrixCell& cell, double withinClairvoyant) {
     misses.push_back(num(t->gpuHours / c->gpuHours) + "x the clairvoyant's GPU-hours");
   }
   if (v.bestBaseline && t->gpuHours > v.bestBaselineGpuHours + 1e-9) {
-    misses.push_back("more GPU-hours than " + *v.bestBaseline + " (" +
-                     num(v.bestBaselineGpuHours) + ")");
+    misses.push_back("more GPU-hours than " + *v.bestBaseline + " (" + num(v.bestBaselineGpuHours) +
+                     ")");
   }
   v.kind = misses.empty() ? CellVerdict::Kind::kPass : CellVerdict::Kind::kMiss;
   for (const auto& m : misses) v.why += (v.why.empty() ? "" : "; ") + m;
@@ -237,8 +237,9 @@ void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells
                            : std::string("none"))
         << " | " << verdictName(v.kind) << " |\n";
   }
-  out << "\n" << cells.size() << " cells: " << counts["pass"] << " pass, " << counts["miss"]
-      << " miss, " << counts["n/a"] << " n/a (the clairvoyant cannot reach the target).\n";
+  out << "\n"
+      << cells.size() << " cells: " << counts["pass"] << " pass, " << counts["miss"] << " miss, "
+      << counts["n/a"] << " n/a (the clairvoyant cannot reach the target).\n";
   if (!misses.empty()) {
     out << "\nMisses:\n\n";
     for (const auto& [c, v] : misses) {

@@ -50,7 +50,7 @@ struct MatrixCell {
 
 struct CellVerdict {
   enum class Kind { kNotApplicable, kPass, kMiss } kind = Kind::kNotApplicable;
-  std::string why;                    // what failed, or why n/a
+  std::string why;                          // what failed, or why n/a
   std::optional<std::string> bestBaseline;  // the cheapest baseline reaching the target
   double bestBaselineGpuHours = 0;
 };

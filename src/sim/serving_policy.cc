@@ -26,7 +26,9 @@ class StaticPeak final : public ServingController {
 class Planned final : public ServingController {
  public:
   Planned(std::vector<int> plan, Millis slotMs, Millis leadMs, int maxReplicas)
-      : plan_(std::move(plan)), slotMs_(std::max<Millis>(1, slotMs)), leadMs_(leadMs),
+      : plan_(std::move(plan)),
+        slotMs_(std::max<Millis>(1, slotMs)),
+        leadMs_(leadMs),
         max_(maxReplicas) {}
   Millis syncPeriodMs() const override { return slotMs_; }
   int initialReplicas() const override { return wanted(0); }
@@ -43,7 +45,8 @@ class Planned final : public ServingController {
     const auto first = static_cast<std::size_t>(nowMs / slotMs_);
     const auto last = static_cast<std::size_t>((nowMs + leadMs_ + slotMs_) / slotMs_);
     int n = 0;
-    for (std::size_t k = first; k <= last; ++k) n = std::max(n, plan_[std::min(k, plan_.size() - 1)]);
+    for (std::size_t k = first; k <= last; ++k)
+      n = std::max(n, plan_[std::min(k, plan_.size() - 1)]);
     return std::clamp(n, 0, max_);
   }
 

@@ -59,7 +59,8 @@ ServingLowerBound servingLowerBound(const ServingTrace& trace, const ReplicaPerf
   needs.reserve(trace.requests.size());
   std::unordered_set<std::uint32_t> seenBlocks;
   for (const ServingRequest& r : trace.requests) {
-    const std::int64_t context = static_cast<std::int64_t>(r.inputTokens) + std::max(1, r.outputTokens);
+    const std::int64_t context =
+        static_cast<std::int64_t>(r.inputTokens) + std::max(1, r.outputTokens);
     if (context > o.maxContextTokens || context > whole.kvCapacityTokens) {
       ++b.neverServable;
       continue;
@@ -73,8 +74,10 @@ ServingLowerBound servingLowerBound(const ServingTrace& trace, const ReplicaPerf
       seenBlocks.insert(r.blockHashes.begin(), r.blockHashes.end());
     }
     const double a = static_cast<double>(r.arrivalUs) / 1e6;
-    const double d = std::max(o.sloTtftMs / 1000, o.sloPrefillFactor * whole.prefillSeconds(r.inputTokens));
-    needs.push_back({a, std::min(horizon, a + d), prefillFlops(whole, r.inputTokens, cached) / whole.flopsPerSec});
+    const double d =
+        std::max(o.sloTtftMs / 1000, o.sloPrefillFactor * whole.prefillSeconds(r.inputTokens));
+    needs.push_back({a, std::min(horizon, a + d),
+                     prefillFlops(whole, r.inputTokens, cached) / whole.flopsPerSec});
   }
   b.allowedMisses =
       static_cast<int>(std::floor(b.requests * (1 - target) + 1e-9)) - b.neverServable;

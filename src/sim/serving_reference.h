@@ -36,12 +36,12 @@ struct ServingLowerBound {
   // nullopt when no policy can reach the target: more requests can never run anywhere (their
   // context exceeds the model's window or a whole GPU's KV cache) than the target allows.
   std::optional<double> gpuHours;
-  std::string reason;       // why there is no bound, when there is none
-  int requests = 0;         // measured
-  int neverServable = 0;    // cannot run on a whole GPU of this type
-  int allowedMisses = 0;    // floor(requests x (1 - target)) - neverServable
-  double minShare = 0;      // the smallest GPU share the model's weights fit on
-  double minColdStartS = 0; // engine start-up + weights from host memory
+  std::string reason;           // why there is no bound, when there is none
+  int requests = 0;             // measured
+  int neverServable = 0;        // cannot run on a whole GPU of this type
+  int allowedMisses = 0;        // floor(requests x (1 - target)) - neverServable
+  double minShare = 0;          // the smallest GPU share the model's weights fit on
+  double minColdStartS = 0;     // engine start-up + weights from host memory
   double workGpuHours = 0;      // prefill compute of every servable request
   double coverageGpuHours = 0;  // minShare x time a replica must exist
 };
