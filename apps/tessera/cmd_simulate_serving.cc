@@ -52,31 +52,46 @@ Result<std::vector<std::string>> parsePolicies(const std::string& text) {
   return out;
 }
 
-// "P,D,C": actual prefill speed, decode speed and cold-start time as multiples of the model's.
-Result<sim::ModelError> parseModelError(const std::string& text, const char* flag) {
-  std::vector<double> v;
+// `text` read whole as a number (std::stod's syntax); nullopt when it is not one.
+std::optional<double> number(const std::string& text) {
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != text.size()) return std::nullopt;
+  return x;
+}
+
+// A comma-separated list of finite numbers > 0.
+Result<std::vector<double>> positiveList(const std::string& text, const std::string& flag) {
+  std::vector<double> out;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    double x = 0;
-    try {
-      x = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    const std::optional<double> x = number(item);
+    if (!x || !(*x > 0) || !std::isfinite(*x)) {
+      return fail(Error::invalid(flag + ": expected numbers > 0, got '" + item + "'"));
     }
-    if (used == 0 || used != item.size() || !(x > 0) || !std::isfinite(x)) {
-      return fail(Error::invalid(std::string(flag) + " must be three numbers > 0, got '" + text +
-                                 "'"));
-    }
-    v.push_back(x);
+    out.push_back(*x);
   }
-  if (v.size() != 3) {
+  if (out.empty()) return fail(Error::invalid(flag + ": no number"));
+  return out;
+}
+
+// "P,D,C": actual prefill speed, decode speed and cold-start time as multiples of the model's.
+Result<sim::ModelError> parseModelError(const std::string& text, const char* flag) {
+  auto v = positiveList(text, flag);
+  if (!v) return fail(v.error());
+  if (v->size() != 3) {
     return fail(Error::invalid(std::string(flag) +
                                " must be PREFILL,DECODE,COLDSTART multiples, e.g. 0.7,0.7,1.3; "
-                               "got '" + text + "'"));
+                               "got '" +
+                               text + "'"));
   }
-  return sim::ModelError{v[0], v[1], v[2]};
+  return sim::ModelError{(*v)[0], (*v)[1], (*v)[2]};
 }
 
 Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
@@ -113,34 +128,19 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
   if (o.replicaShare == "auto") {
     so.replicaShare = 0;
   } else {
-    double share = 0;
-    std::size_t used = 0;
-    try {
-      share = std::stod(o.replicaShare, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != o.replicaShare.size() || !(share > 0 && share <= 1)) {
+    const std::optional<double> share = number(o.replicaShare);
+    if (!share || !(*share > 0 && *share <= 1)) {
       return fail(Error::invalid("--replica-share must be auto or in (0, 1], got '" +
                                  o.replicaShare + "'"));
     }
-    so.replicaShare = share;
+    so.replicaShare = *share;
   }
   for (const std::string& text : o.policyArgs) {
     const std::size_t dot = text.find('.');
     const std::size_t eq = text.find('=');
-    double value = 0;
-    std::size_t used = 0;
-    bool number = false;
-    if (eq != std::string::npos) {
-      try {
-        value = std::stod(text.substr(eq + 1), &used);
-        number = used == text.size() - eq - 1;
-      } catch (const std::exception&) {
-        number = false;
-      }
-    }
-    if (dot == std::string::npos || eq == std::string::npos || dot > eq || !number) {
+    const std::optional<double> value =
+        eq == std::string::npos ? std::nullopt : number(text.substr(eq + 1));
+    if (dot == std::string::npos || eq == std::string::npos || dot > eq || !value) {
       return fail(
           Error::invalid("--policy-arg " + text +
                          ": expected POLICY.KEY=NUMBER, e.g. tessera.targetUtilization=0.7"));
@@ -151,7 +151,7 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
                                  "' is not an autoscaled policy (hpa, weighted, littles-law, kpa, "
                                  "tessera)"));
     }
-    so.policySettings.push_back({policy, text.substr(dot + 1, eq - dot - 1), value});
+    so.policySettings.push_back({policy, text.substr(dot + 1, eq - dot - 1), *value});
   }
   return so;
 }
@@ -188,17 +188,15 @@ void printTable(std::ostream& out, const sim::ServingReport& report, const sim::
                {"PEAK", Align::kRight},
                {"UNSERVED", Align::kRight}});
   const auto clairvoyant = report.clairvoyantGpuHours();
-  const double bound = report.lowerBound && report.lowerBound->gpuHours
-                           ? *report.lowerBound->gpuHours
-                           : -1.0;  // none
+  const double bound = report.lowerBoundOr(-1);
   for (const sim::ServingPolicyResult& r : report.policies) {
-    table.addRow(
-        {r.policy, fmt::format("{:.2f}%", 100 * r.sloAttainment), fmt::format("{:.2f}", r.gpuHours),
-         clairvoyant ? fmt::format("{:.2f}x", r.gpuHours / *clairvoyant) : "-",
-         bound > 0 ? fmt::format("{:.2f}x", r.gpuHours / bound) : "-",
-         ms(r.ttftP50Ms), ms(r.ttftP99Ms), ms(r.queueP99Ms), std::to_string(r.scaleEvents()),
-         std::to_string(r.coldStarts), std::to_string(r.peakReplicas),
-         std::to_string(r.unserved + r.rejected)});
+    table.addRow({r.policy, fmt::format("{:.2f}%", 100 * r.sloAttainment),
+                  fmt::format("{:.2f}", r.gpuHours),
+                  clairvoyant ? fmt::format("{:.2f}x", r.gpuHours / *clairvoyant) : "-",
+                  bound > 0 ? fmt::format("{:.2f}x", r.gpuHours / bound) : "-", ms(r.ttftP50Ms),
+                  ms(r.ttftP99Ms), ms(r.queueP99Ms), std::to_string(r.scaleEvents()),
+                  std::to_string(r.coldStarts), std::to_string(r.peakReplicas),
+                  std::to_string(r.unserved + r.rejected)});
   }
   table.print(out, "  ");
   if (report.lowerBound) {
@@ -243,7 +241,8 @@ Result<sim::ServingTrace> readTrace(const std::string& path,
                                     const std::optional<std::string>& format, double timeScale) {
   sim::ServingTraceFormat f = sim::ServingTraceFormat::kAzure;
   if (format) {
-    f = *format == "mooncake" ? sim::ServingTraceFormat::kMooncake : sim::ServingTraceFormat::kAzure;
+    f = *format == "mooncake" ? sim::ServingTraceFormat::kMooncake
+                              : sim::ServingTraceFormat::kAzure;
   } else {
     auto guessed = sim::servingTraceFormatOf(path);
     if (!guessed) return fail(guessed.error());
@@ -286,9 +285,9 @@ Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
   if (!tokens) return fail(tokens.error());
   if (o.qpsMean && !(*o.qpsMean > 0)) return fail(Error::invalid("--qps-mean must be > 0"));
   if (!(o.qpsSpanSeconds >= 0)) return fail(Error::invalid("--qps-span must be >= 0"));
-  auto shaped = qpsTrace(o.tracePath, *tokens, o.qpsMean.value_or(meanRate(*tokens)),
-                         o.qpsSpanSeconds, o.seed,
-                         std::filesystem::path(o.tracePath).stem().stem().string());
+  auto shaped =
+      qpsTrace(o.tracePath, *tokens, o.qpsMean.value_or(meanRate(*tokens)), o.qpsSpanSeconds,
+               o.seed, std::filesystem::path(o.tracePath).stem().stem().string());
   if (!shaped) return fail(shaped.error());
   if (o.timeScale != 1) {
     for (auto& r : shaped->requests) {
@@ -296,27 +295,6 @@ Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
     }
   }
   return shaped;
-}
-
-Result<std::vector<double>> parseRates(const std::string& text) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    double x = 0;
-    try {
-      x = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || !(x > 0) || !std::isfinite(x)) {
-      return fail(Error::invalid("--rates: expected numbers > 0, got '" + item + "'"));
-    }
-    out.push_back(x);
-  }
-  if (out.empty()) return fail(Error::invalid("--rates: no rate"));
-  return out;
 }
 
 std::vector<std::string> splitList(const std::string& text) {
@@ -329,8 +307,8 @@ std::vector<std::string> splitList(const std::string& text) {
   return out;
 }
 
-Result<std::vector<bool>> parseSwitch(const std::string& text, const char* flag,
-                                      const char* onName, const char* offName) {
+Result<std::vector<bool>> parseSwitch(const std::string& text, const char* flag, const char* onName,
+                                      const char* offName) {
   std::vector<bool> out;
   for (const std::string& v : splitList(text)) {
     if (v == onName) {
@@ -338,8 +316,8 @@ Result<std::vector<bool>> parseSwitch(const std::string& text, const char* flag,
     } else if (v == offName) {
       out.push_back(false);
     } else {
-      return fail(Error::invalid(std::string(flag) + ": expected " + onName + " and/or " +
-                                 offName + ", got '" + v + "'"));
+      return fail(Error::invalid(std::string(flag) + ": expected " + onName + " and/or " + offName +
+                                 ", got '" + v + "'"));
     }
   }
   if (out.empty()) return fail(Error::invalid(std::string(flag) + ": nothing named"));
@@ -359,7 +337,7 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   constexpr std::string_view kMatrix = "simulate serving-matrix";
   const auto catalog = model::GpuCatalog::builtin();
   sim::MatrixOptions m;
-  auto rates = parseRates(o.rates);
+  auto rates = positiveList(o.rates, "--rates");
   if (!rates) return reportError(err, kMatrix, rates.error());
   m.rates = *rates;
   m.gpus = splitList(o.gpus);
@@ -383,7 +361,8 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   }
   m.base.clairvoyantMaxRuns = o.clairvoyantRuns;
   if (!(o.minutes > 0)) return reportError(err, kMatrix, Error::invalid("--minutes must be > 0"));
-  m.jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m.jobs =
+      o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.format != "markdown" && o.format != "json") {
     return reportError(err, kMatrix, Error::invalid("-o must be markdown or json"));
   }
@@ -450,9 +429,10 @@ CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
       "serving-matrix",
       "Run tessera, the baselines and the clairvoyant over every trace x rate x warm start x GPU "
       "x cold start, and judge tessera in each cell");
-  cmd->add_option("--data", o.dataDir,
-                  "Folder with the public traces (azure-llm-inference-2023, mooncake-fast25-traces, "
-                  "alibaba-gentd26-genai-serving)")
+  cmd->add_option(
+         "--data", o.dataDir,
+         "Folder with the public traces (azure-llm-inference-2023, mooncake-fast25-traces, "
+         "alibaba-gentd26-genai-serving)")
       ->capture_default_str();
   cmd->add_option("--minutes", o.minutes, "Each trace's first N minutes at rate 1")
       ->capture_default_str();
@@ -544,13 +524,15 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
       "serving",
       "Replay an LLM request trace against a model deployment: SLO attainment, GPU-hours and "
       "scaling per autoscaling policy");
-  cmd->add_option("--trace", o.tracePath,
-                  "Request trace: Azure LLM 2023 CSV, Mooncake JSONL, or a QPS series (--format qps)")
+  cmd->add_option(
+         "--trace", o.tracePath,
+         "Request trace: Azure LLM 2023 CSV, Mooncake JSONL, or a QPS series (--format qps)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--format", o.traceFormat,
-                  "Trace format: azure, mooncake or qps (a QPS series, CSV or .tar.gz; default: from "
-                  "the extension)")
+  cmd->add_option(
+         "--format", o.traceFormat,
+         "Trace format: azure, mooncake or qps (a QPS series, CSV or .tar.gz; default: from "
+         "the extension)")
       ->check(CLI::IsMember({"azure", "mooncake", "qps"}));
   cmd->add_option("--tokens-from", o.tokensFrom,
                   "With --format qps: an Azure or Mooncake trace whose prompt and output lengths "

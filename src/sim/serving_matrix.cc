@@ -225,9 +225,7 @@ void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells
     auto cellOf = [](const ServingPolicyResult* p) {
       return p ? pct(p->sloAttainment) + ", " + num(p->gpuHours) : std::string("-");
     };
-    const double bound = c.report.lowerBound && c.report.lowerBound->gpuHours
-                             ? *c.report.lowerBound->gpuHours
-                             : -1.0;  // none
+    const double bound = c.report.lowerBoundOr(-1);
     out << "| " << num(c.rate, "%g") << " | " << (c.warmStart ? "on" : "off") << " | " << c.gpu
         << " | " << (c.nodeCacheHit ? "node cache" : "remote") << " | " << cellOf(t) << " | "
         << cellOf(cv) << " | " << (bound >= 0 ? num(bound) : std::string("none")) << " | "

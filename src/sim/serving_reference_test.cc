@@ -7,31 +7,15 @@
 #include <random>
 
 #include "sim/serving_run.h"
+#include "sim/serving_test_support.h"
 
 namespace tessera::sim {
 namespace {
 
 const model::GpuCatalog& catalog() {
-  static const model::GpuCatalog c = model::GpuCatalog::builtin();
-  return c;
+  return testing::servingCatalog();
 }
-
-// Requests at a steady rate per phase (seconds, requests per second).
-ServingTrace phased(const std::vector<std::pair<int, double>>& phases, int prompt = 1000,
-                    int output = 100) {
-  ServingTrace t;
-  t.name = "phased";
-  Micros start = 0;
-  for (const auto& [seconds, rate] : phases) {
-    const auto n = static_cast<int>(seconds * rate);
-    for (int i = 0; i < n; ++i) {
-      const Micros at = start + static_cast<Micros>(std::llround(i * 1e6 / rate));
-      t.requests.push_back({at, prompt, output, static_cast<int>(t.requests.size()) + 2});
-    }
-    start += Micros{seconds} * 1'000'000;
-  }
-  return t;
-}
+using testing::phasedTrace;
 
 ReplicaPerf wholePerf(const ServingOptions& o) {
   auto p = servingPerf(catalog(), o);
@@ -44,7 +28,7 @@ TEST(Clairvoyant, LightTrafficIsOneReplicaOnTheSmallestShareThroughout) {
   // quarter cannot hold Llama-3.1-8B's weights), so the cheapest plan is that replica from the
   // first second until the last request is served, then none for the rest of the tail.
   ServingOptions o;
-  const ServingTrace t = phased({{600, 2}});
+  const ServingTrace t = phasedTrace({{600, 2}});
   auto r = runServing(t, catalog(), o, "clairvoyant");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->policy, "clairvoyant");
@@ -62,7 +46,7 @@ TEST(Clairvoyant, LightTrafficIsOneReplicaOnTheSmallestShareThroughout) {
 TEST(Clairvoyant, ScalesAheadOfABurstAndBackAndMeetsTheTarget) {
   ServingOptions o;
   o.clairvoyantMaxRuns = 30;
-  const ServingTrace t = phased({{300, 2}, {180, 40}, {300, 2}});
+  const ServingTrace t = phasedTrace({{300, 2}, {180, 40}, {300, 2}});
   auto peak = runServing(t, catalog(), o, "static-peak");
   auto r = runServing(t, catalog(), o, "clairvoyant");
   ASSERT_TRUE(peak && r);
@@ -88,7 +72,7 @@ TEST(Clairvoyant, SaysWhyWhenTheFleetIsTooSmall) {
   o.fleet.gpusPerNode = 1;
   o.clairvoyantMaxRuns = 12;
   // 20 prompts of 4,000 tokens per second: ~3.3 GPUs of prefill alone.
-  const ServingTrace t = phased({{240, 20}}, 4000, 50);
+  const ServingTrace t = phasedTrace({{240, 20}}, 4000, 50);
   auto r = runServing(t, catalog(), o, "clairvoyant");
   ASSERT_TRUE(r);
   EXPECT_LT(r->sloAttainment, 0.99);
@@ -121,7 +105,7 @@ TEST(LowerBound, TwoRequestsByHand) {
 TEST(LowerBound, NoneWhenMoreRequestsCanNeverRunThanTheTargetAllows) {
   ServingOptions o;
   o.maxContextTokens = 4096;
-  ServingTrace t = phased({{100, 1}});
+  ServingTrace t = phasedTrace({{100, 1}});
   for (int i = 0; i < 5; ++i) t.requests[static_cast<std::size_t>(i * 10)].inputTokens = 8000;
   const ServingLowerBound b = servingLowerBound(t, wholePerf(o), o, 0.99);
   EXPECT_FALSE(b.gpuHours);

@@ -17,9 +17,15 @@ double round3(double v) {
 using svg::escape;
 using svg::num;
 
-std::pair<double, double> axis(double max) { return svg::axis(max, 4); }
+std::pair<double, double> axis(double max) {
+  return svg::axis(max, 4);
+}
 
 }  // namespace
+
+double ServingReport::lowerBoundOr(double none) const {
+  return lowerBound && lowerBound->gpuHours ? *lowerBound->gpuHours : none;
+}
 
 std::optional<double> ServingReport::clairvoyantGpuHours() const {
   for (const auto& p : policies) {
@@ -38,10 +44,7 @@ nlohmann::json servingJson(const ServingReport& report) {
   j["slo_prefill_factor"] = report.sloPrefillFactor;
   j["time_scale"] = report.timeScale;
   j["slo_target"] = report.sloTarget;
-  // -1: no bound (GCC's maybe-uninitialized check trips over an optional here).
-  const double bound = report.lowerBound && report.lowerBound->gpuHours
-                           ? *report.lowerBound->gpuHours
-                           : -1.0;
+  const double bound = report.lowerBoundOr(-1);
   j["lower_bound_gpu_hours"] = bound >= 0 ? nlohmann::json(round3(bound)) : nlohmann::json(nullptr);
   if (report.lowerBound) {
     const ServingLowerBound& b = *report.lowerBound;
@@ -61,8 +64,8 @@ nlohmann::json servingJson(const ServingReport& report) {
     p["slo_attainment"] = std::round(r.sloAttainment * 1e6) / 1e6;
     p["gpu_hours"] = round3(r.gpuHours);
     p["meets_target"] = r.sloAttainment >= report.sloTarget;
-    p["vs_clairvoyant"] = clairvoyant ? nlohmann::json(round3(r.gpuHours / *clairvoyant))
-                                      : nlohmann::json(nullptr);
+    p["vs_clairvoyant"] =
+        clairvoyant ? nlohmann::json(round3(r.gpuHours / *clairvoyant)) : nlohmann::json(nullptr);
     p["vs_lower_bound"] =
         bound > 0 ? nlohmann::json(round3(r.gpuHours / bound)) : nlohmann::json(nullptr);
     if (r.infeasible) p["infeasible"] = *r.infeasible;

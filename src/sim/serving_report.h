@@ -25,6 +25,9 @@ struct ServingReport {
   std::vector<ServingPolicyResult> policies;  // in the order asked for
   std::optional<ServingLowerBound> lowerBound;
 
+  // The lower bound's GPU-hours, or `none` when there is no bound (a plain double: GCC's
+  // maybe-uninitialized check trips over an optional<double> taken from here).
+  double lowerBoundOr(double none) const;
   // The clairvoyant's GPU-hours, if it ran and met the target.
   std::optional<double> clairvoyantGpuHours() const;
 };

@@ -706,61 +706,6 @@ ServingPolicyResult ServingRun::summarize(Micros horizon) {
 
 }  // namespace
 
-bool isServingPolicyName(std::string_view name) {
-  return std::find(kServingPolicyNames.begin(), kServingPolicyNames.end(), name) !=
-         kServingPolicyNames.end();
-}
-
-Result<ReplicaPerf> servingPerf(const model::GpuCatalog& catalog, const ServingOptions& o) {
-  const model::GpuType* type = catalog.find(o.fleet.gpuType);
-  if (type == nullptr) {
-    std::string known;
-    for (const auto& n : catalog.names()) known += (known.empty() ? "" : ", ") + n;
-    return fail(
-        Error::invalid("unknown GPU type '" + o.fleet.gpuType + "' (known: " + known + ")"));
-  }
-  return replicaPerf(o.model, *type);
-}
-
-Result<std::unique_ptr<ServingController>> makeServingController(std::string_view policy,
-                                                                 const ServingTrace& trace,
-                                                                 const ReplicaPerf& perf,
-                                                                 const ServingOptions& o) {
-  const int fleetGpus = o.fleet.nodes * o.fleet.gpusPerNode;
-  if (policy == "static-peak") {
-    return makeStaticPeak(replicaDemand(trace, perf, o.demand), fleetGpus);
-  }
-  if (policy == "clairvoyant") {
-    return fail(Error::invalid(
-        "clairvoyant is a reference searched with the simulator in the loop, not a controller: "
-        "run it with runServing"));
-  }
-  if (isServingPolicyName(policy)) {
-    auto config = autoscalerConfigFor(policy);
-    if (!config) return fail(config.error());
-    // The fleet is the limit, as it is the clairvoyant's: a deployment may grow to every GPU.
-    config->maxReplicas = fleetGpus;
-    for (const auto& s : o.policySettings) {
-      if (s.policy != policy) continue;
-      if (auto ok = overrideSetting(*config, s.key, s.value); !ok) {
-        return fail(
-            Error::invalid("--policy-arg " + s.policy + "." + s.key + ": " + ok.error().message));
-      }
-    }
-    if (config->warmReplicas > 0) {
-      return fail(Error::invalid("policy " + std::string(policy) +
-                                 ": the serving simulation does not model a warm pool "
-                                 "(warmReplicas must be 0)"));
-    }
-    const int initial = o.warmStart ? replicaDemand(trace, perf, o.demand).front() : 1;
-    return makeAutoscaled(*config, initial);
-  }
-  std::string known;
-  for (auto n : kServingPolicyNames) known += (known.empty() ? "" : ", ") + std::string(n);
-  return fail(
-      Error::invalid("unknown policy '" + std::string(policy) + "' (known: " + known + ")"));
-}
-
 namespace {
 
 // The trace behind a lead-in: its first warmupSeconds replayed once, then the whole trace.
@@ -796,81 +741,7 @@ Result<ServingPolicyResult> runWarmed(const WarmedTrace& w, const model::GpuCata
   return run.run();
 }
 
-// The share `policy` runs on (ServingOptions::replicaShare) and its replica's performance.
-struct ShareChoice {
-  double share = 1;
-  ReplicaPerf perf;
-};
-
-Result<ShareChoice> chooseShare(const WarmedTrace& w, const ReplicaPerf& whole,
-                                const ServingOptions& o, std::string_view policy) {
-  ShareChoice c{1, whole};
-  if (policy != "tessera" || o.replicaShare == 1) return c;
-  if (o.replicaShare > 0) {
-    auto p = sharePerf(whole, o.model, o.replicaShare);
-    if (!p) return fail(p.error());
-    return ShareChoice{o.replicaShare, *p};
-  }
-  // Auto: the lead-in's peak prefill demand (the first interval's without a lead-in), in whole
-  // GPUs at tessera's prefill target utilisation (its recommender's prefillTargetUtilization).
-  const Micros until = std::max(w.measuredFromUs, Micros{o.demand.intervalSeconds} * kUsPerSecond);
-  DemandOptions d = o.demand;
-  d.targetUtilization = o.sharePrefillTargetUtilization;
-  const double demand = peakPrefillDemand(w.trace, whole, d, until);
-  // A share stretches every prefill by 1 / share: it must leave a prompt at least half of its
-  // TTFT target for queueing. The lead-in's largest ratio of unloaded prefill to target (the
-  // SLO rule of the run) sets the smallest share that does.
-  double prefillShare = 0;
-  for (const ServingRequest& r : w.trace.requests) {
-    if (r.arrivalUs >= until) break;
-    const double p = whole.prefillSeconds(r.inputTokens);
-    const double target = std::max(o.sloTtftMs / 1000, o.sloPrefillFactor * p);
-    prefillShare = std::max(prefillShare, 2 * p / target);
-  }
-  for (double share : kReplicaShares) {
-    if (share >= 1 || share + 1e-9 < demand || share + 1e-9 < prefillShare) continue;
-    if (auto p = sharePerf(whole, o.model, share)) return ShareChoice{share, *p};
-  }
-  return c;
-}
-
 }  // namespace
-
-ReplicaPerf withError(const ReplicaPerf& p, const ModelError& e) {
-  ReplicaPerf out = p;
-  out.flopsPerSec *= e.prefillSpeed;
-  out.bytesPerSec *= e.decodeSpeed;
-  return out;
-}
-
-LoadTimes withError(const LoadTimes& l, const ModelError& e) {
-  LoadTimes out = l;
-  out.engineStartupSeconds *= e.coldStart;
-  out.hostMemoryGBps /= e.coldStart;
-  out.localDiskGBps /= e.coldStart;
-  out.remoteGBps /= e.coldStart;
-  return out;
-}
-
-Micros leadInUs(const ServingTrace& t, int warmupSeconds) {
-  // At most a third of the trace, so that the lead-in stays a prefix of it.
-  return std::min(Micros{std::max(0, warmupSeconds)} * kUsPerSecond, t.spanUs() / 3);
-}
-
-ServingTrace withLeadIn(const ServingTrace& t, int warmupSeconds) {
-  const Micros from = leadInUs(t, warmupSeconds);
-  ServingTrace w;
-  w.name = t.name;
-  for (const ServingRequest& r : t.requests) {
-    if (r.arrivalUs < from) w.requests.push_back(r);
-  }
-  w.requests.reserve(w.requests.size() + t.requests.size());
-  for (ServingRequest r : t.requests) {
-    r.arrivalUs += from;
-    w.requests.push_back(std::move(r));
-  }
-  return w;
-}
 
 Result<ServingPolicyResult> runServingOnShare(const ServingTrace& trace,
                                               const model::GpuCatalog& catalog,
@@ -879,30 +750,18 @@ Result<ServingPolicyResult> runServingOnShare(const ServingTrace& trace,
                                               ServingController& controller) {
   auto perf = servingPerf(catalog, options);
   if (!perf) return fail(perf.error());
-  ShareChoice c{1, *perf};
-  if (share < 1) {
-    auto p = sharePerf(*perf, options.model, share);
-    if (!p) return fail(p.error());
-    c = ShareChoice{share, *p};
-  }
-  return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf, c.perf,
-                   c.share, std::move(policyName), controller);
+  auto c = fixedShare(*perf, options.model, share);
+  if (!c) return fail(c.error());
+  return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf, c->perf,
+                   c->share, std::move(policyName), controller);
 }
 
 Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
                                            const model::GpuCatalog& catalog,
                                            const ServingOptions& options, std::string policyName,
                                            ServingController& controller) {
-  auto perf = servingPerf(catalog, options);
-  if (!perf) return fail(perf.error());
-  ShareChoice c{1, *perf};
-  if (options.replicaShare > 0 && options.replicaShare < 1) {
-    auto p = sharePerf(*perf, options.model, options.replicaShare);
-    if (!p) return fail(p.error());
-    c = ShareChoice{options.replicaShare, *p};
-  }
-  return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf, c.perf,
-                   c.share, std::move(policyName), controller);
+  const double share = options.replicaShare > 0 ? options.replicaShare : 1;  // auto: whole
+  return runServingOnShare(trace, catalog, options, share, std::move(policyName), controller);
 }
 
 Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::GpuCatalog& catalog,
@@ -914,7 +773,7 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
                           ClairvoyantOptions{options.sloTarget, options.clairvoyantMaxRuns});
   }
   const WarmedTrace warmed = withWarmup(trace, options.warmupSeconds);
-  auto share = chooseShare(warmed, *perf, options, policy);
+  auto share = chooseReplicaShare(warmed.trace, warmed.measuredFromUs, *perf, options, policy);
   if (!share) return fail(share.error());
   // The warm start sizes in replicas of the chosen share.
   auto controller = makeServingController(policy, warmed.trace, share->perf, options);

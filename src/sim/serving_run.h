@@ -188,6 +188,23 @@ Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
 ReplicaPerf withError(const ReplicaPerf& perf, const ModelError& error);
 LoadTimes withError(const LoadTimes& load, const ModelError& error);
 
+// The GPU share a policy's replicas hold and their performance there.
+struct ShareChoice {
+  double share = 1;
+  ReplicaPerf perf;
+};
+// `share` of `whole` (>= 1: the whole GPU); fails when the model does not fit on it.
+Result<ShareChoice> fixedShare(const ReplicaPerf& whole, const ServingModel& model, double share);
+// The share rule (docs/serving-simulator.md, "GPU shares"): only `tessera` takes shares; a
+// fixed ServingOptions::replicaShare is used as it is; auto (0) takes the smallest of
+// kReplicaShares below 1 that covers the lead-in's peak prefill demand (at
+// sharePrefillTargetUtilization), holds the weights and leaves every lead-in prompt half of its
+// TTFT target for queueing, else the whole GPU. `leadIn`: the trace a run replays
+// (withLeadIn); measuring starts at measuredFromUs.
+Result<ShareChoice> chooseReplicaShare(const ServingTrace& leadIn, Micros measuredFromUs,
+                                       const ReplicaPerf& whole, const ServingOptions& options,
+                                       std::string_view policy);
+
 // Runs `controller` with every replica on `share` of a GPU (1: whole GPUs).
 Result<ServingPolicyResult> runServingOnShare(const ServingTrace& trace,
                                               const model::GpuCatalog& catalog,

@@ -1,37 +1,21 @@
-#include "sim/serving_reference.h"
 #include "sim/serving_run.h"
+#include "sim/serving_reference.h"
 
 #include <cmath>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
+#include "sim/serving_test_support.h"
 #include "sim/test_support.h"
 
 namespace tessera::sim {
 namespace {
 
 const model::GpuCatalog& catalog() {
-  static const model::GpuCatalog c = model::GpuCatalog::builtin();
-  return c;
+  return testing::servingCatalog();
 }
-
-// Requests at a steady rate per phase: {seconds, requests per second}, prompt and output fixed.
-ServingTrace phasedTrace(const std::vector<std::pair<int, double>>& phases, int prompt = 1000,
-                         int output = 100) {
-  ServingTrace t;
-  t.name = "phased";
-  Micros start = 0;
-  for (const auto& [seconds, rate] : phases) {
-    const auto n = static_cast<int>(seconds * rate);
-    for (int i = 0; i < n; ++i) {
-      const Micros at = start + static_cast<Micros>(std::llround(i * 1e6 / rate));
-      t.requests.push_back({at, prompt, output, static_cast<int>(t.requests.size()) + 2});
-    }
-    start += Micros{seconds} * 1'000'000;
-  }
-  return t;
-}
+using testing::phasedTrace;
 
 // A controller that keeps a fixed count (warm from t = 0).
 class Fixed final : public ServingController {
