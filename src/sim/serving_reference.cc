@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <unordered_set>
 
 namespace tessera::sim {
@@ -156,7 +157,6 @@ struct Search {
   Micros measuredFromUs;
   int cap;
   int runs = 0;
-  bool atFleet = false;  // the raise stopped because every slot that missed was at the fleet
 
   Result<ServingPolicyResult> run(const std::vector<int>& plan) {
     ++runs;
@@ -164,65 +164,49 @@ struct Search {
     return runServingOnShare(trace, catalog, o, share, "clairvoyant", *controller);
   }
   bool meets(const ServingPolicyResult& r) const { return r.sloAttainment >= co.target; }
-  // Misses per slot of the warmed time line (where the plan's slots are).
-  std::vector<int> missesPerSlot(const ServingPolicyResult& r, std::size_t slots) const {
-    std::vector<int> m(slots, 0);
-    for (double at : r.missArrivalsS) {
-      const auto k = static_cast<std::size_t>((at * 1e6 + static_cast<double>(measuredFromUs)) /
-                                              (static_cast<double>(syncMs) * 1e3));
-      ++m[std::min(k, slots - 1)];
-    }
-    return m;
-  }
 };
 
-// Raise until the target is met, then lower blocks; the best run that meets the target, else
-// the best attainment seen (with why it could not be met).
-Result<ServingPolicyResult> searchShare(Search& s, std::vector<int> plan) {
+// The whole fleet first (when even that misses, nothing will meet the target); then the fewest
+// replicas held constant that meet it (bisection); then the demand's shape under that constant;
+// then lower blocks of slots. The best run that meets the target, else the fleet's run.
+Result<ServingPolicyResult> searchShare(Search& s, const std::vector<int>& demand) {
+  const std::size_t slots = demand.size();
+  std::vector<int> plan(slots, s.cap);
   auto r = s.run(plan);
   if (!r) return fail(r.error());
   ServingPolicyResult best = std::move(*r);
-  // Raise: the slots whose requests missed, and the one before (the backlog built there).
-  while (!s.meets(best) && s.runs < s.co.maxRuns) {
-    const std::vector<int> misses = s.missesPerSlot(best, plan.size());
-    bool raised = false;
-    for (std::size_t k = 0; k < plan.size(); ++k) {
-      if (misses[k] == 0) continue;
-      for (std::size_t j = k > 0 ? k - 1 : k; j <= k; ++j) {
-        if (plan[j] < s.cap) {
-          ++plan[j];
-          raised = true;
-        }
-      }
-    }
-    if (!raised) {
-      // Every slot that misses is at the fleet: earlier slots may still drain the backlog.
-      for (std::size_t k = 0; k < plan.size(); ++k) {
-        if (misses[k] == 0) continue;
-        for (std::size_t j = k >= 8 ? k - 8 : 0; j < k; ++j) {
-          if (plan[j] < s.cap) {
-            ++plan[j];
-            raised = true;
-          }
-        }
-      }
-    }
-    if (!raised) {
-      s.atFleet = true;
-      break;
-    }
-    auto next = s.run(plan);
-    if (!next) return fail(next.error());
-    best = std::move(*next);
-  }
   if (!s.meets(best)) return best;
+  int fails = 0, meets = s.cap;  // a constant count that misses, one that meets
+  while (meets - fails > 1 && s.runs < s.co.maxRuns) {
+    const int mid = fails + (meets - fails) / 2;
+    auto tried = s.run(std::vector<int>(slots, mid));
+    if (!tried) return fail(tried.error());
+    if (s.meets(*tried)) {
+      meets = mid;
+      plan.assign(slots, mid);
+      best = std::move(*tried);
+    } else {
+      fails = mid;
+    }
+  }
+  std::vector<int> shaped(slots);
+  for (std::size_t k = 0; k < slots; ++k) shaped[k] = std::min(plan[k], demand[k]);
+  if (shaped != plan && s.runs < s.co.maxRuns) {
+    auto tried = s.run(shaped);
+    if (!tried) return fail(tried.error());
+    if (s.meets(*tried) && tried->gpuHours < best.gpuHours) {
+      plan = std::move(shaped);
+      best = std::move(*tried);
+    }
+  }
   // Lower: one replica fewer over a block of measured slots; a block that fails is halved,
-  // down to two slots; a block that succeeds is tried again.
+  // down to two slots; a block that succeeds is tried again. Breadth first: every block of a
+  // size is tried before the halves, so the budget goes to broad cuts over the whole window.
   const auto first = static_cast<std::size_t>(s.measuredFromUs / (s.syncMs * 1000));
-  std::vector<std::pair<std::size_t, std::size_t>> blocks{{first, plan.size()}};
+  std::deque<std::pair<std::size_t, std::size_t>> blocks{{first, plan.size()}};
   while (!blocks.empty() && s.runs < s.co.maxRuns) {
-    const auto [from, to] = blocks.back();
-    blocks.pop_back();
+    const auto [from, to] = blocks.front();
+    blocks.pop_front();
     std::vector<int> lower = plan;
     bool changed = false;
     for (std::size_t k = from; k < to; ++k) {
@@ -240,8 +224,8 @@ Result<ServingPolicyResult> searchShare(Search& s, std::vector<int> plan) {
       blocks.emplace_back(from, to);
     } else if (to - from > 2) {
       const std::size_t mid = from + (to - from) / 2;
-      blocks.emplace_back(mid, to);
       blocks.emplace_back(from, mid);
+      blocks.emplace_back(mid, to);
     }
   }
   return best;
@@ -266,25 +250,23 @@ Result<ServingPolicyResult> runClairvoyant(const ServingTrace& trace,
 
   std::optional<ServingPolicyResult> best;
   int totalRuns = 0;
-  bool atFleet = false;
   for (double share : kReplicaShares) {
     auto perf = sharePerf(*whole, o.model, share);
     if (!perf) continue;  // the weights do not fit on this share
-    const int perGpu = static_cast<int>(std::floor(1 / share + 1e-9));
-    Search s{trace, catalog, o, co, share, syncMs, leadMs, measuredFromUs, fleetGpus * perGpu};
-    // Start from the demand estimate at full utilisation, per sync slot.
+    Search s{trace,  catalog,        o,
+             co,     share,          syncMs,
+             leadMs, measuredFromUs, replicaCapacity(o.fleet, share)};
+    // The demand estimate at full utilisation, per sync slot: the shape the search tries.
     DemandOptions d;
     d.intervalSeconds = static_cast<int>(syncMs / 1000);
     d.targetUtilization = 1.0;
-    std::vector<int> plan = replicaDemand(warmed, *perf, d);
+    std::vector<int> demand = replicaDemand(warmed, *perf, d);
     const auto slots = static_cast<std::size_t>(
         (warmed.spanUs() / 1000 + Millis{o.tailSeconds} * 1000) / syncMs + 1);
-    plan.resize(std::max(plan.size(), slots), 1);
-    for (int& n : plan) n = std::min(n, s.cap);
-    auto r = searchShare(s, std::move(plan));
+    demand.resize(std::max(demand.size(), slots), 1);
+    auto r = searchShare(s, demand);
     if (!r) return fail(r.error());
     totalRuns += s.runs;
-    atFleet = atFleet || s.atFleet;
     char detail[96];
     std::snprintf(detail, sizeof detail, "%.2f GPU shares", share);
     r->detail = detail;
@@ -308,15 +290,11 @@ Result<ServingPolicyResult> runClairvoyant(const ServingTrace& trace,
                     "%d requests can never run here (context beyond the KV cache or the model's "
                     "window), more than the %d misses the target allows",
                     best->rejected, allowed);
-    } else if (atFleet) {
-      std::snprintf(why, sizeof why,
-                    "the fleet (%d GPUs of %s) cannot serve the peak within the SLO: %.2f %% with "
-                    "every slot that missed, and the slots before, at the fleet's capacity",
-                    fleetGpus, o.fleet.gpuType.c_str(), 100 * best->sloAttainment);
     } else {
       std::snprintf(why, sizeof why,
-                    "the search stopped after %d simulations at %.2f %% (clairvoyantMaxRuns)",
-                    totalRuns, 100 * best->sloAttainment);
+                    "the fleet (%d GPUs of %s) cannot serve the peak within the SLO: %.2f %% with "
+                    "every GPU serving throughout",
+                    fleetGpus, o.fleet.gpuType.c_str(), 100 * best->sloAttainment);
     }
     best->infeasible = why;
   }

@@ -5,13 +5,15 @@
 //   clairvoyant   knows every arrival. It plans a replica count per sync slot, asks for each
 //                 slot's replicas one cold start (the slowest the fleet can see) before the slot
 //                 begins, and searches for the plan with the fewest GPU-hours that still reaches
-//                 the SLO target, with the simulator in the loop: raise the slots whose requests
-//                 miss until the target is met, then lower blocks of slots, halving the blocks
-//                 that fail. It repeats that for every GPU share the model fits on and keeps the
-//                 cheapest. Guarantee: the plan it returns was simulated and meets the target; when
-//                 even the whole fleet in every slot does not, it says so (infeasibleReason).
-//                 The plan is a local optimum of that search, not a proven minimum: the bound
-//                 below is what says how far from the best possible any policy is.
+//                 the SLO target, with the simulator in the loop: the whole fleet (when even that
+//                 misses, nothing will meet the target), the fewest replicas held constant that
+//                 meet it (bisection), the demand's shape under that constant, then one replica
+//                 fewer over blocks of slots, breadth first, halving the blocks that fail. It does
+//                 that for every GPU share the model fits on and keeps the cheapest. Guarantee:
+//                 the plan it returns was simulated and meets the target, or the whole fleet
+//                 does not (infeasible says why). The plan is a local optimum of that search, not
+//                 a proven minimum: the bound below says how far from the best possible any
+//                 policy is.
 //
 //   lower bound   GPU-hours no policy can go below while meeting the target (derivation in the
 //                 .cc file and the doc). Every request met needs its prefill computed before its

@@ -481,8 +481,7 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
 }
 
 Result<void> ServingRun::apply(const scale::Decision& d, Micros now) {
-  const int fleetGpus = o_.fleet.nodes * o_.fleet.gpusPerNode;
-  const int desired = std::clamp(d.desiredReplicas, 0, fleetGpus);
+  const int desired = std::clamp(d.desiredReplicas, 0, replicaCapacity(o_.fleet, share_));
   lastDesired_ = desired;
   const int current = serving();
   if (desired > current) {
@@ -578,8 +577,7 @@ Result<ServingPolicyResult> ServingRun::run() {
   const auto started = std::chrono::steady_clock::now();
   TESSERA_RETURN_IF_ERROR(setUp());
   out_.policy = name_;
-  const int fleetGpus = o_.fleet.nodes * o_.fleet.gpusPerNode;
-  lastDesired_ = std::clamp(controller_.initialReplicas(), 0, fleetGpus);
+  lastDesired_ = std::clamp(controller_.initialReplicas(), 0, replicaCapacity(o_.fleet, share_));
   for (int i = 0; i < lastDesired_; ++i) {
     auto ok = addReplica(0, /*warm=*/true);
     if (!ok) return fail(ok.error());
@@ -776,7 +774,7 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
   auto share = chooseReplicaShare(warmed.trace, warmed.measuredFromUs, *perf, options, policy);
   if (!share) return fail(share.error());
   // The warm start sizes in replicas of the chosen share.
-  auto controller = makeServingController(policy, warmed.trace, share->perf, options);
+  auto controller = makeServingController(policy, warmed.trace, share->perf, options, share->share);
   if (!controller) return fail(controller.error());
   auto r = runWarmed(warmed, catalog, options, *perf, share->perf, share->share,
                      std::string(policy), **controller);

@@ -168,12 +168,16 @@ struct ServingPolicyResult {
   std::vector<DecisionRecord> decisions;  // every sync whose answer or count changed
 };
 
+// Replicas on `share` of a GPU the fleet holds at most: every GPU times floor(1 / share).
+int replicaCapacity(const ServingFleet& fleet, double share);
+
 // The controller of a policy name (static-peak or an autoscaled one; the clairvoyant is a
-// search, runServing runs it).
+// search, runServing runs it), for replicas of `perf` on `share` of a GPU.
 Result<std::unique_ptr<ServingController>> makeServingController(std::string_view policy,
                                                                  const ServingTrace& trace,
                                                                  const ReplicaPerf& perf,
-                                                                 const ServingOptions& options);
+                                                                 const ServingOptions& options,
+                                                                 double share = 1);
 
 // Runs one policy. The catalogue must know options.fleet.gpuType.
 Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::GpuCatalog& catalog,

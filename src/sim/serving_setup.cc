@@ -29,11 +29,17 @@ Result<ReplicaPerf> servingPerf(const model::GpuCatalog& catalog, const ServingO
   return replicaPerf(o.model, *type);
 }
 
+int replicaCapacity(const ServingFleet& fleet, double share) {
+  const int perGpu = share < 1 ? static_cast<int>(std::floor(1 / share + 1e-9)) : 1;
+  return fleet.nodes * fleet.gpusPerNode * std::max(1, perGpu);
+}
+
 Result<std::unique_ptr<ServingController>> makeServingController(std::string_view policy,
                                                                  const ServingTrace& trace,
                                                                  const ReplicaPerf& perf,
-                                                                 const ServingOptions& o) {
-  const int fleetGpus = o.fleet.nodes * o.fleet.gpusPerNode;
+                                                                 const ServingOptions& o,
+                                                                 double share) {
+  const int fleetGpus = replicaCapacity(o.fleet, share);
   if (policy == "static-peak") {
     return makeStaticPeak(replicaDemand(trace, perf, o.demand), fleetGpus);
   }
@@ -45,7 +51,7 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
   if (isServingPolicyName(policy)) {
     auto config = autoscalerConfigFor(policy);
     if (!config) return fail(config.error());
-    // The fleet is the limit, as it is the clairvoyant's: a deployment may grow to every GPU.
+    // The fleet is the limit, as it is the clairvoyant's: a deployment may grow to all of it.
     config->maxReplicas = fleetGpus;
     for (const auto& s : o.policySettings) {
       if (s.policy != policy) continue;
