@@ -159,7 +159,6 @@ Result<std::vector<MatrixCell>> runServingMatrix(const std::vector<MatrixTrace>&
         }
         r->timeline.clear();  // the matrix keeps the summary only
         r->decisions.clear();
-        r->missArrivalsS.clear();
         rep.policies.push_back(std::move(*r));
       }
     }

@@ -662,19 +662,13 @@ ServingPolicyResult ServingRun::summarize(Micros horizon) {
     const Micros admitted = s.admittedUs >= 0 ? s.admittedUs : horizon;
     ttft.push_back(static_cast<double>(first - s.arrivalUs) / 1000);
     queue.push_back(static_cast<double>(std::max<Micros>(0, admitted - s.arrivalUs)) / 1000);
-    const double arrivalS = static_cast<double>(s.arrivalUs - measuredFromUs_) / 1e6;
     if (s.firstTokenUs < 0) {
       ++r.unserved;
-      r.missArrivalsS.push_back(arrivalS);
       continue;
     }
     ++r.served;
     if (s.cutOff) ++r.cutOff;
-    if (s.firstTokenUs - s.arrivalUs <= s.sloUs) {
-      ++r.sloMet;
-    } else {
-      r.missArrivalsS.push_back(arrivalS);
-    }
+    if (s.firstTokenUs - s.arrivalUs <= s.sloUs) ++r.sloMet;
   }
   r.sloAttainment = r.requests > 0 ? static_cast<double>(r.sloMet) / r.requests : 0;
   r.ttftP50Ms = nearestRank(ttft, 0.5);

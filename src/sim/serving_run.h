@@ -161,9 +161,6 @@ struct ServingPolicyResult {
   std::string detail;  // how the policy was set up, when that varies (the clairvoyant's share)
   // Why the target cannot be reached here (the clairvoyant, when even its search cannot).
   std::optional<std::string> infeasible;
-  // Arrival of every measured request that missed the SLO (rejected ones aside), seconds into
-  // the measured window: where the clairvoyant's search raises its plan.
-  std::vector<double> missArrivalsS;
   std::vector<TimelinePoint> timeline;
   std::vector<DecisionRecord> decisions;  // every sync whose answer or count changed
 };
