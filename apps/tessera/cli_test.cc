@@ -590,6 +590,36 @@ TEST_F(CliTest, SimulateServingReadsMooncakeAndWritesTimelines) {
   EXPECT_TRUE(fs::exists(out / "mooncake-summary.csv"));
 }
 
+TEST_F(CliTest, SimulateReplicaSweepsConcurrency) {
+  const Outcome run = tessera(
+      "simulate replica --gpu A100-40GB --input-tokens 512 --output-tokens 32 --concurrency 1,8 "
+      "-o json");
+  ASSERT_TRUE(exitedWith(run, 0)) << run.err;
+  const json report = json::parse(run.out);
+  EXPECT_EQ(report.at("gpu"), "A100-40GB");
+  const json& points = report.at("points");
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].at("concurrency"), 1);
+  EXPECT_EQ(points[1].at("requests"), 160);
+  EXPECT_GT(points[1].at("output_tokens_per_s").get<double>(),
+            points[0].at("output_tokens_per_s").get<double>());
+  const Outcome bad = tessera("simulate replica --concurrency 1,2.5");
+  EXPECT_TRUE(exitedWith(bad, 2));
+  EXPECT_NE(bad.err.find("--concurrency"), std::string::npos) << bad.err;
+  const Outcome gpu = tessera("simulate replica --gpu K80");
+  EXPECT_TRUE(exitedWith(gpu, 2));
+  EXPECT_NE(gpu.err.find("K80"), std::string::npos) << gpu.err;
+}
+
+TEST_F(CliTest, SimulateServingMatrixWithoutTracesExitsTwo) {
+  const Outcome run = tessera("simulate serving-matrix --data " + quoted((dir_ / "none").string()));
+  EXPECT_TRUE(exitedWith(run, 2));
+  EXPECT_NE(run.err.find("no trace under"), std::string::npos) << run.err;
+  const Outcome rates = tessera("simulate serving-matrix --rates 1,x");
+  EXPECT_TRUE(exitedWith(rates, 2));
+  EXPECT_NE(rates.err.find("--rates"), std::string::npos) << rates.err;
+}
+
 TEST_F(CliTest, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
   std::string csv = azureTrace(10);
   csv += "\n2023-11-16 18:20:00.0000000,12,many";

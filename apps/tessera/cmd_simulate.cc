@@ -422,17 +422,20 @@ SimulateCommand::SimulateCommand(CLI::App& app) {
   serving_ = addSimulateServing(*simulate_, *servingOptions_);
   matrixOptions_ = std::make_unique<SimulateMatrixOptions>();
   matrix_ = addSimulateMatrix(*simulate_, *matrixOptions_);
+  replicaOptions_ = std::make_unique<SimulateReplicaOptions>();
+  replica_ = addSimulateReplica(*simulate_, *replicaOptions_);
 }
 
 SimulateCommand::~SimulateCommand() = default;
 
 bool SimulateCommand::parsed() const {
-  return fgd_->parsed() || serving_->parsed() || matrix_->parsed();
+  return fgd_->parsed() || serving_->parsed() || matrix_->parsed() || replica_->parsed();
 }
 
 int SimulateCommand::run(std::ostream& out, std::ostream& err) const {
   if (serving_->parsed()) return runSimulateServing(*servingOptions_, out, err);
   if (matrix_->parsed()) return runSimulateMatrix(*matrixOptions_, out, err);
+  if (replica_->parsed()) return runSimulateReplica(*replicaOptions_, out, err);
   return runSimulateFgd(options_, out, err);
 }
 

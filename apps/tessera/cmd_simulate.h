@@ -39,6 +39,7 @@ int runSimulateFgd(const SimulateFgdOptions& options, std::ostream& out, std::os
 
 struct SimulateServingOptions;  // cmd_simulate_serving.h
 struct SimulateMatrixOptions;
+struct SimulateReplicaOptions;
 
 // Registers `simulate` and its subcommands `fgd` and `serving` on the app. Lives as long as the
 // app; not copyable (the parser holds pointers into it).
@@ -60,6 +61,8 @@ class SimulateCommand {
   std::unique_ptr<SimulateServingOptions> servingOptions_;
   CLI::App* matrix_;
   std::unique_ptr<SimulateMatrixOptions> matrixOptions_;
+  CLI::App* replica_;
+  std::unique_ptr<SimulateReplicaOptions> replicaOptions_;
 };
 
 }  // namespace tessera::cli

@@ -13,7 +13,7 @@
 
 #include "model/gpu_catalog.h"
 #include "out_dir.h"
-#include "sim/serving_matrix.h"
+#include "serving_cli.h"
 #include "sim/serving_report.h"
 #include "sim/serving_run.h"
 #include "sim/serving_trace.h"
@@ -50,48 +50,6 @@ Result<std::vector<std::string>> parsePolicies(const std::string& text) {
   }
   if (out.empty()) return fail(Error::invalid("--policy: no policy named"));
   return out;
-}
-
-// `text` read whole as a number (std::stod's syntax); nullopt when it is not one.
-std::optional<double> number(const std::string& text) {
-  std::size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used == 0 || used != text.size()) return std::nullopt;
-  return x;
-}
-
-// A comma-separated list of finite numbers > 0.
-Result<std::vector<double>> positiveList(const std::string& text, const std::string& flag) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const std::optional<double> x = number(item);
-    if (!x || !(*x > 0) || !std::isfinite(*x)) {
-      return fail(Error::invalid(flag + ": expected numbers > 0, got '" + item + "'"));
-    }
-    out.push_back(*x);
-  }
-  if (out.empty()) return fail(Error::invalid(flag + ": no number"));
-  return out;
-}
-
-// "P,D,C": actual prefill speed, decode speed and cold-start time as multiples of the model's.
-Result<sim::ModelError> parseModelError(const std::string& text, const char* flag) {
-  auto v = positiveList(text, flag);
-  if (!v) return fail(v.error());
-  if (v->size() != 3) {
-    return fail(Error::invalid(std::string(flag) +
-                               " must be PREFILL,DECODE,COLDSTART multiples, e.g. 0.7,0.7,1.3; "
-                               "got '" +
-                               text + "'"));
-  }
-  return sim::ModelError{(*v)[0], (*v)[1], (*v)[2]};
 }
 
 Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
@@ -237,38 +195,6 @@ Result<void> writeOutputs(const std::string& dir, const sim::ServingReport& repo
   return {};
 }
 
-Result<sim::ServingTrace> readTrace(const std::string& path,
-                                    const std::optional<std::string>& format, double timeScale) {
-  sim::ServingTraceFormat f = sim::ServingTraceFormat::kAzure;
-  if (format) {
-    f = *format == "mooncake" ? sim::ServingTraceFormat::kMooncake
-                              : sim::ServingTraceFormat::kAzure;
-  } else {
-    auto guessed = sim::servingTraceFormatOf(path);
-    if (!guessed) return fail(guessed.error());
-    f = *guessed;
-  }
-  return sim::readServingTrace(path, f, timeScale);
-}
-
-double meanRate(const sim::ServingTrace& t) {
-  const double span = static_cast<double>(t.spanUs()) / 1e6;
-  return span > 0 ? static_cast<double>(t.requests.size()) / span : 1.0;
-}
-
-// A QPS series shaped into requests whose lengths come from another trace.
-Result<sim::ServingTrace> qpsTrace(const std::string& seriesPath, const sim::ServingTrace& tokens,
-                                   double meanRatePerSec, double spanSeconds, std::uint64_t seed,
-                                   std::string name) {
-  auto series = sim::readQpsSeries(seriesPath);
-  if (!series) return fail(series.error());
-  sim::QpsShapeOptions q;
-  q.meanRatePerSec = meanRatePerSec;
-  q.spanSeconds = spanSeconds;
-  q.seed = seed;
-  return sim::shapeTrace(*series, tokens, q, std::move(name));
-}
-
 Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
   if (o.traceFormat != "qps") {
     if (o.tokensFrom || o.qpsMean) {
@@ -297,162 +223,7 @@ Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
   return shaped;
 }
 
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-Result<std::vector<bool>> parseSwitch(const std::string& text, const char* flag, const char* onName,
-                                      const char* offName) {
-  std::vector<bool> out;
-  for (const std::string& v : splitList(text)) {
-    if (v == onName) {
-      out.push_back(true);
-    } else if (v == offName) {
-      out.push_back(false);
-    } else {
-      return fail(Error::invalid(std::string(flag) + ": expected " + onName + " and/or " + offName +
-                                 ", got '" + v + "'"));
-    }
-  }
-  if (out.empty()) return fail(Error::invalid(std::string(flag) + ": nothing named"));
-  return out;
-}
-
-// The first `seconds` of a trace.
-sim::ServingTrace firstSeconds(sim::ServingTrace t, double seconds) {
-  const auto until = static_cast<sim::Micros>(seconds * 1e6);
-  std::erase_if(t.requests, [&](const sim::ServingRequest& r) { return r.arrivalUs >= until; });
-  return t;
-}
-
 }  // namespace
-
-int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::ostream& err) {
-  constexpr std::string_view kMatrix = "simulate serving-matrix";
-  const auto catalog = model::GpuCatalog::builtin();
-  sim::MatrixOptions m;
-  auto rates = positiveList(o.rates, "--rates");
-  if (!rates) return reportError(err, kMatrix, rates.error());
-  m.rates = *rates;
-  m.gpus = splitList(o.gpus);
-  for (const auto& g : m.gpus) {
-    if (catalog.find(g) == nullptr) {
-      return reportError(err, kMatrix, Error::invalid("--gpus: unknown GPU type '" + g + "'"));
-    }
-  }
-  if (m.gpus.empty()) return reportError(err, kMatrix, Error::invalid("--gpus: no GPU type"));
-  auto warm = parseSwitch(o.warmStarts, "--warm-start", "on", "off");
-  if (!warm) return reportError(err, kMatrix, warm.error());
-  m.warmStarts = *warm;
-  auto cold = parseSwitch(o.coldStarts, "--cold-start", "node-cache", "remote");
-  if (!cold) return reportError(err, kMatrix, cold.error());
-  m.nodeCacheHits = *cold;
-  auto error = parseModelError(o.modelError, "--model-error");
-  if (!error) return reportError(err, kMatrix, error.error());
-  m.base.actual = *error;
-  if (o.clairvoyantRuns < 1) {
-    return reportError(err, kMatrix, Error::invalid("--clairvoyant-runs must be >= 1"));
-  }
-  m.base.clairvoyantMaxRuns = o.clairvoyantRuns;
-  if (!(o.minutes > 0)) return reportError(err, kMatrix, Error::invalid("--minutes must be > 0"));
-  m.jobs =
-      o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (o.format != "markdown" && o.format != "json") {
-    return reportError(err, kMatrix, Error::invalid("-o must be markdown or json"));
-  }
-
-  // The traces that are there; each missing one is named on stderr.
-  const std::filesystem::path data(o.dataDir);
-  const auto azurePath = data / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv";
-  const auto mooncakePath = data / "mooncake-fast25-traces" / "synthetic_trace.jsonl";
-  const auto qpsPath = data / "alibaba-gentd26-genai-serving" / "qps.tar.gz";
-  const double seconds = o.minutes * 60;
-  std::vector<sim::MatrixTrace> traces;
-  std::optional<sim::ServingTrace> azure;
-  for (const auto& [name, path] :
-       {std::pair{"azure-conv", azurePath}, std::pair{"mooncake", mooncakePath}}) {
-    if (!std::filesystem::exists(path)) {
-      err << "tessera " << kMatrix << ": skipping " << name << ": " << path.string()
-          << " not found\n";
-      continue;
-    }
-    auto t = readTrace(path.string(), std::nullopt, 1.0);
-    if (!t) return reportError(err, kMatrix, t.error());
-    if (std::string(name) == "azure-conv") azure = *t;
-    traces.push_back({name, firstSeconds(std::move(*t), seconds)});
-    traces.back().trace.name = name;
-  }
-  if (std::filesystem::exists(qpsPath) && azure) {
-    // The GenTD26 service's total QPS over its ~22 hours, compressed to the window, at the
-    // Azure trace's mean rate, with Azure's prompt and output lengths.
-    auto t = qpsTrace(qpsPath.string(), *azure, meanRate(*azure), seconds, 1, "gentd26-qps");
-    if (!t) return reportError(err, kMatrix, t.error());
-    traces.push_back({"gentd26-qps", std::move(*t)});
-  } else {
-    err << "tessera " << kMatrix << ": skipping gentd26-qps: needs " << qpsPath.string()
-        << " and the Azure trace for token lengths\n";
-  }
-  if (traces.empty()) {
-    return reportError(err, kMatrix,
-                       Error::invalid("no trace under " + o.dataDir +
-                                      " (expects the folders of ../shared/data; --data DIR)"));
-  }
-  const auto started = std::chrono::steady_clock::now();
-  auto cells = sim::runServingMatrix(traces, catalog, m);
-  if (!cells) return reportError(err, kMatrix, cells.error());
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (o.format == "json") {
-    nlohmann::json j = sim::matrixJson(*cells, m);
-    j["summary"]["wall_seconds"] = std::round(wall * 10) / 10;
-    j["summary"]["minutes"] = o.minutes;
-    out << j.dump(2) << '\n';
-  } else {
-    out << fmt::format(
-        "Robustness matrix: {} cells, first {} minutes of each trace, model error (prefill, "
-        "decode, cold start) {}, clairvoyant search {} runs per share; {:.0f} s wall on {} "
-        "threads.\n",
-        cells->size(), o.minutes, o.modelError, o.clairvoyantRuns, wall, m.jobs);
-    sim::writeMatrixMarkdown(out, *cells, m);
-  }
-  return kExitOk;
-}
-
-CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
-  CLI::App* cmd = simulate.add_subcommand(
-      "serving-matrix",
-      "Run tessera, the baselines and the clairvoyant over every trace x rate x warm start x GPU "
-      "x cold start, and judge tessera in each cell");
-  cmd->add_option(
-         "--data", o.dataDir,
-         "Folder with the public traces (azure-llm-inference-2023, mooncake-fast25-traces, "
-         "alibaba-gentd26-genai-serving)")
-      ->capture_default_str();
-  cmd->add_option("--minutes", o.minutes, "Each trace's first N minutes at rate 1")
-      ->capture_default_str();
-  cmd->add_option("--rates", o.rates, "Request-rate multiples, comma-separated")
-      ->capture_default_str();
-  cmd->add_option("--gpus", o.gpus, "GPU types, comma-separated")->capture_default_str();
-  cmd->add_option("--warm-start", o.warmStarts, "on, off or both (on,off)")->capture_default_str();
-  cmd->add_option("--cold-start", o.coldStarts, "node-cache, remote or both")
-      ->capture_default_str();
-  cmd->add_option("--model-error", o.modelError,
-                  "The world against the model: PREFILL,DECODE,COLDSTART multiples (0.7,0.7,1.3: "
-                  "30 % slower and slower to load); the policies are not told")
-      ->capture_default_str();
-  cmd->add_option("--clairvoyant-runs", o.clairvoyantRuns,
-                  "Simulations the clairvoyant's search may take per GPU share")
-      ->capture_default_str();
-  cmd->add_option("--jobs,-j", o.jobs, "Cells in parallel (0: one per core)")->default_str("1");
-  cmd->add_option("-o,--output", o.format, "markdown or json")->capture_default_str();
-  return cmd;
-}
 
 int runSimulateServing(const SimulateServingOptions& o, std::ostream& out, std::ostream& err) {
   const auto started = std::chrono::steady_clock::now();
@@ -604,6 +375,92 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
       ->default_str("table");
   return cmd;
+}
+
+// The helpers serving_cli.h declares.
+
+// `text` read whole as a number (std::stod's syntax); nullopt when it is not one.
+std::optional<double> number(const std::string& text) {
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != text.size()) return std::nullopt;
+  return x;
+}
+
+// A comma-separated list of finite numbers > 0.
+Result<std::vector<double>> positiveList(const std::string& text, const std::string& flag) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const std::optional<double> x = number(item);
+    if (!x || !(*x > 0) || !std::isfinite(*x)) {
+      return fail(Error::invalid(flag + ": expected numbers > 0, got '" + item + "'"));
+    }
+    out.push_back(*x);
+  }
+  if (out.empty()) return fail(Error::invalid(flag + ": no number"));
+  return out;
+}
+
+// "P,D,C": actual prefill speed, decode speed and cold-start time as multiples of the model's.
+Result<sim::ModelError> parseModelError(const std::string& text, const char* flag) {
+  auto v = positiveList(text, flag);
+  if (!v) return fail(v.error());
+  if (v->size() != 3) {
+    return fail(Error::invalid(std::string(flag) +
+                               " must be PREFILL,DECODE,COLDSTART multiples, e.g. 0.7,0.7,1.3; "
+                               "got '" +
+                               text + "'"));
+  }
+  return sim::ModelError{(*v)[0], (*v)[1], (*v)[2]};
+}
+
+Result<sim::ServingTrace> readTrace(const std::string& path,
+                                    const std::optional<std::string>& format, double timeScale) {
+  sim::ServingTraceFormat f = sim::ServingTraceFormat::kAzure;
+  if (format) {
+    f = *format == "mooncake" ? sim::ServingTraceFormat::kMooncake
+                              : sim::ServingTraceFormat::kAzure;
+  } else {
+    auto guessed = sim::servingTraceFormatOf(path);
+    if (!guessed) return fail(guessed.error());
+    f = *guessed;
+  }
+  return sim::readServingTrace(path, f, timeScale);
+}
+
+double meanRate(const sim::ServingTrace& t) {
+  const double span = static_cast<double>(t.spanUs()) / 1e6;
+  return span > 0 ? static_cast<double>(t.requests.size()) / span : 1.0;
+}
+
+// A QPS series shaped into requests whose lengths come from another trace.
+Result<sim::ServingTrace> qpsTrace(const std::string& seriesPath, const sim::ServingTrace& tokens,
+                                   double meanRatePerSec, double spanSeconds, std::uint64_t seed,
+                                   std::string name) {
+  auto series = sim::readQpsSeries(seriesPath);
+  if (!series) return fail(series.error());
+  sim::QpsShapeOptions q;
+  q.meanRatePerSec = meanRatePerSec;
+  q.spanSeconds = spanSeconds;
+  q.seed = seed;
+  return sim::shapeTrace(*series, tokens, q, std::move(name));
+}
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
 }
 
 }  // namespace tessera::cli

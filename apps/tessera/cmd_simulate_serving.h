@@ -59,6 +59,19 @@ struct SimulateMatrixOptions {
 int runSimulateMatrix(const SimulateMatrixOptions& options, std::ostream& out, std::ostream& err);
 CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& options);
 
+// `tessera simulate replica`: one replica under a closed loop (docs/serving-simulator.md, "The
+// model against measurements").
+struct SimulateReplicaOptions {
+  std::string gpuType = "H100-80GB";
+  std::optional<std::string> modelPath;
+  int inputTokens = 1024;
+  int outputTokens = 128;
+  std::string concurrency = "1,2,4,8,16,32,64";
+  std::string format = "table";  // table | json
+};
+int runSimulateReplica(const SimulateReplicaOptions& options, std::ostream& out, std::ostream& err);
+CLI::App* addSimulateReplica(CLI::App& simulate, SimulateReplicaOptions& options);
+
 // Returns the process exit code (docs/cli.md).
 int runSimulateServing(const SimulateServingOptions& options, std::ostream& out, std::ostream& err);
 
