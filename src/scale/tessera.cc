@@ -74,6 +74,9 @@ struct TesseraParams {
   // target: TTFT queues behind whole prefills, and its wait grows as 1 / (1 − occupancy).
   double prefillTargetUtilization = 0.6;
   double sloTtftMs = 2000;
+  // The share of requests that must meet sloTtftMs: the prefill stage is sized so that a prompt
+  // waits past its budget with at most 1 - sloTarget probability.
+  double sloTarget = 0.99;
   // Arrival forecast: the trend of λ over this many seconds of the recommender's own history,
   // carried one cold start ahead (0: no forecast).
   double forecastWindowSeconds = 120;
@@ -89,6 +92,23 @@ constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
 
 int ceilCount(double x) {
   return static_cast<int>(std::ceil(x - 1e-9));
+}
+
+// The fewest servers c of an M/M/c queue (arrivals at `lambda` per second, mean service
+// `service` seconds) for which a request waits longer than `wait` seconds with probability at
+// most `eps`: P(W > t) = ErlangC(c, a) x exp(-(c / service - lambda) t), a = lambda x service.
+// Erlang C from the Erlang B recursion (stable for any c). At most `cap`.
+int tailServers(double lambda, double service, double wait, double eps, int cap) {
+  if (lambda <= 0 || service <= 0) return 0;
+  const double a = lambda * service;
+  double b = 1;  // Erlang B with k servers
+  for (int c = 1; c <= cap; ++c) {
+    b = a * b / (c + a * b);
+    if (c <= a) continue;  // unstable: the queue grows without bound
+    const double erlangC = c * b / (c - a * (1 - b));
+    if (erlangC * std::exp(-(c / service - lambda) * wait) <= eps) return c;
+  }
+  return cap;
 }
 
 class TesseraRecommender final : public Recommender {
@@ -144,6 +164,7 @@ class TesseraRecommender final : public Recommender {
     const std::optional<double> gpu = sumOverReady(signals, &ReplicaSignals::gpuUtilization).mean();
     const double meanWaiting = ready > 0 ? (backlog - buffered) / ready : 0;
 
+    double prefillSec = 0;  // P (0: not measured)
     double need = 0;
     double prefill = 0;                    // prefill occupancy, in replicas (0: not measured)
     double needDown = 0, prefillDown = 0;  // the same at the measured rate
@@ -158,7 +179,7 @@ class TesseraRecommender final : public Recommender {
       // replicas the measured rate needs.
       const double lambda = std::max(measured, forecast);
       const double serviceSec = *signals.meanServiceMs / 1000.0;
-      const double prefillSec =
+      prefillSec =
           signals.meanPrefillMs && *signals.meanPrefillMs > 0 ? *signals.meanPrefillMs / 1000 : 0;
       double perReplicaRate = mc / serviceSec;
       if (prefillSec > 0) perReplicaRate = std::min(perReplicaRate, 1 / prefillSec);
@@ -179,16 +200,27 @@ class TesseraRecommender final : public Recommender {
     }
 
     const double keep = 1 - p_.scaleDownTolerance;
-    // The prefill term adds replicas only while TTFT shows pressure (p99 above half the SLO);
-    // it always holds the ones there on a scale-down. (Opening it on a forecast rise as well
-    // was tried: on short prompts the per-request prefill time over-counts batched prefills,
-    // and it doubled the GPU-hours of the Azure and GenTD26 cells for no attainment.)
+    // The prefill stage as a queue of replicas: prompts arrive at prefill / P per second and
+    // hold a replica for P; enough replicas that a prompt waits beyond its budget (the TTFT SLO
+    // less its own prefill, at least P) with at most 1 - sloTarget probability (M/M/c), and at
+    // most prefillTargetUtilization occupancy. It adds replicas only while TTFT shows pressure
+    // (p99 above half the SLO): P as engines report it is per request, so prompts batched in
+    // one step each count the whole step, and without the gate short batched prompts read as a
+    // prefill load they are not. It always holds the replicas there on a scale-down, with the
+    // tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
+    const auto prefillReplicas = [&](double occupancy) {
+      if (occupancy <= 0 || prefillSec <= 0) return 0;
+      const double budget = std::max(p_.sloTtftMs / 1000 - prefillSec, prefillSec);
+      const int tail =
+          tailServers(occupancy / prefillSec, prefillSec, budget, 1 - p_.sloTarget, 100000);
+      return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
+    };
     const bool ttftPressure =
         p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
-    const int up = std::max(ceilCount(need / perReplica),
-                            ttftPressure ? ceilCount(prefill / p_.prefillTargetUtilization) : 0);
-    const int down = std::max(ceilCount(needDown / (perReplica * keep)),
-                              ceilCount(prefillDown / (p_.prefillTargetUtilization * keep)));
+    const int up =
+        std::max(ceilCount(need / perReplica), ttftPressure ? prefillReplicas(prefill) : 0);
+    const int down =
+        std::max(ceilCount(needDown / (perReplica * keep)), prefillReplicas(prefillDown / keep));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));
@@ -293,6 +325,7 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   p.gpuShareUtilization = r.fraction("gpuShareUtilization", p.gpuShareUtilization);
   p.prefillTargetUtilization = r.fraction("prefillTargetUtilization", p.prefillTargetUtilization);
   p.sloTtftMs = r.nonNegative("sloTtftMs", p.sloTtftMs);
+  p.sloTarget = r.fraction("sloTarget", p.sloTarget);
   p.forecastWindowSeconds = r.nonNegative("forecastWindowSeconds", p.forecastWindowSeconds);
   const std::optional<double> tol = r.find("scaleDownTolerance");
   TESSERA_RETURN_IF_ERROR(r.finish());

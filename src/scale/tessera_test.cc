@@ -257,10 +257,21 @@ TEST(Tessera, PrefillBoundBacklogProjectsAtThePrefillRate) {
   EXPECT_EQ(r->recommend(prefillSignals(0, 2, 4), 2).replicas, 7);
 }
 
+TEST(Tessera, PrefillTailNeedsMoreThanTheOccupancyTargetOnFewReplicas) {
+  // 2.2 prompts/s of P = 0.75 s: occupancy 1.65, ceil(1.65 / 0.6) = 3 replicas. As an M/M/c
+  // queue with a wait budget of 2 s − 0.75 s = 1.25 s: a = 1.65; c = 3: Erlang C 0.2932,
+  // P(W > 1.25 s) = 0.2932 × e^−(3/0.75 − 2.2) × 1.25 = 0.0309 > 1 %; c = 4: 0.0995 ×
+  // e^−(4/0.75 − 2.2) × 1.25 = 0.0020 ≤ 1 %: 4.
+  EXPECT_EQ(tessera()->recommend(prefillSignals(0, 3, 2.2), 3).replicas, 4);
+  // A 95 % target lets 3.09 % wait past the budget: 3.
+  EXPECT_EQ(tessera({{"sloTarget", 0.95}})->recommend(prefillSignals(0, 3, 2.2), 3).replicas, 3);
+}
+
 TEST(Tessera, PrefillScaleDownKeepsHeadroom) {
   auto r = tessera();
-  // 6 ready at 2/s: prefill 1.5, up ceil(2.5) = 3; down ceil(1.5 / (0.6 × 0.9)) = ceil(2.78) = 3
-  EXPECT_EQ(r->recommend(prefillSignals(0, 6, 2), 6).replicas, 3);
+  // 6 ready at 2/s: prefill 1.5; down sizes for 2 / 0.9 = 2.22/s: ceil(1.5 / (0.6 × 0.9)) = 3,
+  // and the tail: c = 3 leaves P(W > 1.25 s) = 0.0325, c = 4 0.0021 → 4
+  EXPECT_EQ(r->recommend(prefillSignals(0, 6, 2), 6).replicas, 4);
   // 2.2/s: prefill 1.65, up ceil(2.75) = 3, down ceil(3.06) = 4 → 4
   EXPECT_EQ(r->recommend(prefillSignals(15 * kSec, 6, 2.2), 6).replicas, 4);
 }
@@ -273,9 +284,10 @@ TEST(Tessera, PrefillAddsReplicasOnlyUnderTtftPressure) {
   EXPECT_EQ(r->recommend(prefillSignals(0, 3, 2.6, 900), 3).replicas, 3);
   // p99 1500 ms > 1000 ms: 4
   EXPECT_EQ(r->recommend(prefillSignals(15 * kSec, 3, 2.6, 1500), 3).replicas, 4);
-  // sloTtftMs 0: no gate
+  // sloTtftMs 0: no gate, and a wait budget of P alone (0.75 s): the tail needs 5 (c = 4
+  // leaves P(W > 0.75 s) = 0.0208, c = 5 0.0026)
   auto ungated = tessera({{"sloTtftMs", 0}});
-  EXPECT_EQ(ungated->recommend(prefillSignals(0, 3, 2.6, 900), 3).replicas, 4);
+  EXPECT_EQ(ungated->recommend(prefillSignals(0, 3, 2.6, 900), 3).replicas, 5);
   // a larger SLO: 1500 ms ≤ 4000 / 2, no pressure
   auto lax = tessera({{"sloTtftMs", 4000}});
   EXPECT_EQ(lax->recommend(prefillSignals(0, 3, 2.6, 1500), 3).replicas, 3);

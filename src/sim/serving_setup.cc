@@ -53,6 +53,11 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
     if (!config) return fail(config.error());
     // The fleet is the limit, as it is the clairvoyant's: a deployment may grow to all of it.
     config->maxReplicas = fleetGpus;
+    if (policy == "tessera") {
+      // The deployment's SLO is something tessera is told, as a ModelDeployment states it.
+      TESSERA_RETURN_IF_ERROR(overrideSetting(*config, "sloTtftMs", o.sloTtftMs));
+      TESSERA_RETURN_IF_ERROR(overrideSetting(*config, "sloTarget", o.sloTarget));
+    }
     for (const auto& s : o.policySettings) {
       if (s.policy != policy) continue;
       if (auto ok = overrideSetting(*config, s.key, s.value); !ok) {
