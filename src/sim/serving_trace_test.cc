@@ -1,5 +1,6 @@
 #include "sim/serving_trace.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -152,6 +153,83 @@ TEST(ServingTrace, SharedTracesReadWhole) {
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(m->requests.size(), 3993u);
   EXPECT_EQ(m->spanUs(), Micros{1'022'025} * 1000);
+}
+
+TEST(QpsSeries, SumsContainersPerTimestampInOrder) {
+  const std::string csv =
+      "timestamp_anon,value,container_ip,request_type\n"
+      "160.0,1.5,a,API Requests\n"
+      "100.0,2,a,API Requests\n"
+      "100.0,0.5,b,Generative Requests\n"
+      "220.0,0,,API Requests\n";
+  auto s = parseQpsSeries(csv, "qps.csv");
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->size(), 3u);
+  EXPECT_DOUBLE_EQ((*s)[0].timeS, 0);
+  EXPECT_DOUBLE_EQ((*s)[0].qps, 2.5);
+  EXPECT_DOUBLE_EQ((*s)[1].timeS, 60);
+  EXPECT_DOUBLE_EQ((*s)[1].qps, 1.5);
+  EXPECT_DOUBLE_EQ((*s)[2].timeS, 120);
+}
+
+TEST(QpsSeries, MalformedRowsNameFileLineAndColumn) {
+  auto bad = parseQpsSeries("timestamp,value\n1,2\n2,-1\n", "q.csv");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("q.csv:3: column value"), std::string::npos)
+      << bad.error().message;
+  auto when = parseQpsSeries("timestamp,value\nsoon,2\n", "q.csv");
+  ASSERT_FALSE(when);
+  EXPECT_NE(when.error().message.find("q.csv:2: column timestamp"), std::string::npos)
+      << when.error().message;
+  auto none = parseQpsSeries("time,value\n1,2\n", "q.csv");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("no timestamp_anon or timestamp column"), std::string::npos);
+  EXPECT_FALSE(parseQpsSeries("timestamp,value\n1,2\n", "q.csv"));  // one point
+  EXPECT_FALSE(readQpsSeries("/nonexistent/qps.tar.gz"));
+}
+
+TEST(QpsSeries, ShapedTraceFollowsTheSeriesAtTheMeanRateAndIsDeterministic) {
+  // 1 for the first half of the span, 3 for the second: scaled to a mean of 4/s over 1,000 s,
+  // the halves run at 2/s and 6/s.
+  const std::vector<QpsPoint> series = {{0, 1}, {500, 3}, {1000, 3}};
+  ServingTrace tokens;
+  tokens.requests.push_back({0, 100, 10, 2});
+  tokens.requests.push_back({0, 2000, 50, 3});
+  QpsShapeOptions o;
+  o.spanSeconds = 1000;
+  o.meanRatePerSec = 4;
+  o.seed = 7;
+  auto t = shapeTrace(series, tokens, o, "shape");
+  ASSERT_TRUE(t) << t.error().message;
+  int first = 0, second = 0;
+  for (const auto& r : t->requests) {
+    (r.arrivalUs < 500'000'000 ? first : second) += 1;
+    EXPECT_TRUE(r.inputTokens == 100 || r.inputTokens == 2000);
+  }
+  // Poisson counts: 1,000 and 3,000 expected; 5 standard deviations either way.
+  EXPECT_NEAR(first, 1000, 5 * std::sqrt(1000.0));
+  EXPECT_NEAR(second, 3000, 5 * std::sqrt(3000.0));
+  auto again = shapeTrace(series, tokens, o, "shape");
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->requests.size(), t->requests.size());
+  EXPECT_EQ(again->requests.back().arrivalUs, t->requests.back().arrivalUs);
+  o.meanRatePerSec = 0;
+  EXPECT_FALSE(shapeTrace(series, tokens, o, "shape"));
+  o.meanRatePerSec = 4;
+  EXPECT_FALSE(shapeTrace({{0, 0}, {10, 0}}, tokens, o, "shape"));
+  EXPECT_FALSE(shapeTrace(series, ServingTrace{}, o, "shape"));
+}
+
+TEST(QpsSeries, GenTd26ArchiveReadThroughTar) {
+  const std::string path =
+      testing::sharedDir() + "/data/alibaba-gentd26-genai-serving/qps.tar.gz";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << path << " is not there (configure with -DTESSERA_SHARED_DIR=...)";
+  }
+  auto s = readQpsSeries(path);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->size(), 1145u);  // distinct timestamps of the published qps.csv
+  EXPECT_GT(s->back().timeS, 20 * 3600);
 }
 
 TEST(ServingModelFile, ReadsKeysAndNamesBadOnes) {
