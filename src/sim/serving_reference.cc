@@ -166,17 +166,27 @@ struct Search {
   bool meets(const ServingPolicyResult& r) const { return r.sloAttainment >= co.target; }
 };
 
-// The whole fleet first (when even that misses, nothing will meet the target); then the fewest
-// replicas held constant that meet it (bisection); then the demand's shape under that constant;
-// then lower blocks of slots. The best run that meets the target, else the fleet's run.
+// The fewest replicas held constant that meet the target: from the demand estimate's peak,
+// doubling until a count meets it (when even the whole fleet misses, nothing will: that run is
+// returned), then bisection. Then the demand's shape under that constant, then lower blocks of
+// slots. The best run that meets the target, else the fleet's run.
 Result<ServingPolicyResult> searchShare(Search& s, const std::vector<int>& demand) {
   const std::size_t slots = demand.size();
-  std::vector<int> plan(slots, s.cap);
+  int fails = 0;  // a constant count that misses
+  int meets = std::clamp(*std::max_element(demand.begin(), demand.end()), 1, s.cap);
+  std::vector<int> plan(slots, meets);
   auto r = s.run(plan);
   if (!r) return fail(r.error());
   ServingPolicyResult best = std::move(*r);
-  if (!s.meets(best)) return best;
-  int fails = 0, meets = s.cap;  // a constant count that misses, one that meets
+  while (!s.meets(best)) {
+    if (meets == s.cap) return best;
+    fails = meets;
+    meets = std::min(s.cap, 2 * meets);
+    plan.assign(slots, meets);
+    auto up = s.run(plan);
+    if (!up) return fail(up.error());
+    best = std::move(*up);
+  }
   while (meets - fails > 1 && s.runs < s.co.maxRuns) {
     const int mid = fails + (meets - fails) / 2;
     auto tried = s.run(std::vector<int>(slots, mid));

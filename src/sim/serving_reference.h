@@ -5,9 +5,10 @@
 //   clairvoyant   knows every arrival. It plans a replica count per sync slot, asks for each
 //                 slot's replicas one cold start (the slowest the fleet can see) before the slot
 //                 begins, and searches for the plan with the fewest GPU-hours that still reaches
-//                 the SLO target, with the simulator in the loop: the whole fleet (when even that
-//                 misses, nothing will meet the target), the fewest replicas held constant that
-//                 meet it (bisection), the demand's shape under that constant, then one replica
+//                 the SLO target, with the simulator in the loop: the fewest replicas held
+//                 constant that meet it (doubling from the demand estimate's peak, up to the
+//                 whole fleet, which when it misses means nothing will; then bisection), the
+//                 demand's shape under that constant, then one replica
 //                 fewer over blocks of slots, breadth first, halving the blocks that fail. It does
 //                 that for every GPU share the model fits on and keeps the cheapest. Guarantee:
 //                 the plan it returns was simulated and meets the target, or the whole fleet

@@ -28,6 +28,7 @@ TEST(Clairvoyant, LightTrafficIsOneReplicaOnTheSmallestShareThroughout) {
   // quarter cannot hold Llama-3.1-8B's weights), so the cheapest plan is that replica from the
   // first second until the last request is served, then none for the rest of the tail.
   ServingOptions o;
+  o.clairvoyantMaxRuns = 24;  // enough to reach the tail; short under sanitizers
   const ServingTrace t = phasedTrace({{600, 2}});
   auto r = runServing(t, catalog(), o, "clairvoyant");
   ASSERT_TRUE(r) << r.error().message;
@@ -45,7 +46,7 @@ TEST(Clairvoyant, LightTrafficIsOneReplicaOnTheSmallestShareThroughout) {
 
 TEST(Clairvoyant, ScalesAheadOfABurstAndBackAndMeetsTheTarget) {
   ServingOptions o;
-  o.clairvoyantMaxRuns = 30;
+  o.clairvoyantMaxRuns = 16;
   const ServingTrace t = phasedTrace({{300, 2}, {180, 40}, {300, 2}});
   auto peak = runServing(t, catalog(), o, "static-peak");
   auto r = runServing(t, catalog(), o, "clairvoyant");
