@@ -30,7 +30,7 @@
 #include "config/loaders.h"
 #include "k8s/extender.h"
 #include "model/gpu_catalog.h"
-#include "scale/autoscaler.h"
+#include "scale/reconcile.h"
 #include "scale/drain.h"
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
@@ -199,15 +199,18 @@ class ControlPlane {
     std::string lastReason;
     // Router-side signals.
     std::optional<double> arrivalRatePerSec, meanServiceMs, ttftP99Ms, meanPrefillMs,
-        bufferedRequests;
+        prefillP99Ms, bufferedRequests;
     Millis signalsAtMs = -1;
   };
   Result<std::unique_ptr<Deployment>> parseDeployment(const nlohmann::json& body) const;
   // Takes over the deployment's placed replicas (numbering); returns how many serve.
   int adopt(Deployment& d) const;
   void reconcile(Deployment& d, Millis now);
-  // `shareMilli`: book this much compute per new replica, on a shared GPU (the autoscaler's
-  // GPU-share hint); nullopt: the model profile's figure.
+  // The share rule for a deployment's new replicas (tessera's recommender, an SLO, a model
+  // that may share a card), or nullopt: the model profile's compute.
+  std::optional<scale::ShareRule> shareRuleOf(const Deployment& d) const;
+  // `shareMilli`: book this much compute per new replica, on a shared GPU (the share rule of
+  // scale/reconcile.h); nullopt: the model profile's figure.
   Result<void> addReplicas(Deployment& d, int count, Millis now,
                            std::optional<std::int32_t> shareMilli = std::nullopt);
   void advanceDrains(Millis now);

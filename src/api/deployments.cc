@@ -133,6 +133,14 @@ Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
     if (*up >= 0) c.behavior.scaleUp.stabilizationWindowSeconds = *up;
     if (*down >= 0) c.behavior.scaleDown.stabilizationWindowSeconds = *down;
   }
+  // The deployment's SLO is what tessera's recommender sizes the prefill stage against, as the
+  // simulator tells it; an explicit argument wins.
+  const auto hasArg = [&](std::string_view key) {
+    return std::any_of(c.args.begin(), c.args.end(), [&](const auto& a) { return a.first == key; });
+  };
+  if (c.recommender == "tessera" && d->sloTtftMs && !hasArg("sloTtftMs")) {
+    c.args.emplace_back("sloTtftMs", *d->sloTtftMs);
+  }
   auto scaler = scale::Autoscaler::create(c);
   if (!scaler) return fail(Error::invalid("autoscaling: " + scaler.error().message));
   d->autoscaler = std::move(*scaler);
@@ -275,6 +283,7 @@ scale::DeploymentSignals ControlPlane::signalsOf(const Deployment& d, Millis now
     s.meanServiceMs = d.meanServiceMs;
     s.ttftP99Ms = d.ttftP99Ms;
     s.meanPrefillMs = d.meanPrefillMs;
+    s.prefillP99Ms = d.prefillP99Ms;
     s.bufferedRequests = d.bufferedRequests;
   }
   for (const auto& r : state_.replicas()) {
@@ -321,11 +330,28 @@ scale::DeploymentSignals ControlPlane::signalsOf(const Deployment& d, Millis now
     scale::ReplicaSignals rs;
     rs.id = d.name + "-pending-" + std::to_string(i);
     rs.phase = scale::ReplicaPhase::kLoading;
+    rs.unplaced = true;
     rs.createdMs = now;
     rs.priority = d.priority;
     s.replicas.push_back(std::move(rs));
   }
   return s;
+}
+
+std::optional<scale::ShareRule> ControlPlane::shareRuleOf(const Deployment& d) const {
+  // GPU shares are tessera's answer to a deployment whose prompts need less than a GPU; they
+  // need the SLO the rule keeps, and a model whose profile allows sharing a card.
+  if (d.config.recommender != "tessera" || !d.sloTtftMs) return std::nullopt;
+  const auto m = models_.find(d.model);
+  if (m == models_.end() || !model::allows(m->second.sharing, model::SharingMode::kShared)) {
+    return std::nullopt;
+  }
+  scale::ShareRule rule;
+  rule.sloTtftMs = d.sloTtftMs;
+  for (const auto& [key, value] : d.config.args) {
+    if (key == "prefillTargetUtilization") rule.prefillTargetUtilization = value;
+  }
+  return rule;
 }
 
 void ControlPlane::reconcile(Deployment& d, Millis now) {
@@ -334,53 +360,35 @@ void ControlPlane::reconcile(Deployment& d, Millis now) {
   const scale::DeploymentSignals signals = signalsOf(d, now);
   const scale::Decision decision = d.autoscaler->evaluate(signals);
   d.lastReason = decision.reason;
-  int serving = 0;  // placed and not draining
-  for (const auto& r : signals.replicas) {
-    if (r.phase != scale::ReplicaPhase::kDraining && r.id.find("-pending-") == std::string::npos) {
-      ++serving;
-    }
-  }
   const int before = d.desired;
   d.desired = decision.desiredReplicas;
   d.warm = decision.warmReplicas;
-  const int target = d.desired + d.warm;
+  // The same plan the serving simulator executes (scale/reconcile.h).
+  scale::ReconcileOptions options;
+  options.share = shareRuleOf(d);
+  const scale::ReconcilePlan plan = scale::planReconcile(decision, signals, options);
   if (d.placedByKubernetes) {
     // The controller runs the pods; the ones not bound yet are capacity on its way.
-    d.pending = std::max(0, target - serving);
+    d.pending = plan.place;
     d.pendingReason =
         d.pending > 0 ? std::to_string(d.pending) + " pods not bound through the extender yet" : "";
     d.pendingFilter = d.pending > 0 ? "Kubernetes" : "";
-  } else if (target > serving) {
+  } else if (plan.place > 0) {
     std::optional<std::int32_t> share;
-    if (decision.placementHint == scale::PlacementHint::kGpuShare) {
-      // The compute the serving replicas use, at a 70 % target, in tenths of a GPU.
-      double sum = 0;
-      int n = 0;
-      for (const auto& r : signals.replicas) {
-        if (r.phase == scale::ReplicaPhase::kReady && r.gpuUtilization) {
-          sum += *r.gpuUtilization * r.gpuFraction;
-          ++n;
-        }
-      }
-      if (n > 0) {
-        const double used = sum / n / 0.7;
-        share = std::clamp(static_cast<std::int32_t>(std::ceil(used * 10)) * 100, 100, 1000);
-      }
+    if (plan.share && plan.share->milli < 1000) {
+      share = plan.share->milli;
+      d.lastReason += "; " + plan.share->reason;
     }
-    (void)addReplicas(d, target - serving, now, share);
+    (void)addReplicas(d, plan.place, now, share);
   } else {
     d.pending = 0;
     d.pendingReason.clear();
     d.pendingFilter.clear();
-    int toDrain = serving - target;
-    for (const std::string& id : decision.victims) {
-      if (toDrain <= 0) break;
-      if (id.find("-pending-") != std::string::npos) continue;
+    for (const std::string& id : plan.retire) {
       ReplicaRuntime& rt = runtime_[id];
       if (rt.drain) continue;
       rt.drain = std::make_unique<scale::ReplicaLifecycle>(id, now);
       (void)commit(store::Batch{}, "ReplicaDraining", id, "scale-down of " + d.name);
-      --toDrain;
     }
   }
   if (d.desired != before) {
@@ -446,13 +454,15 @@ Result<json> ControlPlane::deploymentSignals(std::string_view name, const json& 
   }
   TESSERA_RETURN_IF_ERROR(onlyKeys(
       body, "body",
-      {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms", "meanPrefillMs", "bufferedRequests"}));
+      {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms", "meanPrefillMs", "prefillP99Ms",
+       "bufferedRequests"}));
   auto rate = readNumber(body, "arrivalRatePerSec", 0, 1e9);
   auto service = readNumber(body, "meanServiceMs", 0, 1e9);
   auto ttft = readNumber(body, "ttftP99Ms", 0, 1e9);
   auto prefill = readNumber(body, "meanPrefillMs", 0, 1e9);
+  auto prefillP99 = readNumber(body, "prefillP99Ms", 0, 1e9);
   auto buffered = readNumber(body, "bufferedRequests", 0, 1e9);
-  for (auto* r : {&rate, &service, &ttft, &prefill, &buffered}) {
+  for (auto* r : {&rate, &service, &ttft, &prefill, &prefillP99, &buffered}) {
     if (!*r) return fail(r->error());
   }
   Deployment& d = *it->second;
@@ -460,6 +470,7 @@ Result<json> ControlPlane::deploymentSignals(std::string_view name, const json& 
   d.meanServiceMs = *service;
   d.ttftP99Ms = *ttft;
   d.meanPrefillMs = *prefill;
+  d.prefillP99Ms = *prefillP99;
   d.bufferedRequests = *buffered;
   d.signalsAtMs = clock_.nowMs();
   return json{{"deployment", std::string(name)}, {"accepted", true}};

@@ -203,38 +203,60 @@ TEST_F(DeploymentTest, DrainingANodeMovesItsReplicasElsewhere) {
   EXPECT_FALSE(plane_->drainNode("ghost"));
 }
 
-TEST_F(DeploymentTest, AQueueBesideAnIdleGpuScalesOutOnGpuShares) {
+// The share rule (scale/reconcile.h) in the server: the deployment's prompts need a small part
+// of a GPU, so new replicas book a quarter of one, shared; without an SLO to keep, whole GPUs.
+TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
   addNodes(2, 1);
   // The profile books a whole GPU's compute per replica.
   ASSERT_TRUE(
       plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 1000}}));
-  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
-                                     {"model", "llama-8b"},
-                                     {"minReplicas", 1},
-                                     {"maxReplicas", 4},
-                                     {"autoscaling", {{"recommender", "tessera"}}}}));
-  ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
-  // Requests queue while the GPU computes 20 % of the time: concurrency-bound.
-  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 8},
-                                                {"running", 4},
-                                                {"kvCacheUsage", 0.3},
-                                                {"gpuUtilization", 0.2},
-                                                {"maxConcurrency", 64}}));
-  ASSERT_TRUE(
-      plane_->deploymentSignals("chat", {{"arrivalRatePerSec", 20}, {"meanServiceMs", 8000}}));
-  run(15);
-  const json d = *plane_->getDeployment("chat");
-  EXPECT_EQ(d["status"]["desired"], 4) << d;
-  EXPECT_EQ(d["status"]["pending"], 0) << d;  // whole-GPU replicas would leave 2 pending
-  ASSERT_EQ(d["replicas"].size(), 4u) << d;
-  // Each new replica books what one uses: 0.2 / 0.7 target → 0.3 of a GPU, shared.
-  for (const char* id : {"chat-1", "chat-2", "chat-3"}) {
-    const json r = *plane_->getReplica(id);
-    EXPECT_EQ(r["mode"], "shared") << r;
-    EXPECT_EQ(r["gpus"][0]["computeMilli"], 300) << r;
+  for (const bool withSlo : {true, false}) {
+    SCOPED_TRACE(withSlo ? "with sloTtftMs" : "without sloTtftMs");
+    json spec = {{"name", "chat"},
+                 {"model", "llama-8b"},
+                 {"minReplicas", 1},
+                 {"maxReplicas", 4},
+                 {"autoscaling", {{"recommender", "tessera"}}}};
+    if (withSlo) spec["sloTtftMs"] = 2000;
+    ASSERT_TRUE(plane_->putDeployment(spec));
+    ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
+    ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 8},
+                                                  {"running", 4},
+                                                  {"kvCacheUsage", 0.3},
+                                                  {"gpuUtilization", 0.9},
+                                                  {"maxConcurrency", 64}}));
+    // 20 prompts a second of 20 ms each (100 ms at p99) on a whole GPU.
+    ASSERT_TRUE(plane_->deploymentSignals("chat", {{"arrivalRatePerSec", 20},
+                                                   {"meanServiceMs", 8000},
+                                                   {"meanPrefillMs", 20},
+                                                   {"prefillP99Ms", 100}}));
+    run(15);
+    const json d = *plane_->getDeployment("chat");
+    EXPECT_EQ(d["status"]["desired"], 4) << d;
+    if (withSlo) {
+      EXPECT_EQ(d["status"]["pending"], 0) << d;  // whole-GPU replicas would leave 2 pending
+      ASSERT_EQ(d["replicas"].size(), 4u) << d;
+      // Per replica after the step: 20 × 0.02 / 0.6 / 4 = 0.17 of a GPU; the p99 prompt keeps
+      // half its target at 2 × 100 / 2000 = 0.1: a quarter.
+      for (const char* id : {"chat-1", "chat-2", "chat-3"}) {
+        const json r = *plane_->getReplica(id);
+        EXPECT_EQ(r["mode"], "shared") << r;
+        EXPECT_EQ(r["gpus"][0]["computeMilli"], 250) << r;
+      }
+      EXPECT_NE(d["status"]["lastDecision"].get<std::string>().find("share 0.25"),
+                std::string::npos)
+          << d;
+    } else {
+      EXPECT_EQ(d["status"]["pending"], 2) << d;
+      EXPECT_EQ(d["replicas"].size(), 2u) << d;
+      EXPECT_EQ((*plane_->getReplica("chat-1"))["gpus"][0]["computeMilli"], 1000);
+    }
+    EXPECT_EQ((*plane_->getReplica("chat-0"))["gpus"][0]["computeMilli"], 1000);
+    ASSERT_TRUE(plane_->state().checkInvariants());
+    ASSERT_TRUE(plane_->deleteDeployment("chat"));
+    run(120);  // the drains finish and free the GPUs
+    ASSERT_TRUE(plane_->listReplicas()["replicas"].empty()) << plane_->listReplicas();
   }
-  EXPECT_EQ((*plane_->getReplica("chat-0"))["gpus"][0]["computeMilli"], 1000);
-  ASSERT_TRUE(plane_->state().checkInvariants());
 }
 
 TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {

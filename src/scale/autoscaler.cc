@@ -1,4 +1,4 @@
-// Autoscaler: recommender → cold-start guard → governor → victims, warm pool, placement hint.
+// Autoscaler: recommender → cold-start guard → governor → victims, warm pool.
 //
 // Cold-start guard (coldStartAware, for recommenders that do not count loading replicas
 // themselves): a scale-up records its target T and the arrival rate λ0. While any replica is
@@ -58,7 +58,6 @@ class GovernedAutoscaler final : public Autoscaler {
     }
     d.warmReplicas =
         std::min(config_.warmReplicas, std::max(0, config_.maxReplicas - d.desiredReplicas));
-    d.placementHint = rec.preferGpuShare ? PlacementHint::kGpuShare : PlacementHint::kWholeGpu;
     return d;
   }
 

@@ -8,8 +8,8 @@
 //   auto a = scale::Autoscaler::create(config);           // Result<Autoscaler>
 //   scale::Decision d = a->evaluate(signals);             // every sync period
 //   // d.desiredReplicas: how many serving replicas (loading + ready) the deployment should
-//   //   have; d.victims: replica ids to start draining, in order; d.placementHint: whole GPU
-//   //   or a GPU share for replicas to add.
+//   //   have; d.victims: replica ids to start draining, in order; d.warmReplicas: standby
+//   //   replicas on top. scale/reconcile.h turns a decision into replicas to place and retire.
 //
 // Time comes only from DeploymentSignals::nowMs (virtual in the simulator).
 //
@@ -33,9 +33,6 @@ namespace tessera::scale {
 struct Recommendation {
   int replicas = 0;    // raw desired count, before the governor
   std::string reason;  // one line for events and `explain`, e.g. "queue 7.2/5 per replica"
-  // Set when the signals say requests pile up while GPU compute is idle (memory- or
-  // concurrency-bound): add replicas as GPU shares rather than whole GPUs.
-  bool preferGpuShare = false;
 };
 
 class Recommender {
@@ -72,8 +69,6 @@ struct Behavior {
   ScalingRules scaleDown;
 };
 
-enum class PlacementHint { kWholeGpu, kGpuShare };
-
 struct AutoscalerConfig {
   std::string recommender = "tessera";  // hpa, weighted, littles-law, kpa, tessera
   // Recommender arguments by name, e.g. {"queuePerReplica": 5, "kvCacheUsage": 0.8}; each
@@ -95,7 +90,6 @@ struct Decision {
   // Standby replicas to keep loaded beyond desiredReplicas (not routed to): the warm pool,
   // min(config.warmReplicas, maxReplicas - desiredReplicas).
   int warmReplicas = 0;
-  PlacementHint placementHint = PlacementHint::kWholeGpu;
   std::string reason;
 };
 

@@ -213,20 +213,5 @@ TEST(AutoscalerClamp, MinMaxAndScaleFromZero) {
   EXPECT_EQ(b->evaluate(deployment(0, 0, 0, 0, std::nullopt)).desiredReplicas, 2);
 }
 
-TEST(AutoscalerHint, GpuShareFromTheRecommender) {
-  AutoscalerConfig c;
-  auto a = create(c);
-  DeploymentSignals s;
-  s.replicas = {Rep("a").maxConcurrency(4).running(4).waiting(3).gpu(0.15).kv(0.3)};
-  s.arrivalRatePerSec = 4;
-  s.meanServiceMs = 2000;
-  const Decision d = a->evaluate(s);
-  EXPECT_EQ(d.placementHint, PlacementHint::kGpuShare);
-  EXPECT_GT(d.desiredReplicas, 1);
-  s.replicas[0].gpuUtilization = 0.9;
-  auto b = create(c);
-  EXPECT_EQ(b->evaluate(s).placementHint, PlacementHint::kWholeGpu);
-}
-
 }  // namespace
 }  // namespace tessera::scale

@@ -11,6 +11,7 @@
 //   gpuUtilization   DCGM_FI_DEV_GPU_UTIL / 100 or nv_gpu_utilization (0..1)
 //   ttft / tpot      vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds
 //   meanPrefillMs    vllm:request_prefill_time_seconds (rate of _sum / rate of _count)
+//   prefillP99Ms     the same histogram's 0.99 quantile over the window
 // clang-format on
 //
 // A metric a replica did not report is std::nullopt ("missing" in HPA terms), never 0.
@@ -41,6 +42,9 @@ struct ReplicaSignals {
   int priority = 0;          // higher = more important (scale-down removes lowest first)
   int maxConcurrency = 0;    // sequences it can run at once (KV-cache bound); 0 = unknown
   double gpuFraction = 1.0;  // GPU share it holds (1 = a whole GPU), for GPU-hour accounting
+  // Asked for but not placed yet (no GPU fits it now): capacity on its way to the
+  // recommenders, nothing to drain or count as placed to the reconciler (scale/reconcile.h).
+  bool unplaced = false;
 
   std::optional<double> waiting;         // queued requests
   std::optional<double> running;         // requests being served
@@ -64,6 +68,9 @@ struct DeploymentSignals {
   // its histogram's _sum / _count over the window). λ × meanPrefillMs is the share of a
   // replica's time the deployment's prompts occupy: what a prefill-bound deployment is sized by.
   std::optional<double> meanPrefillMs;
+  // The same histogram's 99th percentile over the window: the long prompts a GPU share
+  // stretches (scale/reconcile.h's share rule keeps them within the TTFT target).
+  std::optional<double> prefillP99Ms;
 };
 
 }  // namespace tessera::scale

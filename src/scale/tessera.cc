@@ -39,14 +39,9 @@
 // are in the projection, a backlog that builds while they load does not add more replicas unless
 // they cannot absorb it within T of arriving.
 //
-// preferGpuShare (on a scale-up): requests queue (mean waiting per ready replica >= 1) while the
-// mean GPU utilisation is below gpuShareUtilization and the KV cache is below its target: the
-// replicas are concurrency-bound, not compute-bound, so more of them on GPU shares serve more
-// for the same GPUs.
-//
 // Arguments (defaults): targetUtilization 0.8, maxConcurrency 0 (from the replicas),
 // backlogDrainSeconds 60, coldStartSeconds 60, kvCacheUsage 0.85, queuePerReplica 4,
-// scaleDownTolerance 0.1, gpuShareUtilization 0.4, prefillTargetUtilization 0.6,
+// scaleDownTolerance 0.1, prefillTargetUtilization 0.6,
 // forecastWindowSeconds 120 (0: no forecast).
 
 #include <algorithm>
@@ -69,7 +64,6 @@ struct TesseraParams {
   double kvCacheUsage = 0.85;
   double queuePerReplica = 4;
   double scaleDownTolerance = 0.1;
-  double gpuShareUtilization = 0.4;
   // Share of a replica's time its prompts' prefills may occupy. Lower than the concurrency
   // target: TTFT queues behind whole prefills, and its wait grows as 1 / (1 − occupancy).
   double prefillTargetUtilization = 0.6;
@@ -161,7 +155,6 @@ class TesseraRecommender final : public Recommender {
     const double perReplica = mc * p_.targetUtilization;
 
     const std::optional<double> kv = sumOverReady(signals, &ReplicaSignals::kvCacheUsage).mean();
-    const std::optional<double> gpu = sumOverReady(signals, &ReplicaSignals::gpuUtilization).mean();
     const double meanWaiting = ready > 0 ? (backlog - buffered) / ready : 0;
 
     double prefillSec = 0;  // P (0: not measured)
@@ -240,9 +233,6 @@ class TesseraRecommender final : public Recommender {
     rec.replicas = n;
     rec.reason =
         "tessera: " + how + ", " + fmt(perReplica) + " per replica → " + std::to_string(n) + guard;
-    rec.preferGpuShare = n > current && ready > 0 && meanWaiting >= 1 && gpu &&
-                         *gpu < p_.gpuShareUtilization && (!kv || *kv < p_.kvCacheUsage);
-    if (rec.preferGpuShare) rec.reason += "; queue with idle GPU: prefer GPU shares";
     return rec;
   }
 
@@ -322,7 +312,6 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   p.coldStartSeconds = r.nonNegative("coldStartSeconds", p.coldStartSeconds);
   p.kvCacheUsage = r.fraction("kvCacheUsage", p.kvCacheUsage);
   p.queuePerReplica = r.nonNegative("queuePerReplica", p.queuePerReplica);
-  p.gpuShareUtilization = r.fraction("gpuShareUtilization", p.gpuShareUtilization);
   p.prefillTargetUtilization = r.fraction("prefillTargetUtilization", p.prefillTargetUtilization);
   p.sloTtftMs = r.nonNegative("sloTtftMs", p.sloTtftMs);
   p.sloTarget = r.fraction("sloTarget", p.sloTarget);

@@ -211,18 +211,6 @@ TEST(Tessera, IdleGoesToZero) {
   EXPECT_EQ(r->recommend(signals(0, {ready("a", 0, 0)}, 0), 1).replicas, 0);
 }
 
-TEST(Tessera, PrefersGpuSharesWhenQueueingOnIdleGpus) {
-  auto r = tessera();
-  auto rec = [&](double gpu, double kv) {
-    return r->recommend(
-        signals(0, {ready("a", 10, 2).gpu(gpu).kv(kv), ready("b", 10, 2).gpu(gpu).kv(kv)}, 12), 2);
-  };
-  EXPECT_TRUE(rec(0.2, 0.3).preferGpuShare);
-  EXPECT_FALSE(rec(0.6, 0.3).preferGpuShare);  // compute-bound
-  EXPECT_FALSE(rec(0.2, 0.9).preferGpuShare);  // KV cache is the limit
-  EXPECT_FALSE(r->recommend(signals(0, {ready("a", 3, 0).gpu(0.1)}, 1), 1).preferGpuShare);
-}
-
 // The prefill term. Prompts that hold a replica's prefill for P = 750 ms: a replica serves at
 // most 1 / 0.75 = 1.33 prompts per second, however many sequences it could hold.
 DeploymentSignals prefillSignals(Millis now, int readyCount, double rate,

@@ -60,22 +60,21 @@ class Planned final : public ServingController {
 
 namespace {
 
-// GPU-seconds each interval's arrivals (before untilUs) need on an unloaded replica.
+// GPU-seconds each interval's arrivals need on an unloaded replica.
 std::vector<double> intervalWork(const ServingTrace& trace, const ReplicaPerf& perf,
-                                 const DemandOptions& o, Micros untilUs, bool prefillOnly) {
+                                 const DemandOptions& o) {
   const Micros intervalUs = Micros{o.intervalSeconds} * 1'000'000;
   const auto intervals = static_cast<std::size_t>(trace.spanUs() / intervalUs + 1);
   std::vector<double> work(intervals, 0.0);
   const double batch = std::max(1, o.referenceBatch);
   for (const ServingRequest& r : trace.requests) {
-    if (r.arrivalUs >= untilUs) continue;
     const double out = std::max(1, r.outputTokens);
     const double context = r.inputTokens + out / 2;
     const double perToken =
         std::max((perf.weightsBytes / batch + context * perf.kvBytesPerToken) / perf.bytesPerSec,
                  (perf.flopsPerToken + perf.attentionFlopsPerPair * context) / perf.flopsPerSec);
     work[static_cast<std::size_t>(r.arrivalUs / intervalUs)] +=
-        perf.prefillSeconds(r.inputTokens) + (prefillOnly ? 0 : (out - 1) * perToken);
+        perf.prefillSeconds(r.inputTokens) + (out - 1) * perToken;
   }
   return work;
 }
@@ -84,23 +83,13 @@ std::vector<double> intervalWork(const ServingTrace& trace, const ReplicaPerf& p
 
 std::vector<int> replicaDemand(const ServingTrace& trace, const ReplicaPerf& perf,
                                const DemandOptions& o) {
-  const std::vector<double> work =
-      intervalWork(trace, perf, o, std::numeric_limits<Micros>::max(), false);
+  const std::vector<double> work = intervalWork(trace, perf, o);
   std::vector<int> demand(work.size());
   const double capacity = o.intervalSeconds * o.targetUtilization;
   for (std::size_t k = 0; k < work.size(); ++k) {
     demand[k] = std::max(1, static_cast<int>(std::ceil(work[k] / capacity - 1e-9)));
   }
   return demand;
-}
-
-double peakPrefillDemand(const ServingTrace& trace, const ReplicaPerf& perf, const DemandOptions& o,
-                         Micros untilUs) {
-  double peak = 0;
-  for (double w : intervalWork(trace, perf, o, untilUs, true)) {
-    peak = std::max(peak, w / (o.intervalSeconds * o.targetUtilization));
-  }
-  return peak;
 }
 
 std::unique_ptr<ServingController> makeStaticPeak(const std::vector<int>& demand, int maxReplicas) {

@@ -46,12 +46,6 @@ struct DemandOptions {
 // Replicas needed per interval of the trace (index k covers [k, k+1) x interval), >= 1.
 std::vector<int> replicaDemand(const ServingTrace& trace, const ReplicaPerf& perf,
                                const DemandOptions& options);
-// The largest interval prefill demand of the arrivals before `untilUs`, in replicas of `perf`,
-// not rounded: unloaded prefill seconds / (interval x options.targetUtilization); 0 without
-// arrivals. (Prefill is the compute-bound work a GPU share divides; decode batches.)
-double peakPrefillDemand(const ServingTrace& trace, const ReplicaPerf& perf,
-                         const DemandOptions& options, Micros untilUs);
-
 // The configuration each autoscaled policy runs with (docs/serving-simulator.md, "Policies"):
 //   hpa          queuePerReplica 5 and kvCacheUsage 0.8, min 2 / max 10, scale-down window
 //                300 s and at most 1 pod per 120 s

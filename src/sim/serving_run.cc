@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <queue>
+#include <unordered_map>
 
 #include "scale/drain.h"
 #include "sched/cluster_state.h"
@@ -24,9 +26,13 @@ constexpr const char* kDeployment = "serving";
 enum class Phase : std::uint8_t { kLoading, kReady, kDraining, kGone };
 
 struct Replica {
-  Replica(std::string replicaId, const ReplicaPerf& perf, std::int64_t prefixCacheBlocks)
-      : id(std::move(replicaId)), engine(perf, prefixCacheBlocks, kMooncakeBlockTokens) {}
+  Replica(std::string replicaId, const ReplicaPerf& perf, double gpuShare,
+          std::int64_t prefixCacheBlocks)
+      : id(std::move(replicaId)),
+        share(gpuShare),
+        engine(perf, prefixCacheBlocks, kMooncakeBlockTokens) {}
   std::string id;
+  double share = 1;  // the GPU share it holds
   Phase phase = Phase::kLoading;
   Micros placedUs = 0;
   Micros readyUs = 0;
@@ -105,7 +111,8 @@ class ServingRun {
  public:
   ServingRun(const ServingTrace& trace, std::size_t firstCounted, Micros measuredFromUs,
              const model::GpuCatalog& catalog, const ServingOptions& o, const ReplicaPerf& perf,
-             const ReplicaPerf& replicaPerf, double share, std::string name,
+             const ReplicaPerf& replicaPerf, double share,
+             std::optional<scale::ShareRule> shareRule, std::string name,
              ServingController& controller)
       : trace_(trace),
         firstCounted_(firstCounted),
@@ -114,6 +121,7 @@ class ServingRun {
         perf_(perf),
         rperf_(replicaPerf),
         share_(share),
+        shareRule_(std::move(shareRule)),
         name_(std::move(name)),
         controller_(controller),
         state_(catalog, clock_, engineOptions()) {}
@@ -142,9 +150,11 @@ class ServingRun {
   Result<void> onSync(Micros now);
   void onSample(Micros now);
   Result<void> release(int replica, Micros now);
-  Result<bool> addReplica(Micros now, bool warm);
+  Result<bool> addReplica(Micros now, bool warm, double share);
   Result<void> startDrain(int replica, Micros now);
-  Result<void> apply(const scale::Decision& d, Micros now);
+  Result<void> apply(const scale::Decision& d, const scale::DeploymentSignals& s, Micros now);
+  // A replica's performance on `share` of a GPU (rperf_ on the run's own share).
+  Result<const ReplicaPerf*> perfOn(double share);
   scale::DeploymentSignals signals(Micros now);
   CacheTier tierFor(sched::NodeId node, Micros now) const;
   int serving() const { return counts_[0] + counts_[1]; }
@@ -159,7 +169,10 @@ class ServingRun {
   const ServingOptions& o_;
   const ReplicaPerf& perf_;   // a whole GPU: the SLO's unloaded prefill
   const ReplicaPerf& rperf_;  // a replica on its share
-  double share_;
+  double share_;  // the share the run's first replicas hold
+  std::optional<scale::ShareRule> shareRule_;  // new replicas' shares (none: share_)
+  std::map<std::int32_t, ReplicaPerf> sharePerfs_;  // by thousandths of a GPU
+  std::unordered_map<std::string, int> indexOf_;    // replica id → index
   std::string name_;
   ServingController& controller_;
   ManualClock clock_;
@@ -181,6 +194,7 @@ class ServingRun {
   Window arrivals_, contexts_, serviceMs_, ttftMs_, tpotMs_, prefillMs_;
   int arrivalsSinceSample_ = 0;
   int lastDesired_ = 0;
+  std::string lastShareReason_;  // the share rule's, when the last sync placed replicas
   ServingPolicyResult out_;
   Micros horizonUs_ = 0;
   double servingReplicaUs_ = 0;  // integral of loading + ready over time
@@ -253,11 +267,27 @@ CacheTier ServingRun::tierFor(sched::NodeId node, Micros now) const {
   return CacheTier::kRemote;
 }
 
-Result<bool> ServingRun::addReplica(Micros now, bool warm) {
+Result<const ReplicaPerf*> ServingRun::perfOn(double share) {
+  if (std::abs(share - share_) < 1e-9) return &rperf_;
+  const auto milli = static_cast<std::int32_t>(std::lround(share * 1000));
+  auto it = sharePerfs_.find(milli);
+  if (it == sharePerfs_.end()) {
+    // perf_ is the run's whole GPU as the world runs it (the model error applied).
+    auto p = milli >= 1000 ? Result<ReplicaPerf>(perf_) : sharePerf(perf_, o_.model, milli / 1000.0);
+    if (!p) return fail(p.error());
+    it = sharePerfs_.emplace(milli, *p).first;
+  }
+  return &it->second;
+}
+
+Result<bool> ServingRun::addReplica(Micros now, bool warm, double share) {
   setClock(now);
+  auto perfOk = perfOn(share);
+  if (!perfOk) return fail(perfOk.error());
+  const ReplicaPerf& perf = **perfOk;
   const std::string id = name_ + "-" + std::to_string(replicas_.size());
   const model::PlacementRequest req =
-      replicaRequest(o_.model, rperf_, id, o_.fleet.gpuType, kDeployment, share_);
+      replicaRequest(o_.model, perf, id, o_.fleet.gpuType, kDeployment, share);
   sched::DecideOptions opts;
   opts.explain = false;
   opts.explainFailures = false;
@@ -270,15 +300,15 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
   }
   const sched::NodeId node = d.placement->node;
   if (!d.placement->gpus.empty()) out_.placedComputeMilli = d.placement->gpus.front().computeMilli;
-  Replica r(id, rperf_,
-            o_.prefixCache ? rperf_.kvCapacityTokens / kMooncakeBlockTokens : std::int64_t{0});
+  Replica r(id, perf, share,
+            o_.prefixCache ? perf.kvCapacityTokens / kMooncakeBlockTokens : std::int64_t{0});
   r.node = node;
   r.placedUs = now;
   r.scrapedAtUs = now;
   Micros loadUs = 0;
   if (!warm) {
     const CacheTier tier = tierFor(node, now);
-    loadUs = static_cast<Micros>(std::ceil(o_.load.seconds(tier, rperf_.weightsBytes) * 1e6));
+    loadUs = static_cast<Micros>(std::ceil(o_.load.seconds(tier, perf.weightsBytes) * 1e6));
     if (measuring(now)) {
       ++out_.coldStarts;
       ++out_.coldStartsByTier[static_cast<std::size_t>(tier)];
@@ -294,6 +324,7 @@ Result<bool> ServingRun::addReplica(Micros now, bool warm) {
   r.phase = Phase::kGone;  // setPhase counts from here
   replicas_.push_back(std::move(r));
   const int index = static_cast<int>(replicas_.size()) - 1;
+  indexOf_.emplace(id, index);
   setPhase(replicas_.back(), Phase::kLoading);
   ++liveOnNode_[static_cast<std::size_t>(node)];
   ++holding_;
@@ -437,16 +468,16 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
   scale::DeploymentSignals s;
   s.nowMs = now / 1000;
   const double contextTokens = contexts_.mean().value_or(2048);
-  const int maxConcurrency = static_cast<int>(std::clamp<double>(
-      static_cast<double>(rperf_.kvCapacityTokens) / std::max(1.0, contextTokens), 1,
-      rperf_.maxNumSeqs));
   for (Replica& r : replicas_) {
     if (r.phase == Phase::kGone) continue;
     scale::ReplicaSignals x;
     x.id = r.id;
     x.createdMs = r.placedUs / 1000;
-    x.maxConcurrency = maxConcurrency;
-    x.gpuFraction = 1.0;
+    const ReplicaPerf& perf = r.engine.perf();
+    x.maxConcurrency = static_cast<int>(std::clamp<double>(
+        static_cast<double>(perf.kvCapacityTokens) / std::max(1.0, contextTokens), 1,
+        perf.maxNumSeqs));
+    x.gpuFraction = r.share;
     if (r.phase == Phase::kLoading) {
       x.phase = scale::ReplicaPhase::kLoading;
       x.expectedReadyMs = r.readyUs / 1000;
@@ -477,17 +508,24 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
   s.ttftP99Ms = ttftMs_.percentile(0.99);
   s.tpotMs = tpotMs_.mean();
   s.meanPrefillMs = prefillMs_.mean();
+  s.prefillP99Ms = prefillMs_.percentile(0.99);
   return s;
 }
 
-Result<void> ServingRun::apply(const scale::Decision& d, Micros now) {
-  const int desired = std::clamp(d.desiredReplicas, 0, replicaCapacity(o_.fleet, share_));
-  lastDesired_ = desired;
-  const int current = serving();
-  if (desired > current) {
+Result<void> ServingRun::apply(const scale::Decision& d, const scale::DeploymentSignals& s,
+                               Micros now) {
+  // The plan the server's reconcile loop executes too (scale/reconcile.h).
+  scale::ReconcileOptions ro;
+  ro.limit = replicaCapacity(o_.fleet, share_);
+  ro.share = shareRule_;
+  const scale::ReconcilePlan plan = scale::planReconcile(d, s, ro);
+  lastDesired_ = plan.target;
+  lastShareReason_ = plan.place > 0 && plan.share ? plan.share->reason : "";
+  if (plan.place > 0) {
+    const double share = plan.share ? plan.share->milli / 1000.0 : share_;
     int added = 0;
-    for (int i = current; i < desired; ++i) {
-      auto ok = addReplica(now, /*warm=*/false);
+    for (int i = 0; i < plan.place; ++i) {
+      auto ok = addReplica(now, /*warm=*/false, share);
       if (!ok) return fail(ok.error());
       if (!*ok) break;
       ++added;
@@ -495,42 +533,14 @@ Result<void> ServingRun::apply(const scale::Decision& d, Micros now) {
     if (added > 0 && measuring(now)) ++out_.scaleUps;
     return {};
   }
-  if (desired >= current) return {};
-  int toRemove = current - desired;
   int removed = 0;
-  auto drainIf = [&](int i) -> Result<void> {
-    const Phase p = replicas_[static_cast<std::size_t>(i)].phase;
-    if (toRemove == 0 || (p != Phase::kLoading && p != Phase::kReady)) return {};
-    TESSERA_RETURN_IF_ERROR(startDrain(i, now));
-    --toRemove;
+  for (const std::string& id : plan.retire) {
+    const auto it = indexOf_.find(id);
+    if (it == indexOf_.end()) continue;
+    const Phase p = replicas_[static_cast<std::size_t>(it->second)].phase;
+    if (p != Phase::kLoading && p != Phase::kReady) continue;
+    TESSERA_RETURN_IF_ERROR(startDrain(it->second, now));
     ++removed;
-    return {};
-  };
-  // The policy's victims first, in its order.
-  for (const std::string& id : d.victims) {
-    for (std::size_t i = 0; i < replicas_.size(); ++i) {
-      if (replicas_[i].id == id) TESSERA_RETURN_IF_ERROR(drainIf(static_cast<int>(i)));
-    }
-  }
-  // The rest (a policy that named none): loading ones, newest first; then the ready ones with
-  // the least work in hand, newest first among equals.
-  for (int i = static_cast<int>(replicas_.size()) - 1; i >= 0 && toRemove > 0; --i) {
-    if (replicas_[static_cast<std::size_t>(i)].phase == Phase::kLoading) {
-      TESSERA_RETURN_IF_ERROR(drainIf(i));
-    }
-  }
-  while (toRemove > 0) {
-    int pick = -1;
-    for (int i = static_cast<int>(replicas_.size()) - 1; i >= 0; --i) {
-      const Replica& r = replicas_[static_cast<std::size_t>(i)];
-      if (r.phase != Phase::kReady) continue;
-      if (pick < 0 ||
-          r.engine.outstanding() < replicas_[static_cast<std::size_t>(pick)].engine.outstanding()) {
-        pick = i;
-      }
-    }
-    if (pick < 0) break;
-    TESSERA_RETURN_IF_ERROR(drainIf(pick));
   }
   if (removed > 0 && measuring(now)) ++out_.scaleDowns;
   return {};
@@ -539,14 +549,17 @@ Result<void> ServingRun::apply(const scale::Decision& d, Micros now) {
 Result<void> ServingRun::onSync(Micros now) {
   const int before = serving();
   const int drainingBefore = counts_[2];
-  const scale::Decision d = controller_.evaluate(signals(now));
-  TESSERA_RETURN_IF_ERROR(apply(d, now));
+  const scale::DeploymentSignals s = signals(now);
+  const scale::Decision d = controller_.evaluate(s);
+  TESSERA_RETURN_IF_ERROR(apply(d, s, now));
   const DecisionRecord* last = out_.decisions.empty() ? nullptr : &out_.decisions.back();
   if (measuring(now) && (!last || last->recommended != d.recommendedReplicas ||
                          last->desired != d.desiredReplicas || before != serving())) {
     out_.decisions.push_back({static_cast<double>(now - measuredFromUs_) / 1e6, before,
                               d.recommendedReplicas, d.desiredReplicas,
-                              std::max(0, counts_[2] - drainingBefore), d.reason});
+                              std::max(0, counts_[2] - drainingBefore),
+                              lastShareReason_.empty() ? d.reason
+                                                       : d.reason + "; " + lastShareReason_});
   }
   push(now + controller_.syncPeriodMs() * 1000, EventType::kSync);
   return {};
@@ -579,7 +592,7 @@ Result<ServingPolicyResult> ServingRun::run() {
   out_.policy = name_;
   lastDesired_ = std::clamp(controller_.initialReplicas(), 0, replicaCapacity(o_.fleet, share_));
   for (int i = 0; i < lastDesired_; ++i) {
-    auto ok = addReplica(0, /*warm=*/true);
+    auto ok = addReplica(0, /*warm=*/true, share_);
     if (!ok) return fail(ok.error());
     if (!*ok) break;
   }
@@ -675,15 +688,22 @@ ServingPolicyResult ServingRun::summarize(Micros horizon) {
   r.ttftP99Ms = nearestRank(ttft, 0.99);
   r.queueP50Ms = nearestRank(queue, 0.5);
   r.queueP99Ms = nearestRank(queue, 0.99);
-  double gpuUs = 0;
+  double gpuUs = 0, replicaUs = 0;
+  r.minReplicaShare = r.maxReplicaShare = share_;
   for (const Replica& x : replicas_) {
     // Each replica counts its GPU share, over the measured window only.
     const Micros end = x.freedUs >= 0 ? x.freedUs : horizon;
-    gpuUs += share_ *
-             static_cast<double>(std::max<Micros>(0, end - std::max(x.placedUs, measuredFromUs_)));
+    const auto held =
+        static_cast<double>(std::max<Micros>(0, end - std::max(x.placedUs, measuredFromUs_)));
+    gpuUs += x.share * held;
+    replicaUs += held;
+    if (held > 0) {
+      r.minReplicaShare = std::min(r.minReplicaShare, x.share);
+      r.maxReplicaShare = std::max(r.maxReplicaShare, x.share);
+    }
   }
   r.gpuHours = gpuUs / 3.6e9;
-  r.replicaShare = share_;
+  r.replicaShare = replicaUs > 0 ? gpuUs / replicaUs : share_;
   if (o_.prefixCache) {
     std::int64_t cached = 0, admitted = 0;
     for (const Replica& x : replicas_) {
@@ -720,6 +740,7 @@ WarmedTrace withWarmup(const ServingTrace& t, int warmupSeconds) {
 Result<ServingPolicyResult> runWarmed(const WarmedTrace& w, const model::GpuCatalog& catalog,
                                       const ServingOptions& options, const ReplicaPerf& perf,
                                       const ReplicaPerf& replicaPerf, double share,
+                                      std::optional<scale::ShareRule> shareRule,
                                       std::string policyName, ServingController& controller) {
   if (w.firstCounted == w.trace.requests.size()) {
     return fail(Error::invalid("trace " + w.trace.name + ": no requests"));
@@ -729,7 +750,7 @@ Result<ServingPolicyResult> runWarmed(const WarmedTrace& w, const model::GpuCata
   const ReplicaPerf actualPerf = withError(perf, options.actual);
   const ReplicaPerf actualReplica = withError(replicaPerf, options.actual);
   ServingRun run(w.trace, w.firstCounted, w.measuredFromUs, catalog, actual, actualPerf,
-                 actualReplica, share, std::move(policyName), controller);
+                 actualReplica, share, std::move(shareRule), std::move(policyName), controller);
   return run.run();
 }
 
@@ -745,7 +766,7 @@ Result<ServingPolicyResult> runServingOnShare(const ServingTrace& trace,
   auto c = fixedShare(*perf, options.model, share);
   if (!c) return fail(c.error());
   return runWarmed(withWarmup(trace, options.warmupSeconds), catalog, options, *perf, c->perf,
-                   c->share, std::move(policyName), controller);
+                   c->share, std::nullopt, std::move(policyName), controller);
 }
 
 Result<ServingPolicyResult> runServingWith(const ServingTrace& trace,
@@ -771,10 +792,15 @@ Result<ServingPolicyResult> runServing(const ServingTrace& trace, const model::G
   auto controller = makeServingController(policy, warmed.trace, share->perf, options, share->share);
   if (!controller) return fail(controller.error());
   auto r = runWarmed(warmed, catalog, options, *perf, share->perf, share->share,
-                     std::string(policy), **controller);
-  if (r && share->share < 1) {
-    char detail[64];
-    std::snprintf(detail, sizeof detail, "replicas on %.2f GPU shares", share->share);
+                     shareRuleFor(policy, *perf, options), std::string(policy), **controller);
+  if (r && r->minReplicaShare < 1) {
+    char detail[96];
+    if (r->maxReplicaShare - r->minReplicaShare < 1e-9) {
+      std::snprintf(detail, sizeof detail, "replicas on %.2f GPU shares", r->minReplicaShare);
+    } else {
+      std::snprintf(detail, sizeof detail, "replicas on %.2f to %.2f GPU shares (%.2f on average)",
+                    r->minReplicaShare, r->maxReplicaShare, r->replicaShare);
+    }
     r->detail = detail;
   }
   return r;

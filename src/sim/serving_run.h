@@ -27,6 +27,7 @@
 #include "common/result.h"
 #include "model/gpu_catalog.h"
 #include "scale/drain.h"
+#include "scale/reconcile.h"
 #include "sim/serving_model.h"
 #include "sim/serving_policy.h"
 #include "sim/serving_trace.h"
@@ -102,10 +103,10 @@ struct ServingOptions {
   };
   std::vector<PolicySetting> policySettings;
   // The GPU share each `tessera` replica holds (docs/serving-simulator.md, "GPU shares"):
-  // 0 = auto: the smallest of kReplicaShares below 1 that covers the lead-in's peak prefill
-  // demand (peakPrefillDemand at sharePrefillTargetUtilization) and leaves the weights a KV
-  // cache, else 1; a value in (0, 1] fixes it. Every other policy takes whole GPUs (they have no
-  // notion of a share). runServingWith applies a fixed value to its controller; auto is 1 there.
+  // 0 = auto: the share rule of scale/reconcile.h decides each new replica's share from the
+  // signals, as the server does (shareRuleFor, chooseReplicaShare for the replicas it starts
+  // with); a value in (0, 1] fixes it. Every other policy takes whole GPUs (they have no notion
+  // of a share). runServingWith applies a fixed value to its controller; auto is 1 there.
   double replicaShare = 0;
   double sharePrefillTargetUtilization = 0.6;  // tessera's prefillTargetUtilization default
 };
@@ -144,7 +145,8 @@ struct ServingPolicyResult {
   int cutOff = 0;            // stopped mid-decode by a flush that ran out of time (TTFT counted)
   double sloAttainment = 0;  // sloMet / requests
   double gpuHours = 0;       // GPU share x time from placement to freed (or the horizon)
-  double replicaShare = 1;   // the GPU share every replica held
+  double replicaShare = 1;   // the GPU share its replicas held, weighted by their GPU-hours
+  double minReplicaShare = 1, maxReplicaShare = 1;  // the smallest and largest of them
   std::int64_t placedComputeMilli = 0;    // what the engine booked on the last replica's GPU
   double ttftP50Ms = 0, ttftP99Ms = 0;    // unserved ones count as horizon - arrival
   double queueP50Ms = 0, queueP99Ms = 0;  // arrival to admission
@@ -196,12 +198,17 @@ struct ShareChoice {
 };
 // `share` of `whole` (>= 1: the whole GPU); fails when the model does not fit on it.
 Result<ShareChoice> fixedShare(const ReplicaPerf& whole, const ServingModel& model, double share);
-// The share rule (docs/serving-simulator.md, "GPU shares"): only `tessera` takes shares; a
-// fixed ServingOptions::replicaShare is used as it is; auto (0) takes the smallest of
-// kReplicaShares below 1 that covers the lead-in's peak prefill demand (at
-// sharePrefillTargetUtilization), holds the weights and leaves every lead-in prompt half of its
-// TTFT target for queueing, else the whole GPU. `leadIn`: the trace a run replays
-// (withLeadIn); measuring starts at measuredFromUs.
+// The share rule (scale::ShareRule, docs/serving-simulator.md "GPU shares") a policy's new
+// replicas are placed by: `tessera` with an automatic share (ServingOptions::replicaShare 0),
+// with the deployment's SLO and the smallest quarter the model fits on; nullopt for every other
+// policy and for a fixed share (whole GPUs, or that share).
+std::optional<scale::ShareRule> shareRuleFor(std::string_view policy, const ReplicaPerf& whole,
+                                             const ServingOptions& options);
+// The share the replicas a run starts with hold: a fixed ServingOptions::replicaShare as it is;
+// auto: the share rule on what one whole-GPU replica would have measured, unloaded, over the
+// busiest signal window of the lead-in (the first interval without one), for the replicas the
+// warm start would place on whole GPUs; whole GPUs for every policy but `tessera`. `leadIn`:
+// the trace a run replays (withLeadIn); measuring starts at measuredFromUs.
 Result<ShareChoice> chooseReplicaShare(const ServingTrace& leadIn, Micros measuredFromUs,
                                        const ReplicaPerf& whole, const ServingOptions& options,
                                        std::string_view policy);

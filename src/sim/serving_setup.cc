@@ -65,11 +65,6 @@ Result<std::unique_ptr<ServingController>> makeServingController(std::string_vie
             Error::invalid("--policy-arg " + s.policy + "." + s.key + ": " + ok.error().message));
       }
     }
-    if (config->warmReplicas > 0) {
-      return fail(Error::invalid("policy " + std::string(policy) +
-                                 ": the serving simulation does not model a warm pool "
-                                 "(warmReplicas must be 0)"));
-    }
     const int initial = o.warmStart ? replicaDemand(trace, perf, o.demand).front() : 1;
     return makeAutoscaled(*config, initial);
   }
@@ -122,33 +117,105 @@ Result<ShareChoice> fixedShare(const ReplicaPerf& whole, const ServingModel& mod
   return ShareChoice{share, *p};
 }
 
+std::optional<scale::ShareRule> shareRuleFor(std::string_view policy, const ReplicaPerf& whole,
+                                             const ServingOptions& o) {
+  if (policy != "tessera" || o.replicaShare > 0) return std::nullopt;
+  scale::ShareRule rule;
+  rule.sloTtftMs = o.sloTtftMs;
+  rule.prefillTargetUtilization = o.sharePrefillTargetUtilization;
+  // The smallest step the weights fit on with a KV cache; none below a whole GPU: whole.
+  rule.minShareMilli = 1000;
+  for (std::int32_t m = rule.stepMilli; m < 1000; m += rule.stepMilli) {
+    if (sharePerf(whole, o.model, m / 1000.0)) {
+      rule.minShareMilli = m;
+      break;
+    }
+  }
+  // A share here caps the engine's memory too (sharePerf): its KV cache shrinks with it.
+  const double wholeKv = static_cast<double>(std::max<std::int64_t>(1, whole.kvCapacityTokens));
+  rule.kvScale = [whole, model = o.model, wholeKv](std::int32_t milli) {
+    if (milli >= 1000) return 1.0;
+    const auto p = sharePerf(whole, model, milli / 1000.0);
+    return p ? static_cast<double>(p->kvCapacityTokens) / wholeKv : 0.0;
+  };
+  return rule;
+}
+
+scale::DeploymentSignals leadInSignals(const ServingTrace& leadIn, Micros untilUs,
+                                       const ReplicaPerf& whole, int windowSeconds,
+                                       const DemandOptions& demand) {
+  // The busiest signal window by prefill work, as one whole-GPU replica would have measured
+  // it unloaded (decode at the demand estimate's reference batch).
+  const Micros window = Micros{std::max(1, windowSeconds)} * kUsPerSecond;
+  std::vector<double> prefills;
+  double serviceMs = 0, contextTokens = 0;
+  std::size_t best = 0, bestEnd = 0, begin = 0;
+  double work = 0, bestWork = -1;
+  const auto& rs = leadIn.requests;
+  std::size_t end = 0;
+  for (; end < rs.size() && rs[end].arrivalUs < untilUs; ++end) {
+    work += whole.prefillSeconds(rs[end].inputTokens);
+    while (rs[begin].arrivalUs <= rs[end].arrivalUs - window) {
+      work -= whole.prefillSeconds(rs[begin].inputTokens);
+      ++begin;
+    }
+    if (work > bestWork) {
+      bestWork = work;
+      best = begin;
+      bestEnd = end + 1;
+    }
+  }
+  scale::DeploymentSignals s;
+  s.nowMs = untilUs / 1000;
+  scale::ReplicaSignals r;
+  r.id = "lead-in";
+  r.gpuFraction = 1;
+  s.replicas.push_back(r);
+  if (bestEnd == best) return s;
+  const double batch = std::max(1, demand.referenceBatch);
+  for (std::size_t i = best; i < bestEnd; ++i) {
+    const double p = whole.prefillSeconds(rs[i].inputTokens);
+    prefills.push_back(1000 * p);
+    const double out = std::max(1, rs[i].outputTokens);
+    const double context = rs[i].inputTokens + out / 2;
+    const double perToken = std::max(
+        (whole.weightsBytes / batch + context * whole.kvBytesPerToken) / whole.bytesPerSec,
+        (whole.flopsPerToken + whole.attentionFlopsPerPair * context) / whole.flopsPerSec);
+    serviceMs += 1000 * (p + (out - 1) * perToken);
+    contextTokens += rs[i].inputTokens + out;
+  }
+  double sum = 0;
+  for (double p : prefills) sum += p;
+  s.arrivalRatePerSec = static_cast<double>(prefills.size()) / (static_cast<double>(window) / 1e6);
+  s.meanPrefillMs = sum / static_cast<double>(prefills.size());
+  const auto count = static_cast<double>(prefills.size());
+  s.meanServiceMs = serviceMs / count;
+  s.replicas.front().maxConcurrency = static_cast<int>(std::clamp<double>(
+      static_cast<double>(whole.kvCapacityTokens) / std::max(1.0, contextTokens / count), 1,
+      whole.maxNumSeqs));
+  std::sort(prefills.begin(), prefills.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(prefills.size())));
+  s.prefillP99Ms = prefills[std::clamp<std::size_t>(rank, 1, prefills.size()) - 1];
+  return s;
+}
+
 Result<ShareChoice> chooseReplicaShare(const ServingTrace& leadIn, Micros measuredFromUs,
                                        const ReplicaPerf& whole, const ServingOptions& o,
                                        std::string_view policy) {
   ShareChoice c{1, whole};
   if (policy != "tessera") return c;
   if (o.replicaShare > 0) return fixedShare(whole, o.model, o.replicaShare);
-  // Auto: the lead-in's peak prefill demand (the first interval's without a lead-in), in whole
-  // GPUs at tessera's prefill target utilisation (its recommender's prefillTargetUtilization).
+  // Auto: the share rule every later replica is placed by (scale/reconcile.h), on what the
+  // deployment measured before the trace: the lead-in's busiest window (the first interval's
+  // without a lead-in), over the replicas the warm start would place on whole GPUs.
+  const auto rule = shareRuleFor(policy, whole, o);
   const Micros until = std::max(measuredFromUs, Micros{o.demand.intervalSeconds} * kUsPerSecond);
-  DemandOptions d = o.demand;
-  d.targetUtilization = o.sharePrefillTargetUtilization;
-  const double demand = peakPrefillDemand(leadIn, whole, d, until);
-  // A share stretches every prefill by 1 / share: it must leave a prompt at least half of its
-  // TTFT target for queueing. The lead-in's largest ratio of unloaded prefill to target (the
-  // SLO rule of the run) sets the smallest share that does.
-  double prefillShare = 0;
-  for (const ServingRequest& r : leadIn.requests) {
-    if (r.arrivalUs >= until) break;
-    const double p = whole.prefillSeconds(r.inputTokens);
-    const double target = std::max(o.sloTtftMs / 1000, o.sloPrefillFactor * p);
-    prefillShare = std::max(prefillShare, 2 * p / target);
-  }
-  for (double share : kReplicaShares) {
-    if (share >= 1 || share + 1e-9 < demand || share + 1e-9 < prefillShare) continue;
-    if (auto p = sharePerf(whole, o.model, share)) return ShareChoice{share, *p};
-  }
-  return c;
+  const int replicas = std::max(1, replicaDemand(leadIn, whole, o.demand).front());
+  const auto share =
+      scale::chooseShare(leadInSignals(leadIn, until, whole, o.signalWindowSeconds, o.demand),
+                         replicas, *rule);
+  if (!share || share->milli >= 1000) return c;
+  return fixedShare(whole, o.model, share->milli / 1000.0);
 }
 
 }  // namespace tessera::sim
