@@ -355,8 +355,9 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                   "Replay the trace's first N seconds once before measuring (0: none)")
       ->capture_default_str();
   cmd->add_option("--replica-share", o.replicaShare,
-                  "GPU share of each tessera replica: auto (a share when the lead-in's demand "
-                  "is under one GPU) or a value in (0, 1]; other policies take whole GPUs")
+                  "GPU share of each tessera replica: auto (the server's share rule at every "
+                  "scale-up, from the measured prompts) or a value in (0, 1]; other policies "
+                  "take whole GPUs")
       ->capture_default_str();
   cmd->add_option("--nodes", o.nodes, "Nodes in the fleet")->capture_default_str();
   cmd->add_option("--gpus-per-node", o.gpusPerNode, "GPUs per node")->capture_default_str();
