@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -94,6 +95,24 @@ Result<agent::AgentConfig> resolveConfig(const AgentFlags& f) {
 }
 
 // "127.0.0.1:9190", "http://127.0.0.1:9190" or "localhost:9190" -> "http://HOST:PORT".
+// An address with port 0 names no agent: the agent chose its port at start and wrote it to
+// <cache.dir>/admin-address, found through the agent's file (or $TESSERA_CACHE_DIR).
+Result<std::string> resolveAdminAddress(const std::string& address,
+                                        const std::optional<agent::AgentConfig>& file) {
+  if (!address.ends_with(":0")) return address;
+  agent::AgentConfig config = file.value_or(agent::AgentConfig{});
+  if (auto dir = env("TESSERA_CACHE_DIR")) config.cache.dir = *dir;
+  const std::string path = agent::adminAddressPath(config);
+  std::ifstream in(path);
+  std::string bound;
+  if (!(in >> bound) || bound.empty()) {
+    return fail(Error::precondition(
+        "the admin address " + address + " has port 0, chosen when the agent started; no " + path +
+        " holds the port it chose (pass the agent's --config, or --admin HOST:PORT)"));
+  }
+  return bound;
+}
+
 std::string adminUrl(const std::string& address) {
   if (address.rfind("http://", 0) == 0 || address.rfind("https://", 0) == 0) return address;
   return "http://" + address;
@@ -295,16 +314,20 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
 int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
   std::string address = "127.0.0.1:9190";
   Millis budgetMs = 10'000 + 60'000 + 30'000;
+  std::optional<agent::AgentConfig> file;
   if (adminConfig_) {
     auto c = agent::loadAgentFile(*adminConfig_);
     if (!c) return reportError(err, kCommand, c.error());
     address = c->admin;
     budgetMs = c->stopNewWorkMs + c->inFlightMaxMs + 30'000;
+    file = std::move(*c);
   }
   if (auto v = env("TESSERA_AGENT_ADMIN")) address = *v;
   if (adminTarget_) address = *adminTarget_;
   if (drainTimeoutSeconds_ > 0) budgetMs = agent::secondsToMillis(drainTimeoutSeconds_);
-  const std::string url = adminUrl(address);
+  auto resolved = resolveAdminAddress(address, file);
+  if (!resolved) return reportError(err, kCommand, resolved.error());
+  const std::string url = adminUrl(*resolved);
   httplib::Client client(url);
   client.set_connection_timeout(5);
   client.set_read_timeout(10);
@@ -358,14 +381,18 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
 
 int AgentCommand::runStatus(std::ostream& out, std::ostream& err) {
   std::string address = "127.0.0.1:9190";
+  std::optional<agent::AgentConfig> file;
   if (adminConfig_) {
     auto c = agent::loadAgentFile(*adminConfig_);
     if (!c) return reportError(err, kCommand, c.error());
     address = c->admin;
+    file = std::move(*c);
   }
   if (auto v = env("TESSERA_AGENT_ADMIN")) address = *v;
   if (adminTarget_) address = *adminTarget_;
-  const std::string url = adminUrl(address);
+  auto resolved = resolveAdminAddress(address, file);
+  if (!resolved) return reportError(err, kCommand, resolved.error());
+  const std::string url = adminUrl(*resolved);
   httplib::Client client(url);
   client.set_connection_timeout(5);
   client.set_read_timeout(10);

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "agent/admin_http.h"
+#include "common/listen_socket.h"
 
 namespace tessera::agent {
 
@@ -78,6 +79,30 @@ void Agent::stopComponents() {
   });
 }
 
+std::string adminAddressPath(const AgentConfig& config) {
+  return (std::filesystem::path(config.cache.dir) / "admin-address").string();
+}
+
+void Agent::writeAdminAddress(const std::string& address) {
+  // Written whole, then renamed: a reader never sees half an address.
+  const std::string path = adminAddressPath(config_);
+  const std::string tmp = path + ".tmp";
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << address << "\n";
+    if (!out.flush()) ec = std::make_error_code(std::errc::io_error);
+  }
+  if (!ec) std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    parts_.log->warn("admin address not written",
+                     {{"path", path}, {"address", address}, {"error", ec.message()}});
+    return;
+  }
+  adminAddressWritten_ = path;
+}
+
 Result<int> Agent::start() {
   if (parts_.gpus == nullptr || parts_.client == nullptr || parts_.log == nullptr) {
     return fail(
@@ -96,17 +121,23 @@ Result<int> Agent::start() {
   }
 
   admin_ = std::make_unique<httplib::Server>();
+  admin_->set_socket_options(exclusiveListenOptions);  // a busy admin port is an error
   admin_->new_task_queue = [] { return new httplib::ThreadPool(4); };
   adminRoutes();
   for (AgentComponent* c : parts_.components) c->adminRoutes(*admin_);
   int port = address->second;
   if (port == 0) {
     port = admin_->bind_to_any_port(address->first);
-    if (port < 0) return fail(Error::invalid("admin: cannot bind " + address->first));
+    if (port < 0) {
+      stopComponents();
+      return fail(Error::invalid("admin: cannot bind " + address->first));
+    }
   } else if (!admin_->bind_to_port(address->first, port)) {
+    stopComponents();
     return fail(
         Error::invalid("admin: cannot listen on " + config_.admin + " (in use, or not allowed)"));
   }
+  if (address->second == 0) writeAdminAddress(address->first + ":" + std::to_string(port));
   adminThread_ = std::thread([this] { admin_->listen_after_bind(); });
   heartbeatThread_ = std::thread([this] { heartbeatLoop(); });
   if (parts_.cache != nullptr && !config_.preload.empty()) {
@@ -154,6 +185,11 @@ int Agent::wait() {
     if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
   }
   stopComponents();
+  if (!adminAddressWritten_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(adminAddressWritten_, ec);  // gone is as good as removed
+    adminAddressWritten_.clear();
+  }
   return 0;
 }
 

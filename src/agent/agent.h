@@ -70,6 +70,11 @@ struct AgentTimings {
 
 enum class AgentPhase { kRunning, kDraining, kDrained };
 
+// Where an agent whose admin address has port 0 writes the address it bound (HOST:PORT and a
+// newline), so that `tessera agent status` and `agent drain` with the same file find it:
+// <cache.dir>/admin-address. Removed when the agent stops.
+std::string adminAddressPath(const AgentConfig& config);
+
 class Agent {
  public:
   Agent(AgentConfig config, AgentParts parts, AgentTimings timings = {});
@@ -78,7 +83,8 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Binds the admin API (returns its port) and starts the heartbeat and preload threads.
-  // Fails only on local problems (the admin address); an unreachable server is retried.
+  // Fails only on local problems (the admin address, a port in use); an unreachable server is
+  // retried. With port 0 the address bound is written to adminAddressPath(config).
   Result<int> start();
   // Starts a drain (idempotent); wait() returns once it finished.
   void drain(const std::string& reason);
@@ -111,6 +117,7 @@ class Agent {
   void adminRoutes();
   void wake();
   void stopComponents();
+  void writeAdminAddress(const std::string& address);
   // Sleeps up to `ms` or until woken; false when the agent is stopping.
   bool sleepFor(Millis ms);
   // Sleeps `ms` unless the agent stops (wake() does not cut it short); false when stopping.
@@ -141,6 +148,7 @@ class Agent {
   std::vector<std::string> preloadErrors_;
   std::once_flag componentsStopped_;
 
+  std::string adminAddressWritten_;  // adminAddressPath, once written (port 0)
   std::unique_ptr<httplib::Server> admin_;
   std::thread adminThread_, heartbeatThread_, preloadThread_, drainThread_;
 };

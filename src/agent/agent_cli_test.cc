@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -94,6 +95,7 @@ TEST_F(AgentCli, BadInputExitsTwoWithAReason) {
            Case{"agent run --gpu-discovery cuda", "--gpu-discovery"},
            Case{"agent drain --admin 127.0.0.1:1", "no agent answers at http://127.0.0.1:1"},
            Case{"agent status --admin 127.0.0.1:1", "no agent answers"},
+           Case{"agent status --admin 127.0.0.1:0", "has port 0, chosen when the agent started"},
        }) {
     const Outcome o = runTessera(c.args);
     EXPECT_EQ(o.exitCode, 2) << c.args << "\n" << o.output;
@@ -106,10 +108,18 @@ TEST_F(AgentCli, RunRegistersAndTheDrainCommandDrainsIt) {
   ASSERT_NE(agent.adminAddress(), "") << agent.firstLine();
   EXPECT_NE(agent.firstLine().find("2 GPUs (virtual)"), std::string::npos) << agent.firstLine();
   ASSERT_TRUE(eventually([&] { return registered(); })) << server_.node("cli-node").dump();
-  const Outcome status = runTessera("agent status --admin " + agent.adminAddress());
+  // The file says `admin: 127.0.0.1:0`: the commands find the port the agent chose through it.
+  const std::string config = dir_.file("agent.yaml");
+  const Outcome status = runTessera("agent status --config " + config);
   EXPECT_EQ(status.exitCode, 0) << status.output;
   EXPECT_NE(status.output.find("\"state\": \"running\""), std::string::npos) << status.output;
-  const Outcome drained = runTessera("agent drain --admin " + agent.adminAddress());
+  // A second agent on the admin port the first holds is refused at start, naming it.
+  const Outcome second =
+      runTessera("agent run --config " + config + " --admin " + agent.adminAddress());
+  EXPECT_EQ(second.exitCode, 2) << second.output;
+  EXPECT_NE(second.output.find("cannot listen on " + agent.adminAddress()), std::string::npos)
+      << second.output;
+  const Outcome drained = runTessera("agent drain --config " + config);
   EXPECT_EQ(drained.exitCode, 0) << drained.output;
   EXPECT_NE(drained.output.find("tessera agent drain: drained"), std::string::npos)
       << drained.output;
@@ -118,6 +128,7 @@ TEST_F(AgentCli, RunRegistersAndTheDrainCommandDrainsIt) {
   EXPECT_EQ(agent.wait(rest), 0) << rest;
   EXPECT_NE(rest.find("tessera agent: stopped"), std::string::npos) << rest;
   EXPECT_EQ(server_.node("cli-node")["cordoned"], true);
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "cache" / "admin-address"));
 }
 
 TEST_F(AgentCli, SigtermDrainsAndExitsZero) {

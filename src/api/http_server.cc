@@ -8,6 +8,7 @@
 
 #include "api/json_body.h"
 #include "api/ui.h"
+#include "common/listen_socket.h"
 
 namespace tessera::api {
 namespace {
@@ -101,6 +102,8 @@ Result<int> HttpServer::start() {
   } else {
     server_ = std::make_unique<httplib::Server>();
   }
+  // One port, one server: a port another process listens on is an error at bind, not a share.
+  server_->set_socket_options(exclusiveListenOptions);
   const int threads = std::max(1, config_.threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(config_.maxBodyBytes);
@@ -142,6 +145,13 @@ void HttpServer::routes() {
   using Res = httplib::Response;
 
   s.set_pre_routing_handler([this](const Req& req, Res& res) {
+    // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body
+    // (`curl -X POST URL`). httplib 0.11 reads one until the connection closes instead, which
+    // on a keep-alive connection is its 5-s read timeout and then a 400; say so before it
+    // reads. The Request is httplib's own, not a const object: only the declaration is.
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      const_cast<Req&>(req).headers.emplace("Content-Length", "0");
+    }
     if (config_.token && mutating(req.method) && req.path.starts_with("/api/")) {
       const std::string auth = req.get_header_value("Authorization");
       constexpr std::string_view kBearer = "Bearer ";
@@ -193,7 +203,9 @@ void HttpServer::routes() {
     } else if (res.status == 413) {
       sendError(res, 413, "payload_too_large", "body: larger than the server accepts");
     } else if (res.status >= 400) {
-      sendError(res, res.status, "bad_request", "the request could not be served");
+      sendError(res, res.status, "bad_request",
+                "the request could not be read (malformed HTTP, or a body shorter than its "
+                "Content-Length)");
     }
   });
 

@@ -3,6 +3,9 @@
 #include "api/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -33,11 +36,13 @@ class ServerTest : public ::testing::Test {
     server_ = std::make_unique<HttpServer>(*plane_, config);
     auto port = server_->start();
     ASSERT_TRUE(port) << port.error().message;
+    port_ = *port;
     client_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
     client_->set_connection_timeout(5);
     client_->set_read_timeout(10);
   }
   void TearDown() override { server_->stop(); }
+  int port_ = 0;
 
   struct Reply {
     int status = 0;
@@ -74,6 +79,23 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
+
+// One port, one server: a second server on the port this one listens on is refused at start
+// (httplib's default SO_REUSEPORT would let both listen and split the connections).
+TEST_F(ServerTest, ASecondServerOnTheSamePortIsRefused) {
+  auto plane = ControlPlane::create(catalog_, clock_);
+  ASSERT_TRUE(plane) << plane.error().message;
+  ServerConfig config;
+  config.host = "127.0.0.1";
+  config.port = port_;
+  HttpServer second(**plane, config);
+  auto started = second.start();
+  ASSERT_FALSE(started) << "a second server listens on " << port_;
+  EXPECT_NE(started.error().message.find("127.0.0.1:" + std::to_string(port_)), std::string::npos)
+      << started.error().message;
+  // Every request still reaches the first server.
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(get("/healthz").status, 200);
+}
 
 TEST_F(ServerTest, ProbesAndMetricsAnswer) {
   auto health = client_->Get("/healthz");
@@ -151,6 +173,45 @@ TEST_F(ServerTest, RegistersNodesPlacesReplicasAndExplains) {
   EXPECT_EQ(types, (std::vector<std::string>{"NodeRegistered", "NodeRegistered", "ModelRegistered",
                                              "ReplicaPlaced", "ReplicaUnplaceable", "ReplicaLoaded",
                                              "ReplicaRemoved", "ReplicaPlaced"}));
+}
+
+// Sends one request as written (no Content-Length unless `head` has one) on a keep-alive
+// connection and returns the status line's code, or -1 when no answer came within `seconds`.
+int rawRequest(int port, const std::string& head, int seconds = 30) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{seconds, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int code = -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size())) {
+    char buf[512];
+    const ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);
+    if (n > 12) code = std::atoi(std::string(buf, static_cast<std::size_t>(n)).substr(9, 3).c_str());
+  }
+  ::close(fd);
+  return code;
+}
+
+// `curl -X POST .../cordon` sends neither Content-Length nor a body: an empty body (RFC 9112
+// §6.3), served as such, not read until the connection's timeout and refused.
+TEST_F(ServerTest, APostWithoutContentLengthHasAnEmptyBody) {
+  ASSERT_EQ(post("/api/v1/nodes", node("n1", 1)).status, 201);
+  const std::string auth = std::string("Authorization: Bearer ") + kToken + "\r\n";
+  EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes/n1/cordon HTTP/1.1\r\nHost: t\r\n" + auth +
+                                  "Connection: keep-alive\r\n\r\n"),
+            200);
+  EXPECT_EQ(get("/api/v1/nodes/n1").body["cordoned"], true);
+  EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes/n1/uncordon HTTP/1.1\r\nHost: t\r\n" + auth +
+                                  "\r\n"),
+            200);
+  EXPECT_EQ(get("/api/v1/nodes/n1").body["cordoned"], false);
+  // A call that needs a body still says which.
+  EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes HTTP/1.1\r\nHost: t\r\n" + auth + "\r\n"), 400);
 }
 
 TEST_F(ServerTest, HeartbeatsFeedTelemetryAndCordonStopsPlacement) {
