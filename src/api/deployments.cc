@@ -328,7 +328,7 @@ scale::DeploymentSignals ControlPlane::signalsOf(const Deployment& d, Millis now
   // autoscaler does not ask for them again every period.
   for (int i = 0; i < d.pending; ++i) {
     scale::ReplicaSignals rs;
-    rs.id = d.name + "-pending-" + std::to_string(i);
+    rs.id = "(unplaced " + std::to_string(i) + ")";  // never a replica id: not a DNS name
     rs.phase = scale::ReplicaPhase::kLoading;
     rs.unplaced = true;
     rs.createdMs = now;

@@ -115,6 +115,24 @@ TEST_F(DeploymentTest, QueueDepthScalesUpThenIdleScalesDownThroughDrains) {
   EXPECT_NE(std::find(types.begin(), types.end(), "ReplicaDraining"), types.end());
 }
 
+// Pending replicas are a phase, not a naming convention: a deployment whose name holds
+// "-pending-" counts its replicas as placed and stays within maxReplicas.
+TEST_F(DeploymentTest, ANameHoldingPendingIsJustAName) {
+  addNodes(4, 8);
+  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+  json spec = hpaDeployment(1, 3);
+  spec["name"] = "chat-pending-x";
+  ASSERT_TRUE(plane_->putDeployment(spec));
+  for (int i = 0; i < 24; ++i) {
+    everyReplicaLoadedAndReporting("chat-pending-x", 20, 8);
+    run(5);
+    ASSERT_LE(replicasOf("chat-pending-x").size(), 3u) << "after " << 5 * (i + 1) << " s";
+  }
+  EXPECT_EQ(replicasOf("chat-pending-x").size(), 3u);
+  EXPECT_EQ(status("chat-pending-x")["desired"], 3);
+  EXPECT_EQ(status("chat-pending-x")["pending"], 0);
+}
+
 TEST_F(DeploymentTest, RouterPrefillTimeReachesTessera) {
   addNodes(2, 4);
   ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
