@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "agent/gpu_source.h"
 #include "agent/model_cache.h"
 #include "api/log.h"
+#include "common/names.h"
 #include "cli.h"
 #include "model/gpu_catalog.h"
 
@@ -89,7 +91,13 @@ Result<agent::AgentConfig> resolveConfig(const AgentFlags& f) {
     if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
       return fail(Error::invalid("node name: the host name is unknown; give --node-name"));
     }
+    // As kubelet names its node: the host name, lowercased.
     c.nodeName = host;
+    for (char& ch : c.nodeName) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  if (auto why = checkName(c.nodeName, NameKind::kSubdomain)) {
+    return fail(Error::invalid("nodeName: " + *why +
+                               "; set nodeName, --node-name or $TESSERA_NODE_NAME"));
   }
   return c;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "table.h"
+#include "common/names.h"
 
 namespace tessera::cli {
 namespace {
@@ -101,8 +102,10 @@ int runProfile(const ProfileOptions& o, std::ostream& out, std::ostream& err) {
   if (auto ok = profile::checkEstimateOptions(o.estimate); !ok) {
     return reportError(err, kCommand, ok.error());
   }
-  if (o.name && o.name->empty()) {
-    return reportError(err, kCommand, Error::invalid("--name: must not be empty"));
+  if (o.name) {
+    if (auto why = checkName(*o.name, NameKind::kSubdomain)) {
+      return reportError(err, kCommand, Error::invalid("--name: " + *why));
+    }
   }
   auto model = profile::inspectModel(o.path);
   if (!model) return reportError(err, kCommand, model.error());

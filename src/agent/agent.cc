@@ -71,6 +71,14 @@ Agent::~Agent() {
     if (t->joinable()) t->join();
   }
   stopComponents();
+  removeAdminAddress();
+}
+
+void Agent::removeAdminAddress() {
+  if (adminAddressWritten_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(adminAddressWritten_, ec);  // gone is as good as removed
+  adminAddressWritten_.clear();
 }
 
 void Agent::stopComponents() {
@@ -137,7 +145,8 @@ Result<int> Agent::start() {
     return fail(
         Error::invalid("admin: cannot listen on " + config_.admin + " (in use, or not allowed)"));
   }
-  if (address->second == 0) writeAdminAddress(address->first + ":" + std::to_string(port));
+  // The cache directory is the agent's node-local state; without a cache there is nowhere.
+  if (address->second == 0 && parts_.cache != nullptr) writeAdminAddress(address->first + ":" + std::to_string(port));
   adminThread_ = std::thread([this] { admin_->listen_after_bind(); });
   heartbeatThread_ = std::thread([this] { heartbeatLoop(); });
   if (parts_.cache != nullptr && !config_.preload.empty()) {
@@ -185,11 +194,7 @@ int Agent::wait() {
     if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
   }
   stopComponents();
-  if (!adminAddressWritten_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(adminAddressWritten_, ec);  // gone is as good as removed
-    adminAddressWritten_.clear();
-  }
+  removeAdminAddress();
   return 0;
 }
 

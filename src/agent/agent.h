@@ -70,9 +70,9 @@ struct AgentTimings {
 
 enum class AgentPhase { kRunning, kDraining, kDrained };
 
-// Where an agent whose admin address has port 0 writes the address it bound (HOST:PORT and a
-// newline), so that `tessera agent status` and `agent drain` with the same file find it:
-// <cache.dir>/admin-address. Removed when the agent stops.
+// Where an agent with a model cache whose admin address has port 0 writes the address it
+// bound (HOST:PORT and a newline), so that `tessera agent status` and `agent drain` with the
+// same file find it: <cache.dir>/admin-address. Removed when the agent stops.
 std::string adminAddressPath(const AgentConfig& config);
 
 class Agent {
@@ -118,6 +118,7 @@ class Agent {
   void wake();
   void stopComponents();
   void writeAdminAddress(const std::string& address);
+  void removeAdminAddress();
   // Sleeps up to `ms` or until woken; false when the agent is stopping.
   bool sleepFor(Millis ms);
   // Sleeps `ms` unless the agent stops (wake() does not cut it short); false when stopping.

@@ -95,7 +95,8 @@ TEST_F(AgentCli, BadInputExitsTwoWithAReason) {
            Case{"agent run --gpu-discovery cuda", "--gpu-discovery"},
            Case{"agent drain --admin 127.0.0.1:1", "no agent answers at http://127.0.0.1:1"},
            Case{"agent status --admin 127.0.0.1:1", "no agent answers"},
-           Case{"agent status --admin 127.0.0.1:0", "has port 0, chosen when the agent started"},
+           Case{"agent status --config " + writeConfig() + " --admin 127.0.0.1:0",
+                "has port 0, chosen when the agent started"},
        }) {
     const Outcome o = runTessera(c.args);
     EXPECT_EQ(o.exitCode, 2) << c.args << "\n" << o.output;

@@ -10,6 +10,7 @@
 #include "api/codec.h"
 #include "api/control_plane.h"
 #include "api/json_fields.h"
+#include "common/names.h"
 #include "sched/state_json.h"
 
 namespace tessera::api {
@@ -39,13 +40,6 @@ Result<std::optional<double>> readNumber(const json& obj, std::string_view key, 
   return std::optional<double>(it->get<double>());
 }
 
-bool validName(std::string_view n) {
-  if (n.empty() || n.size() > 63) return false;
-  return std::all_of(n.begin(), n.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
-  });
-}
-
 // "<deployment>-<n>" → n, or -1.
 int replicaIndex(std::string_view deployment, std::string_view id) {
   if (id.size() <= deployment.size() + 1 || !id.starts_with(deployment) ||
@@ -67,8 +61,11 @@ Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
                                     "priority", "sloTtftMs", "autoscaling", "placedBy"}));
   auto d = std::make_unique<Deployment>();
   const auto name = body.find("name");
-  if (name == body.end() || !name->is_string() || !validName(name->get<std::string>())) {
-    return fail(fieldError("name", "required: 1-63 characters of a-z, 0-9, '-' and '.'"));
+  if (name == body.end() || !name->is_string()) return fail(fieldError("name", "required text"));
+  // A subdomain of at most 63 characters: a label value on the pods it runs, and the stem of its
+  // replicas' ids.
+  if (auto why = checkName(name->get<std::string>(), NameKind::kSubdomain, 63)) {
+    return fail(fieldError("name", *why));
   }
   d->name = name->get<std::string>();
   const auto model = body.find("model");

@@ -214,6 +214,37 @@ TEST_F(ServerTest, APostWithoutContentLengthHasAnEmptyBody) {
   EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes HTTP/1.1\r\nHost: t\r\n" + auth + "\r\n"), 400);
 }
 
+// Names follow Kubernetes' rules (common/names.h) everywhere: a 400 naming the field and the
+// rule, never a 500, and nothing stored.
+TEST_F(ServerTest, NamesNobodyCouldAddressAreRefused) {
+  const std::string nul("a\0b", 3);
+  for (const std::string& bad : {std::string("a/b"), std::string("../x"), std::string("sp ace"),
+                                 std::string("\xc3\xa9"), std::string(300, 'a'), nul,
+                                 std::string("Node-A")}) {
+    const Reply n = post("/api/v1/nodes", node(bad, 1));
+    EXPECT_EQ(n.status, 400) << n.text;
+    EXPECT_EQ(n.body["error"]["code"], "invalid_argument") << n.text;
+    EXPECT_NE(n.text.find("name"), std::string::npos) << n.text;
+    EXPECT_NE(n.text.find("DNS-1123 subdomain"), std::string::npos) << n.text;
+    const Reply m = post("/api/v1/models", {{"name", bad}, {"weights", "16Gi"}});
+    EXPECT_EQ(m.status, 400) << m.text;
+    EXPECT_NE(m.text.find("DNS-1123 subdomain"), std::string::npos) << m.text;
+  }
+  EXPECT_TRUE(get("/api/v1/nodes").body["nodes"].empty());
+  ASSERT_EQ(post("/api/v1/nodes", node("n1", 1)).status, 201);
+  ASSERT_EQ(post("/api/v1/models", {{"name", "llama-8b"}, {"weights", "16Gi"}}).status, 200);
+  // Replica ids: a name, or NAMESPACE/NAME as the extender books pods.
+  const Reply r = post("/api/v1/replicas", {{"replicaId", "x/y/z"}, {"model", "llama-8b"}});
+  EXPECT_EQ(r.status, 400) << r.text;
+  EXPECT_NE(r.text.find("replicaId"), std::string::npos) << r.text;
+  EXPECT_EQ(post("/api/v1/replicas", {{"replicaId", "default/chat-0"}, {"model", "llama-8b"}})
+                .status,
+            201);
+  const Reply d = post("/api/v1/deployments", {{"name", "Chat"}, {"model", "llama-8b"}});
+  EXPECT_EQ(d.status, 400) << d.text;
+  EXPECT_NE(d.text.find("DNS-1123 subdomain"), std::string::npos) << d.text;
+}
+
 TEST_F(ServerTest, HeartbeatsFeedTelemetryAndCordonStopsPlacement) {
   ASSERT_EQ(post("/api/v1/nodes", node("n1", 1)).status, 201);
   Reply hb = post("/api/v1/nodes/n1/heartbeat",

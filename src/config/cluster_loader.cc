@@ -44,7 +44,7 @@ Result<model::NodeSpec> parseNode(const Field& field, const model::GpuCatalog& c
                         "taints", "healthy", "cordoned", "rank", "cachedModels", "gpus"}));
   model::NodeSpec node;
   TESSERA_RETURN_IF_ERROR(require(field.child("name")));
-  auto name = readName(field.child("name"));
+  auto name = readObjectName(field.child("name"), NameKind::kSubdomain);
   if (!name) return fail(std::move(name.error()));
   node.name = std::move(*name);
 
@@ -89,7 +89,7 @@ Result<ExistingReplica> parseReplica(const Field& field, const std::vector<model
   for (const char* key : {"replicaId", "node", "gpus", "model"}) {
     TESSERA_RETURN_IF_ERROR(require(field.child(key)));
   }
-  auto id = readName(field.child("replicaId"));
+  auto id = readObjectName(field.child("replicaId"), NameKind::kObjectKey);
   if (!id) return fail(std::move(id.error()));
   replica.replicaId = std::move(*id);
 
@@ -141,7 +141,7 @@ Result<ExistingReplica> parseReplica(const Field& field, const std::vector<model
 
   replica.deployment = replica.profile.name;
   if (const Field deployment = field.child("deployment"); !deployment.absent()) {
-    auto text = readName(deployment);
+    auto text = readObjectName(deployment, NameKind::kSubdomain);
     if (!text) return fail(std::move(text.error()));
     replica.deployment = std::move(*text);
   }

@@ -66,7 +66,7 @@ Result<model::ModelProfile> parseModelProfile(const Field& field) {
   model::ModelProfile profile;
   const Field name = field.child("name");
   TESSERA_RETURN_IF_ERROR(require(name));
-  auto nameText = readName(name);
+  auto nameText = readObjectName(name, NameKind::kSubdomain);
   if (!nameText) return fail(std::move(nameText.error()));
   profile.name = std::move(*nameText);
 

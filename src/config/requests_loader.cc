@@ -77,20 +77,21 @@ Result<std::vector<model::PlacementRequest>> parseRequest(
   }
   request.deployment = request.model.name;
   if (const Field deployment = field.child("deployment"); !deployment.absent()) {
-    auto text = readName(deployment);
+    auto text = readObjectName(deployment, NameKind::kSubdomain);
     if (!text) return fail(std::move(text.error()));
     request.deployment = std::move(*text);
   }
 
   std::vector<model::PlacementRequest> requests;
   if (!replicaId.absent()) {
-    auto id = readName(replicaId);
+    auto id = readObjectName(replicaId, NameKind::kObjectKey);
     if (!id) return fail(std::move(id.error()));
     request.replicaId = std::move(*id);
     requests.push_back(std::move(request));
     return requests;
   }
-  auto base = readName(name);
+  // Room for "-<index>" within a subdomain's 253 characters.
+  auto base = readObjectName(name, NameKind::kSubdomain, 240);
   if (!base) return fail(std::move(base.error()));
   std::int64_t n = 1;
   TESSERA_RETURN_IF_ERROR(readOptional(field, "count", n, 1, limits::kMaxRequestCount));

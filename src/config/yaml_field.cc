@@ -268,6 +268,13 @@ Result<std::string> readName(const Field& field) {
   return text;
 }
 
+Result<std::string> readObjectName(const Field& field, NameKind kind, std::size_t maxLength) {
+  auto text = readName(field);
+  if (!text) return text;
+  if (auto why = checkName(*text, kind, maxLength)) return fail(field.error(*why));
+  return text;
+}
+
 Result<std::vector<std::string>> readStringList(const Field& field) {
   TESSERA_RETURN_IF_ERROR(expectSequence(field));
   std::vector<std::string> out;

@@ -18,6 +18,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/names.h"
 #include "common/result.h"
 
 namespace tessera::config {
@@ -97,6 +98,9 @@ Result<bool> readBool(const Field& field);
 Result<std::string> readString(const Field& field);
 // Like readString but the value must also be non-empty.
 Result<std::string> readName(const Field& field);
+// A name Kubernetes could hold (common/names.h: a node, model, deployment or replica id); the
+// error names the field and the rule.
+Result<std::string> readObjectName(const Field& field, NameKind kind, std::size_t maxLength = 0);
 // A sequence of scalars; null reads as empty. A single scalar is not accepted as a list.
 Result<std::vector<std::string>> readStringList(const Field& field);
 // A mapping of scalar keys to scalar values; null reads as empty.

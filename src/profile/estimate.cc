@@ -7,6 +7,7 @@
 #include <set>
 #include <system_error>
 
+#include "common/names.h"
 #include "profile/gguf.h"
 #include "profile/hf_config.h"
 #include "profile/json_util.h"
@@ -88,7 +89,15 @@ Result<void> addConfig(ModelFiles& m, const fs::path& dir) {
   return {};
 }
 
+// The model's name from its path, made a valid model name (common/names.h): "Meta-Llama-3.1-8B"
+// becomes "meta-llama-3.1-8b".
+std::string pathName(const fs::path& path, bool directory);
+
 std::string nameOf(const fs::path& path, bool directory) {
+  return toSubdomain(pathName(path, directory));
+}
+
+std::string pathName(const fs::path& path, bool directory) {
   fs::path p = path;
   if (directory) {
     if (!p.has_filename()) p = p.parent_path();  // "dir/"

@@ -96,7 +96,7 @@ TEST(Estimate, Llama31_8BHandComputed) {
   auto model = inspectModel(dir);
   ASSERT_TRUE(model) << model.error().message;
   EXPECT_EQ(model->format, ModelFormat::kSafetensors);
-  EXPECT_EQ(model->name, "Meta-Llama-3.1-8B");
+  EXPECT_EQ(model->name, "meta-llama-3.1-8b");  // the directory name, as a model name
   EXPECT_EQ(model->files.size(), 4u);
   EXPECT_EQ(model->configPath, dir + "/config.json");
   EXPECT_EQ(model->tensorCount, 291u);
@@ -263,7 +263,7 @@ TEST(Estimate, GgufModel) {
   auto model = inspectModel(tmp.file("qwen-tiny-Q4_K_M.gguf"));
   ASSERT_TRUE(model) << model.error().message;
   EXPECT_EQ(model->format, ModelFormat::kGguf);
-  EXPECT_EQ(model->name, "qwen-tiny-Q4_K_M");
+  EXPECT_EQ(model->name, "qwen-tiny-q4-k-m");  // the file stem, as a model name
   EXPECT_EQ(model->byDtype.at("Q4_K").bytes, 512000u / 256 * 144);
   EXPECT_EQ(model->byDtype.at("F32").bytes, 2048u);
   EXPECT_EQ(model->parameters, 512000u + 512);
