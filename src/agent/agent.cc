@@ -480,10 +480,25 @@ Result<std::string> Agent::acquireLease(const std::string& model) {
     if (parts_.cache == nullptr) return fail(Error::precondition("this agent has no model cache"));
     TESSERA_RETURN_IF_ERROR(parts_.cache->pin(model));
   }
+  // Checked again where the lease is granted: a drain that began while the model was being
+  // pinned must not see a lease appear after it stopped new work.
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ == AgentPhase::kRunning && !stopping_) {
+      const std::string id = "lease-" + std::to_string(++nextLease_);
+      leases_.emplace(id, model);
+      return id;
+    }
+  }
+  if (!model.empty()) {
+    if (auto undone = parts_.cache->unpin(model); !undone) {
+      parts_.log->warn("unpin after a refused lease failed",
+                       {{"model", model}, {"error", undone.error().message}});
+    }
+  }
   std::lock_guard lock(mu_);
-  const std::string id = "lease-" + std::to_string(++nextLease_);
-  leases_.emplace(id, model);
-  return id;
+  return fail(Error::precondition("the node is " + std::string(phaseName(phase_)) +
+                                  "; it takes no new work"));
 }
 
 Result<void> Agent::releaseLease(const std::string& id) {

@@ -46,7 +46,8 @@ TEST(Names, ToSubdomainMakesAValidName) {
   EXPECT_EQ(toSubdomain("--x--"), "x");
   EXPECT_EQ(toSubdomain("___"), "model");
   EXPECT_EQ(toSubdomain("a..b"), "a.b");
-  for (const char* s : {"Meta-Llama-3.1-8B", "é!", "a.-b", "x-.y", std::string(300, 'Z').c_str()}) {
+  for (const std::string& s : {std::string("Meta-Llama-3.1-8B"), std::string("\xc3\xa9!"),
+                               std::string("a.-b"), std::string("x-.y"), std::string(300, 'Z')}) {
     EXPECT_FALSE(checkName(toSubdomain(s), NameKind::kSubdomain)) << s << " → " << toSubdomain(s);
   }
 }

@@ -123,6 +123,24 @@ bool ClusterState::modelResidentOnGpu(GpuId g, std::int32_t modelId) const {
   return false;
 }
 
+bool ClusterState::modelResidentOnGpu(GpuId g, std::int32_t modelId,
+                                      std::int32_t exceptDeploymentId) const {
+  if (modelId < 0) return false;
+  for (ReplicaId r : gpu(g).replicas) {
+    if (replica(r).modelId == modelId && replica(r).deploymentId != exceptDeploymentId) return true;
+  }
+  return false;
+}
+
+int ClusterState::deploymentReplicasOnGpu(GpuId g, std::int32_t deploymentId) const {
+  if (deploymentId < 0) return 0;
+  int count = 0;
+  for (ReplicaId r : gpu(g).replicas) {
+    if (replica(r).deploymentId == deploymentId) ++count;
+  }
+  return count;
+}
+
 bool ClusterState::modelCachedOnNode(NodeId n, std::string_view modelName) const {
   const auto& cached = node(n).spec.cachedModels;
   return std::find(cached.begin(), cached.end(), modelName) != cached.end();

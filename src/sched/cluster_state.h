@@ -198,11 +198,15 @@ class ClusterState {
   // True when the model's weights are in GPU memory on this GPU (a replica of it is placed).
   bool modelResidentOnGpu(GpuId gpu, std::string_view modelName) const;
   bool modelResidentOnGpu(GpuId gpu, std::int32_t modelId) const;
+  // The same, counting only replicas of other deployments than `exceptDeploymentId`.
+  bool modelResidentOnGpu(GpuId gpu, std::int32_t modelId, std::int32_t exceptDeploymentId) const;
   // True when the node's local cache holds the model's weights.
   bool modelCachedOnNode(NodeId node, std::string_view modelName) const;
   // Replicas of a deployment placed on a node.
   int deploymentReplicasOnNode(NodeId node, std::string_view deployment) const;
   int deploymentReplicasOnNode(NodeId node, std::int32_t deploymentId) const;
+  // Replicas of a deployment on a GPU.
+  int deploymentReplicasOnGpu(GpuId gpu, std::int32_t deploymentId) const;
 
   // Largest memory a new placement could get on a GPU: free memory, or on a MIG card the
   // biggest free or creatable instance. This is the key of the capacity index.

@@ -92,6 +92,35 @@ TEST_F(EngineTest, PacksSmallReplicasOntoTheFullestGpuThatFits) {
   EXPECT_TRUE(state_.checkInvariants());
 }
 
+// Replicas of one deployment spread over GPUs and nodes (a failure takes fewest of them, and
+// they do not queue on one card while others idle); different deployments still pack.
+TEST_F(EngineTest, ReplicasOfOneDeploymentSpreadOverGpusAndNodes) {
+  add(makeNode("n1", "A100-80GB", 4));
+  add(makeNode("n2", "A100-80GB", 4));
+  std::vector<std::string> where;
+  for (int i = 0; i < 4; ++i) {
+    model::PlacementRequest r = request("chat-" + std::to_string(i), 16);
+    r.deployment = "chat";
+    const Decision d = engine_->place(state_, r);
+    ASSERT_TRUE(d.placement) << d.summary;
+    where.push_back(this->where(*d.placement));
+  }
+  std::sort(where.begin(), where.end());
+  EXPECT_EQ(std::unique(where.begin(), where.end()), where.end())
+      << "two replicas share a GPU: " << ::testing::PrintToString(where);
+  int onN1 = 0;
+  for (const std::string& w : where) onN1 += w.starts_with("n1:") ? 1 : 0;
+  EXPECT_EQ(onN1, 2) << "replicas not spread over the nodes";
+  // Another deployment of the same model still takes the weights already on a GPU.
+  model::PlacementRequest canary = request("canary-0", 16);
+  canary.deployment = "canary";
+  const Decision c = engine_->place(state_, canary);
+  ASSERT_TRUE(c.placement) << c.summary;
+  EXPECT_NE(std::find(where.begin(), where.end(), this->where(*c.placement)), where.end())
+      << this->where(*c.placement);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
 TEST_F(EngineTest, TensorParallelReplicaStaysInsideOneNvlinkGroup) {
   add(makeNode("n", "H100-80GB", 8, /*nvlinkGroups=*/2));
   // Fill GPUs 0-2 so group 0 has one free GPU left.

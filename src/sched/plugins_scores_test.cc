@@ -133,8 +133,9 @@ TEST_F(ScoreTest, ModelAffinityPrefersResidentThenCachedWeights) {
   cached.cachedModels = {"llama"};
   const NodeId c = addNode(cached);
   const NodeId plain = addNode(nodeSpec("p", "A100-80GB", 1));
-  place("x", {gpu("a", "0")}, 20 * kGib, 0, model::SharingMode::kShared, "llama");
+  place("x", {gpu("a", "0")}, 20 * kGib, 0, model::SharingMode::kShared, "llama", "prod");
   request_.model.name = "llama";
+  request_.deployment = "canary";  // another deployment's weights attract
   const std::vector<Option> options{option(a, {gpu("a", "0")}), option(a, {gpu("a", "1")}),
                                     option(c, {gpu("c", "0")}), option(plain, {gpu("p", "0")}),
                                     option(a, {gpu("a", "1"), gpu("a", "0")})};
@@ -144,6 +145,9 @@ TEST_F(ScoreTest, ModelAffinityPrefersResidentThenCachedWeights) {
   auto custom = ModelAffinityScore::create(nlohmann::json{{"resident", 80}, {"cached", 30}});
   ASSERT_TRUE(custom);
   EXPECT_EQ(normalized(**custom, options), (Scores{80, 0, 30, 0, 80}));
+  // The deployment's own replica does not: it spreads instead (ReplicaAntiAffinity).
+  request_.deployment = "prod";
+  EXPECT_EQ(normalized(**defaults, options), (Scores{0, 0, 60, 0, 0}));
   EXPECT_FALSE(ModelAffinityScore::create(nlohmann::json{{"cached", 101}}));
   EXPECT_FALSE(ModelAffinityScore::create(nlohmann::json{{"cached", 0.5}}));
 }
@@ -162,7 +166,10 @@ TEST_F(ScoreTest, ReplicaAntiAffinityPrefersNodesWithFewerOfTheDeployment) {
   const std::vector<Option> options{option(a, {gpu("a", "0")}), option(b, {gpu("b", "1")}),
                                     option(b, {gpu("b", "0")}), option(c, {gpu("c", "1")})};
   ReplicaAntiAffinityScore p;
-  EXPECT_EQ(normalized(p, options), (Scores{33, 50, 50, 100}));
+  // 100 / (1 + on the node + on the option's GPUs): a's GPU 0 holds a1 (1 + 2 + 1), b's GPU 1
+  // is free on a node with one (1 + 1), b's GPU 0 holds b1 (1 + 1 + 1), c holds none of chat.
+  // Raw {25, 50, 33, 100}, then min-max over the options.
+  EXPECT_EQ(normalized(p, options), (Scores{0, 33, 10, 100}));
 }
 
 TEST_F(ScoreTest, ReplicaAntiAffinityFallsBackToTheModelName) {
@@ -171,7 +178,7 @@ TEST_F(ScoreTest, ReplicaAntiAffinityFallsBackToTheModelName) {
   place("a1", {gpu("a", "0")}, kGib, 0, model::SharingMode::kShared, "model");
   const std::vector<Option> options{option(a, {gpu("a", "0")}), option(b, {gpu("b", "0")})};
   ReplicaAntiAffinityScore p;
-  EXPECT_EQ(normalized(p, options), (Scores{50, 100}));
+  EXPECT_EQ(normalized(p, options), (Scores{0, 100}));  // a1 on a's node and GPU (raw 33)
 }
 
 // ---- NumaLocality -------------------------------------------------------------------------

@@ -11,16 +11,20 @@ Profile defaultProfile() {
                            "TimeSlicing", "GpuTopology", "NumaAlignment"}) {
     p.filters.push_back({name, 1, PluginArgs::object()});
   }
-  // Weights: reuse of resident or cached weights saves a load of seconds to minutes, so it
-  // leads; packing (best fit) and fragmentation keep large holes for large models; the rest
-  // break ties between otherwise equal choices.
+  // Weights: replicas of one deployment spread over nodes and GPUs first (5 outweighs best fit
+  // and fragmentation together, so a deployment's replicas never stack on one card while
+  // another is free, and a failure takes as few as possible); it only tells apart options that
+  // differ in the deployment's replicas, so between deployments packing decides. Reuse of
+  // weights another deployment holds, or the node cache, saves a load of seconds to minutes;
+  // packing (best fit) and fragmentation keep large holes for large models; the rest break
+  // ties between otherwise equal choices.
   p.scores = {
+      {"ReplicaAntiAffinity", 5, PluginArgs::object()},
       {"ModelAffinity", 3, PluginArgs::object()},
       {"BestFit", 2, PluginArgs::object()},
       {"Fragmentation", 2, PluginArgs::object()},
       {"ComputeHeadroom", 1, PluginArgs::object()},
       {"NumaLocality", 1, PluginArgs::object()},
-      {"ReplicaAntiAffinity", 1, PluginArgs::object()},
   };
   return p;
 }

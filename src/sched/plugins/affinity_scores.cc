@@ -33,6 +33,10 @@ void ModelAffinityScore::score(const DecisionContext& ctx, std::span<const Optio
                                std::span<std::int64_t> out) const {
   const std::string_view model = ctx.request.model.name;
   const std::int32_t modelId = ctx.state.nameId(model);  // -1: resident nowhere
+  // The deployment's own replicas do not attract it: spreading them wins (ReplicaAntiAffinity);
+  // weights another deployment of the model holds do (a canary next to production).
+  const std::int32_t deploymentId = ctx.state.nameId(
+      ctx.request.deployment.empty() ? ctx.request.model.name : ctx.request.deployment);
   // The engine lists a node's options together; remember the last node's cache answer.
   NodeId lastNode = -1;
   bool lastCached = false;
@@ -44,7 +48,7 @@ void ModelAffinityScore::score(const DecisionContext& ctx, std::span<const Optio
     }
     const auto gpus = optionGpus(option);
     if (std::any_of(gpus.begin(), gpus.end(),
-                    [&](GpuId g) { return ctx.state.modelResidentOnGpu(g, modelId); })) {
+                    [&](GpuId g) { return ctx.state.modelResidentOnGpu(g, modelId, deploymentId); })) {
       out[i] = resident_;
       continue;
     }
@@ -70,7 +74,7 @@ void ReplicaAntiAffinityScore::score(const DecisionContext& ctx, std::span<const
       ctx.request.deployment.empty() ? ctx.request.model.name : ctx.request.deployment;
   const std::int32_t deploymentId = ctx.state.nameId(deployment);
   NodeId lastNode = -1;
-  std::int64_t lastScore = 100;
+  std::int64_t onNode = 0;
   for (std::size_t i = 0; i < options.size(); ++i) {
     const NodeId node = options[i].node;
     if (deployment.empty() || node < 0) {
@@ -79,10 +83,17 @@ void ReplicaAntiAffinityScore::score(const DecisionContext& ctx, std::span<const
     }
     if (node != lastNode) {
       lastNode = node;
-      lastScore = 100 / (1 + std::int64_t{ctx.state.deploymentReplicasOnNode(node, deploymentId)});
+      onNode = ctx.state.deploymentReplicasOnNode(node, deploymentId);
     }
-    out[i] = lastScore;
+    // A replica on one of the option's GPUs counts twice: it shares the node and the card.
+    std::int64_t onGpus = 0;
+    for (GpuId g : optionGpus(options[i])) onGpus += ctx.state.deploymentReplicasOnGpu(g, deploymentId);
+    out[i] = 100 / (1 + onNode + onGpus);
   }
+}
+
+void ReplicaAntiAffinityScore::normalize(std::span<std::int64_t> scores) const {
+  normalizeMinMax(scores);
 }
 
 // ---- NumaLocality -------------------------------------------------------------------------

@@ -12,9 +12,10 @@
 
 namespace tessera::sched {
 
-// `resident` when a replica of the same model already sits on one of the option's GPUs
-// (weights can be shared or copied device to device), `cached` when the node's local cache
-// holds the weights (a fast load), else 0.
+// `resident` when a replica of the same model from another deployment already sits on one of
+// the option's GPUs (weights can be shared or copied device to device), `cached` when the
+// node's local cache holds the weights (a fast load), else 0. The deployment's own replicas do
+// not count: replicas of one deployment spread (ReplicaAntiAffinity) rather than stack.
 class ModelAffinityScore final : public ScorePlugin {
  public:
   static constexpr std::string_view kName = "ModelAffinity";
@@ -30,8 +31,9 @@ class ModelAffinityScore final : public ScorePlugin {
   std::int64_t cached_;
 };
 
-// Fewer replicas of the same deployment on the node is better: 100 / (1 + count), so a node
-// failure takes as few of a deployment's replicas as possible. A request without a
+// Fewer replicas of the same deployment on the node and on the option's GPUs is better:
+// 100 / (1 + on the node + on the option's GPUs), so a node or GPU failure takes as few of a
+// deployment's replicas as possible and they do not queue on one card while others idle. A request without a
 // deployment counts replicas of its model (the engine files them under the model's name);
 // with neither, every option scores 100.
 class ReplicaAntiAffinityScore final : public ScorePlugin {
@@ -42,6 +44,9 @@ class ReplicaAntiAffinityScore final : public ScorePlugin {
   std::string_view name() const override { return kName; }
   void score(const DecisionContext& ctx, std::span<const Option> options,
              std::span<std::int64_t> out) const override;
+  // Min-max over the options: the fewest of the deployment's replicas score 100, the most 0,
+  // so any difference weighs in fully (and none when all options are alike).
+  void normalize(std::span<std::int64_t> scores) const override;
 };
 
 // 100 when the option's GPUs all sit on one NUMA node, else 100 × the largest same-node
