@@ -133,12 +133,7 @@ bool ClusterState::modelResidentOnGpu(GpuId g, std::int32_t modelId,
 }
 
 int ClusterState::deploymentReplicasOnGpu(GpuId g, std::int32_t deploymentId) const {
-  if (deploymentId < 0) return 0;
-  int count = 0;
-  for (ReplicaId r : gpu(g).replicas) {
-    if (replica(r).deploymentId == deploymentId) ++count;
-  }
-  return count;
+  return countOfDeployment(gpu(g).replicas, deploymentId);
 }
 
 bool ClusterState::modelCachedOnNode(NodeId n, std::string_view modelName) const {
@@ -151,9 +146,14 @@ int ClusterState::deploymentReplicasOnNode(NodeId n, std::string_view deployment
 }
 
 int ClusterState::deploymentReplicasOnNode(NodeId n, std::int32_t deploymentId) const {
+  return countOfDeployment(node(n).replicas, deploymentId);
+}
+
+int ClusterState::countOfDeployment(const std::vector<ReplicaId>& replicas,
+                                    std::int32_t deploymentId) const {
   if (deploymentId < 0) return 0;
   int count = 0;
-  for (ReplicaId r : node(n).replicas) {
+  for (ReplicaId r : replicas) {
     if (replica(r).deploymentId == deploymentId) ++count;
   }
   return count;

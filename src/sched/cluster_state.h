@@ -246,6 +246,8 @@ class ClusterState {
   Result<void> checkInvariants() const;
 
  private:
+  // Replicas of a deployment among `replicas` (a node's or a GPU's).
+  int countOfDeployment(const std::vector<ReplicaId>& replicas, std::int32_t deploymentId) const;
   Result<void> addNode(const model::NodeSpec& spec);
   Result<void> updateNode(const model::NodeSpec& spec);
   Result<void> removeNode(const NodeRemoved& ev);

@@ -66,13 +66,9 @@ std::vector<double> intervalWork(const ServingTrace& trace, const ReplicaPerf& p
   const Micros intervalUs = Micros{o.intervalSeconds} * 1'000'000;
   const auto intervals = static_cast<std::size_t>(trace.spanUs() / intervalUs + 1);
   std::vector<double> work(intervals, 0.0);
-  const double batch = std::max(1, o.referenceBatch);
   for (const ServingRequest& r : trace.requests) {
     const double out = std::max(1, r.outputTokens);
-    const double context = r.inputTokens + out / 2;
-    const double perToken =
-        std::max((perf.weightsBytes / batch + context * perf.kvBytesPerToken) / perf.bytesPerSec,
-                 (perf.flopsPerToken + perf.attentionFlopsPerPair * context) / perf.flopsPerSec);
+    const double perToken = decodeSecondsPerToken(perf, r.inputTokens + out / 2, o.referenceBatch);
     work[static_cast<std::size_t>(r.arrivalUs / intervalUs)] +=
         perf.prefillSeconds(r.inputTokens) + (out - 1) * perToken;
   }
@@ -80,6 +76,13 @@ std::vector<double> intervalWork(const ServingTrace& trace, const ReplicaPerf& p
 }
 
 }  // namespace
+
+double decodeSecondsPerToken(const ReplicaPerf& perf, double contextTokens, int batch) {
+  const double b = std::max(1, batch);
+  return std::max(
+      (perf.weightsBytes / b + contextTokens * perf.kvBytesPerToken) / perf.bytesPerSec,
+      (perf.flopsPerToken + perf.attentionFlopsPerPair * contextTokens) / perf.flopsPerSec);
+}
 
 std::vector<int> replicaDemand(const ServingTrace& trace, const ReplicaPerf& perf,
                                const DemandOptions& o) {

@@ -43,6 +43,11 @@ struct DemandOptions {
   int referenceBatch = 16;         // decode batch the weights' read is shared over
 };
 
+// One decode step's time per sequence on an unloaded replica of `perf` at a decode batch of
+// `batch` (the weights' read shared over it) and a context of `contextTokens`: the slower of
+// its memory and its compute time. The demand estimate's decode cost.
+double decodeSecondsPerToken(const ReplicaPerf& perf, double contextTokens, int batch);
+
 // Replicas needed per interval of the trace (index k covers [k, k+1) x interval), >= 1.
 std::vector<int> replicaDemand(const ServingTrace& trace, const ReplicaPerf& perf,
                                const DemandOptions& options);

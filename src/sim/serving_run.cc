@@ -16,6 +16,7 @@
 #include "sched/profile.h"
 #include "sim/serving_reference.h"
 #include "sim/serving_replica.h"
+#include "sim/serving_stats.h"
 
 namespace tessera::sim {
 namespace {
@@ -74,38 +75,6 @@ struct RequestState {
   bool rejected = false;
   bool cutOff = false;
 };
-
-// Values in a sliding time window (signals over the last signalWindowSeconds).
-struct Window {
-  std::deque<std::pair<Micros, double>> values;
-  void add(Micros at, double v) { values.emplace_back(at, v); }
-  void trim(Micros fromUs) {
-    while (!values.empty() && values.front().first <= fromUs) values.pop_front();
-  }
-  std::optional<double> mean() const {
-    if (values.empty()) return std::nullopt;
-    double sum = 0;
-    for (const auto& [at, v] : values) sum += v;
-    return sum / static_cast<double>(values.size());
-  }
-  std::optional<double> percentile(double p) const;
-};
-
-// Nearest rank: the smallest value with at least p of the values at or below it.
-double nearestRank(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
-  return v[std::clamp<std::size_t>(rank, 1, v.size()) - 1];
-}
-
-std::optional<double> Window::percentile(double p) const {
-  if (values.empty()) return std::nullopt;
-  std::vector<double> v;
-  v.reserve(values.size());
-  for (const auto& [at, x] : values) v.push_back(x);
-  return nearestRank(v, p);
-}
 
 class ServingRun {
  public:

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "sim/serving_run.h"
+#include "sim/serving_stats.h"
 
 // The set-up of a serving run, apart from the run itself (serving_run.cc): policy names, the
 // replica's performance, the controllers, the lead-in, the model error and the GPU share rule.
@@ -141,19 +142,19 @@ std::optional<scale::ShareRule> shareRuleFor(std::string_view policy, const Repl
   return rule;
 }
 
+namespace {
+
+// What one whole-GPU replica would have measured, unloaded, over the lead-in's busiest signal
+// window by prefill work (decode at the demand estimate's reference batch): the deployment's
+// signals before the trace, for the share its first replicas take.
 scale::DeploymentSignals leadInSignals(const ServingTrace& leadIn, Micros untilUs,
                                        const ReplicaPerf& whole, int windowSeconds,
                                        const DemandOptions& demand) {
-  // The busiest signal window by prefill work, as one whole-GPU replica would have measured
-  // it unloaded (decode at the demand estimate's reference batch).
   const Micros window = Micros{std::max(1, windowSeconds)} * kUsPerSecond;
-  std::vector<double> prefills;
-  double serviceMs = 0, contextTokens = 0;
+  const auto& rs = leadIn.requests;
   std::size_t best = 0, bestEnd = 0, begin = 0;
   double work = 0, bestWork = -1;
-  const auto& rs = leadIn.requests;
-  std::size_t end = 0;
-  for (; end < rs.size() && rs[end].arrivalUs < untilUs; ++end) {
+  for (std::size_t end = 0; end < rs.size() && rs[end].arrivalUs < untilUs; ++end) {
     work += whole.prefillSeconds(rs[end].inputTokens);
     while (rs[begin].arrivalUs <= rs[end].arrivalUs - window) {
       work -= whole.prefillSeconds(rs[begin].inputTokens);
@@ -172,32 +173,29 @@ scale::DeploymentSignals leadInSignals(const ServingTrace& leadIn, Micros untilU
   r.gpuFraction = 1;
   s.replicas.push_back(r);
   if (bestEnd == best) return s;
-  const double batch = std::max(1, demand.referenceBatch);
+  std::vector<double> prefillsMs;
+  double prefillMs = 0, serviceMs = 0, contextTokens = 0;
   for (std::size_t i = best; i < bestEnd; ++i) {
     const double p = whole.prefillSeconds(rs[i].inputTokens);
-    prefills.push_back(1000 * p);
     const double out = std::max(1, rs[i].outputTokens);
-    const double context = rs[i].inputTokens + out / 2;
-    const double perToken = std::max(
-        (whole.weightsBytes / batch + context * whole.kvBytesPerToken) / whole.bytesPerSec,
-        (whole.flopsPerToken + whole.attentionFlopsPerPair * context) / whole.flopsPerSec);
-    serviceMs += 1000 * (p + (out - 1) * perToken);
+    prefillsMs.push_back(1000 * p);
+    prefillMs += 1000 * p;
+    serviceMs += 1000 * (p + (out - 1) * decodeSecondsPerToken(whole, rs[i].inputTokens + out / 2,
+                                                                demand.referenceBatch));
     contextTokens += rs[i].inputTokens + out;
   }
-  double sum = 0;
-  for (double p : prefills) sum += p;
-  s.arrivalRatePerSec = static_cast<double>(prefills.size()) / (static_cast<double>(window) / 1e6);
-  s.meanPrefillMs = sum / static_cast<double>(prefills.size());
-  const auto count = static_cast<double>(prefills.size());
+  const auto count = static_cast<double>(prefillsMs.size());
+  s.arrivalRatePerSec = count / (static_cast<double>(window) / 1e6);
+  s.meanPrefillMs = prefillMs / count;
+  s.prefillP99Ms = nearestRank(prefillsMs, 0.99);
   s.meanServiceMs = serviceMs / count;
   s.replicas.front().maxConcurrency = static_cast<int>(std::clamp<double>(
       static_cast<double>(whole.kvCapacityTokens) / std::max(1.0, contextTokens / count), 1,
       whole.maxNumSeqs));
-  std::sort(prefills.begin(), prefills.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(prefills.size())));
-  s.prefillP99Ms = prefills[std::clamp<std::size_t>(rank, 1, prefills.size()) - 1];
   return s;
 }
+
+}  // namespace
 
 Result<ShareChoice> chooseReplicaShare(const ServingTrace& leadIn, Micros measuredFromUs,
                                        const ReplicaPerf& whole, const ServingOptions& o,
