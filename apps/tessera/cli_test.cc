@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -161,6 +163,31 @@ TEST_F(CliTest, PlaceOnTheExamplesPrintsJsonWithAssignments) {
   EXPECT_EQ(plan.at("evictions").size(), plan.at("unplaceable").size());
 }
 
+// Issue 14, bug 4: on examples/, 16 of the 18 requests fit (the 4-GPU replicas go before the
+// 2-GPU one that would break an NVLink set), the replicas of one deployment never share a GPU,
+// and the advice never evicts a replica the same plan placed.
+TEST_F(CliTest, TheExamplesPlanPlacesSixteenSpreadsAndKeepsItsOwnReplicas) {
+  const Outcome run = tessera(examplesArgs() + " -o json");
+  ASSERT_TRUE(exitedWith(run, 0));
+  const json plan = json::parse(run.out);
+  EXPECT_EQ(plan.at("assignments").size(), 16u) << plan.at("unplaceable").dump();
+  std::set<std::string> placed;
+  std::map<std::string, std::set<std::string>> gpusOf;  // deployment -> node/gpu
+  for (const json& a : plan.at("assignments")) {
+    placed.insert(a.at("replica").get<std::string>());
+    for (const json& g : a.at("gpus")) {
+      const std::string where = a.at("node").get<std::string>() + "/" + g.at("id").get<std::string>();
+      EXPECT_TRUE(gpusOf[a.at("deployment").get<std::string>()].insert(where).second)
+          << a.at("deployment") << " has two replicas on " << where;
+    }
+  }
+  for (const json& e : plan.at("evictions")) {
+    for (const json& v : e.at("victims")) {
+      EXPECT_FALSE(placed.contains(v.get<std::string>())) << "advice evicts planned " << v;
+    }
+  }
+}
+
 TEST_F(CliTest, PlaceOnTheExamplesPrintsATable) {
   const Outcome run = tessera(examplesArgs());
   ASSERT_TRUE(exitedWith(run, 0));
@@ -206,6 +233,7 @@ TEST_F(CliTest, UnplaceableRequestGetsAReasonAndAdvice) {
     model:
       name: giant
       weightsMib: 409600
+      gpusPerReplica: 8
 )");
   const Outcome run = tessera("place --cluster " + quoted(write("cluster.yaml", kCluster)) +
                               " --requests " + quoted(requests) + " -o json");
@@ -214,9 +242,46 @@ TEST_F(CliTest, UnplaceableRequestGetsAReasonAndAdvice) {
   ASSERT_EQ(plan.at("unplaceable").size(), 1u);
   EXPECT_FALSE(plan.at("unplaceable").front().at("reason").get<std::string>().empty());
   ASSERT_EQ(plan.at("evictions").size(), 1u);
-  EXPECT_EQ(plan.at("evictions").front().at("replica"), "giant-0");
-  EXPECT_FALSE(plan.at("evictions").front().at("feasible").get<bool>());
-  EXPECT_GT(plan.at("evictions").front().at("addGpus").get<int>(), 0);
+  const json& advice = plan.at("evictions").front();
+  EXPECT_EQ(advice.at("replica"), "giant-0");
+  EXPECT_FALSE(advice.at("feasible").get<bool>());
+  EXPECT_EQ(advice.at("addGpus").get<int>(), 8);
+  EXPECT_TRUE(advice.at("addGpuType").is_string()) << advice.dump();
+  EXPECT_TRUE(advice.at("growNode").is_null());
+}
+
+// Issue 14, bug 3: no GPU type holds 480 GiB on one card, so no type is advised at all.
+TEST_F(CliTest, NoFalseAdviceWhenNoGpuTypeCanHoldTheReplica) {
+  const std::string requests = write("requests.yaml", R"(requests:
+  - replicaId: giant-0
+    model:
+      name: giant
+      weightsMib: 409600
+)");
+  const Outcome run = tessera("place --cluster " + quoted(write("cluster.yaml", kCluster)) +
+                              " --requests " + quoted(requests) + " -o json");
+  ASSERT_TRUE(exitedWith(run, 0));
+  const json advice = json::parse(run.out).at("evictions").at(0);
+  EXPECT_EQ(advice.at("addGpus").get<int>(), 0);
+  EXPECT_TRUE(advice.at("addGpuType").is_null());
+  EXPECT_NE(advice.at("reason").get<std::string>().find("no added capacity"), std::string::npos)
+      << advice.dump();
+}
+
+// Issue 14, bug 3: a misspelt GPU type is an error naming the line, with a suggestion.
+TEST_F(CliTest, AMisspeltGpuTypeIsAnErrorWithASuggestion) {
+  const std::string requests = write("requests.yaml", R"(requests:
+  - replicaId: typo-0
+    model: small
+    gpuTypes: [L4, H100-80G]
+)");
+  const Outcome run = tessera("place --cluster " + quoted(write("cluster.yaml", kCluster)) +
+                              " --requests " + quoted(requests));
+  EXPECT_TRUE(exitedWith(run, 2)) << run.out << run.err;
+  EXPECT_NE(run.err.find("requests.yaml:4: requests[0].gpuTypes[1]: unknown GPU type 'H100-80G' "
+                         "(did you mean 'H100-80GB'?)"),
+            std::string::npos)
+      << run.err;
 }
 
 TEST_F(CliTest, ExistingReplicasAreBookedBeforePlanning) {

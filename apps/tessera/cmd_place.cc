@@ -32,7 +32,7 @@ int runPlace(const PlaceOptions& options, std::ostream& out, std::ostream& err) 
   auto cluster = config::loadClusterFile(options.clusterPath, catalog);
   if (!cluster) return reportError(err, kCommand, cluster.error());
 
-  auto requests = config::loadRequestsFile(options.requestsPath, cluster->models);
+  auto requests = config::loadRequestsFile(options.requestsPath, cluster->models, &catalog);
   if (!requests) return reportError(err, kCommand, requests.error());
 
   sched::Profile profile = sched::defaultProfile();

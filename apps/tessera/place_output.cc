@@ -68,13 +68,7 @@ std::string evictionText(const sched::ClusterState& state, const EvictionAdvice&
     return fmt::format("evict {} on {}, then place on GPUs {}", fmt::join(plan.victims, ", "),
                        plan.node, plan.placement ? gpuList(state, *plan.placement) : "-");
   }
-  if (plan.gpusToAdd > 0) {
-    const model::ModelProfile& m = advice.request.model;
-    return fmt::format(
-        "no eviction helps; add {} GPU{}{}{}{}", plan.gpusToAdd, plan.gpusToAdd == 1 ? "" : "s",
-        plan.gpuTypeToAdd.empty() ? "" : " of type " + plan.gpuTypeToAdd,
-        m.gpusPerReplica > 1 ? " on one node" : "", m.nvlinkRequired ? ", NVLink-connected" : "");
-  }
+  if (!plan.capacity.empty()) return "no eviction helps; " + plan.capacity;
   return plan.reason.empty() ? "no eviction plan and no capacity advice" : plan.reason;
 }
 
@@ -224,8 +218,12 @@ json planToJson(const PlanReport& report, const sched::ClusterState& state) {
          {"node", plan.node.empty() ? json(nullptr) : json(plan.node)},
          {"victims", plan.victims},
          {"placement", plan.placement ? placementJson(state, *plan.placement) : json(nullptr)},
+         {"growNode", plan.growNode.empty() ? json(nullptr) : json(plan.growNode)},
+         {"addCpuMilli", plan.addCpuMilli},
+         {"addHostMemoryMib", plan.addHostMemoryMib},
          {"addGpus", plan.gpusToAdd},
          {"addGpuType", plan.gpuTypeToAdd.empty() ? json(nullptr) : json(plan.gpuTypeToAdd)},
+         {"likeNode", plan.likeNode.empty() ? json(nullptr) : json(plan.likeNode)},
          {"reason", plan.reason}});
   }
 

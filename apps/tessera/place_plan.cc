@@ -101,9 +101,12 @@ PlanReport planPlacement(sched::PlacementEngine& engine, sched::ClusterState& st
   } else {
     planBatchWithScores(engine, state, requests, explainReplica, report);
   }
+  // The advice is about the cluster after the plan, and never unloads what the plan placed.
+  std::vector<std::string> placed;
+  for (const AssignedReplica& row : report.assignments) placed.push_back(row.placement.replicaId);
   for (const RefusedReplica& refused : report.unplaceable) {
     report.evictions.push_back(
-        {refused.request, sched::planEviction(engine, state, refused.request)});
+        {refused.request, sched::planEviction(engine, state, refused.request, placed)});
   }
   return report;
 }

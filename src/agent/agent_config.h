@@ -15,7 +15,7 @@
 //   labels: {pool: inference}
 //   gpuDiscovery: auto                   # auto | nvml | virtual
 //   nvmlLibrary: libnvidia-ml.so.1
-//   virtualGpus: [{type: L4, count: 2, nvlinkGroup: 0, numa: 0}]
+//   virtualGpus: [{type: A100-80GB, count: 2, nvlinkGroup: 0, numa: 0}]
 //   cache: {dir: /var/lib/tessera/cache, diskCapacity: 500Gi, hostMemoryCapacity: 64Gi,
 //           warnAtFraction: 0.9, minFreeDisk: 10Gi}
 //   modelSources: [{name: local, path: /models}]

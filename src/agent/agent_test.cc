@@ -52,7 +52,7 @@ class AgentTest : public ::testing::Test {
     config_.hostMemoryMib = 256 * 1024;
     config_.labels = {{"pool", "test"}};
     config_.nvmlLibrary = "libnvidia-ml-not-installed.so.1";
-    config_.virtualGpus = {{"L4", 2, 0, 0, std::nullopt}};
+    config_.virtualGpus = {{"L4", 2, -1, 0, std::nullopt}};
     config_.admin = "127.0.0.1:0";
     config_.preload = {"llama-8b"};
     config_.stopNewWorkMs = 100;
@@ -252,7 +252,7 @@ TEST_F(AgentTest, TheNextAgentLiftsItsDrainsCordonButNotAnOperators) {
   const httplib::Headers auth{{"Authorization", std::string("Bearer ") + kToken}};
   ASSERT_EQ(http.Post("/api/v1/nodes/node-a/cordon", auth, "{}", "application/json")->status, 200);
   agent_.reset();
-  config_.virtualGpus = {{"L4", 3, 0, 0, std::nullopt}};
+  config_.virtualGpus = {{"L4", 3, -1, 0, std::nullopt}};
   makeAgent();
   ASSERT_TRUE(eventually([&] { return agent_->status().contains("registrationWarnings"); }))
       << logText_.str();

@@ -57,7 +57,7 @@ class DevicePluginHostTest : public ::testing::Test {
     config_.heartbeatMs = 30;
     config_.nvmlLibrary = "libnvidia-ml-not-installed.so.1";
     config_.discovery = GpuDiscovery::kVirtual;
-    config_.virtualGpus = {{"L4", 2, 0, 0, std::nullopt}};
+    config_.virtualGpus = {{"L4", 2, -1, 0, std::nullopt}};
     config_.admin = "127.0.0.1:0";
     config_.stopNewWorkMs = 0;
     config_.inFlightMaxMs = 1'000;

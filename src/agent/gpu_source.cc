@@ -115,6 +115,10 @@ Result<std::vector<AgentGpu>> virtualGpus(const AgentConfig& config,
           "virtualGpus[" + std::to_string(i) + "].type: unknown GPU type \"" + d.type +
           "\"; known types: " + knownTypes(catalog) + " (tessera catalog lists them)"));
     }
+    if (d.nvlinkGroup >= 0 && !type->nvlinkGBps) {
+      return fail(Error::invalid("virtualGpus[" + std::to_string(i) + "].nvlinkGroup: type " +
+                                 type->name + " has no NVLink; leave nvlinkGroup out"));
+    }
     for (int c = 0; c < d.count; ++c) {
       AgentGpu g;
       g.id = std::to_string(out.size());

@@ -43,7 +43,7 @@ TEST_F(FakeNvmlEnv, WithoutNvmlFallsBackToVirtualGpusOrFails) {
   EXPECT_NE(none.error().message.find("no virtualGpus are declared"), std::string::npos)
       << none.error().message;
 
-  config.virtualGpus = {{"nvidia l4", 2, 0, 1, std::nullopt}, {"H100-80GB", 1, -1, -1, 40960}};
+  config.virtualGpus = {{"nvidia l4", 2, -1, 1, std::nullopt}, {"H100-80GB", 1, 0, -1, 40960}};
   warnings.clear();
   auto source = openGpuSource(config, catalog_, "n1", warnings);
   ASSERT_TRUE(source) << source.error().message;
@@ -58,8 +58,9 @@ TEST_F(FakeNvmlEnv, WithoutNvmlFallsBackToVirtualGpusOrFails) {
   EXPECT_TRUE((*gpus)[0].isVirtual);
   EXPECT_EQ((*gpus)[0].memoryMib, 24576);
   EXPECT_EQ((*gpus)[1].numaNode, 1);
-  EXPECT_EQ((*gpus)[1].nvlinkGroup, 0);
+  EXPECT_EQ((*gpus)[1].nvlinkGroup, -1);
   EXPECT_EQ((*gpus)[2].id, "2");
+  EXPECT_EQ((*gpus)[2].nvlinkGroup, 0);
   EXPECT_EQ((*gpus)[2].memoryMib, 40960);
   EXPECT_EQ((*gpus)[2].uuid, "virtual-n1-2");
 
@@ -75,6 +76,14 @@ TEST_F(FakeNvmlEnv, WithoutNvmlFallsBackToVirtualGpusOrFails) {
   EXPECT_NE(unknown.error().message.find("virtualGpus[0].type: unknown GPU type \"K9000\""),
             std::string::npos)
       << unknown.error().message;
+
+  // Issue 14, bug 3: an NVLink group on a card without NVLink is a typo, said so.
+  config.virtualGpus = {{"H100-80GB", 2, 0, 0, std::nullopt}, {"L4", 1, 0, -1, std::nullopt}};
+  auto unlinked = openGpuSource(config, catalog_, "n1", warnings);
+  ASSERT_FALSE(unlinked);
+  EXPECT_NE(unlinked.error().message.find("virtualGpus[1].nvlinkGroup: type L4 has no NVLink"),
+            std::string::npos)
+      << unlinked.error().message;
 }
 
 TEST_F(FakeNvmlEnv, ReadsEveryCardThroughTheLoadedLibrary) {

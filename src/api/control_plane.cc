@@ -507,7 +507,7 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
   std::vector<model::ModelProfile> known;
   for (const auto& [name, p] : models_) known.push_back(p);
   auto file = config::parseRequestsYaml(json{{"requests", json::array({body})}}.dump(1),
-                                        std::string(kBody), known);
+                                        std::string(kBody), known, &catalog_);
   if (!file) return bad(relativeToBody(file.error(), "requests"));
   for (const auto& r : file->requests) {
     if (state_.findReplica(r.replicaId)) {
@@ -614,7 +614,7 @@ Result<json> ControlPlane::explain(const json& body) {
   std::vector<model::ModelProfile> known;
   for (const auto& [name, p] : models_) known.push_back(p);
   auto file = config::parseRequestsYaml(json{{"requests", json::array({body})}}.dump(1),
-                                        std::string(kBody), known);
+                                        std::string(kBody), known, &catalog_);
   if (!file) return fail(relativeToBody(file.error(), "requests"));
   const model::PlacementRequest& r = file->requests.front();
   sched::DecideOptions opts;

@@ -38,7 +38,10 @@ class PersistenceTest : public ::testing::Test {
 
   static json node(const std::string& name, int gpus, const std::string& type) {
     json list = json::array();
-    for (int i = 0; i < gpus; ++i) list.push_back({{"type", type}, {"nvlinkGroup", 0}});
+    const bool linked = model::GpuCatalog::builtin().find(type)->nvlinkGBps.has_value();
+    for (int i = 0; i < gpus; ++i) {
+      list.push_back({{"type", type}, {"nvlinkGroup", linked ? 0 : -1}});
+    }
     return {{"name", name},
             {"cpu", 96},
             {"hostMemory", "1Ti"},

@@ -45,11 +45,14 @@ Result<ClusterFile> loadClusterFile(const std::string& path, model::GpuCatalog& 
 Result<ClusterFile> parseClusterYaml(const std::string& text, const std::string& sourceName,
                                      model::GpuCatalog& catalog);
 
-// `known` models (e.g. from the cluster file) may be referenced by name.
+// `known` models (e.g. from the cluster file) may be referenced by name. With a `catalog`,
+// every name under gpuTypes must be a type or alias in it.
 Result<RequestsFile> loadRequestsFile(const std::string& path,
-                                      const std::vector<model::ModelProfile>& known);
+                                      const std::vector<model::ModelProfile>& known,
+                                      const model::GpuCatalog* catalog = nullptr);
 Result<RequestsFile> parseRequestsYaml(const std::string& text, const std::string& sourceName,
-                                       const std::vector<model::ModelProfile>& known);
+                                       const std::vector<model::ModelProfile>& known,
+                                       const model::GpuCatalog* catalog = nullptr);
 
 // Unknown plugin names are caught later by sched::buildPlugins; this checks shape and types.
 Result<sched::Profile> loadProfileFile(const std::string& path);

@@ -45,7 +45,8 @@ Result<model::Toleration> parseToleration(const Field& field) {
 
 // One `requests:` entry, expanded to `count` requests when written with `name`.
 Result<std::vector<model::PlacementRequest>> parseRequest(
-    const Field& field, const std::vector<const std::vector<model::ModelProfile>*>& scopes) {
+    const Field& field, const std::vector<const std::vector<model::ModelProfile>*>& scopes,
+    const model::GpuCatalog* catalog) {
   TESSERA_RETURN_IF_ERROR(expectMap(field, {"replicaId", "name", "count", "model", "gpuTypes",
                                             "nodeSelector", "tolerations", "deployment"}));
   const Field replicaId = field.child("replicaId");
@@ -67,6 +68,16 @@ Result<std::vector<model::PlacementRequest>> parseRequest(
   if (!profile) return fail(std::move(profile.error()));
   request.model = std::move(*profile);
   TESSERA_RETURN_IF_ERROR(readOptional(field, "gpuTypes", request.gpuTypes));
+  if (catalog != nullptr) {
+    // A misspelt type would otherwise only be "rejected by GpuType" on every GPU.
+    for (std::size_t i = 0; i < request.gpuTypes.size(); ++i) {
+      const std::vector<std::string> one{request.gpuTypes[i]};
+      if (auto known = catalog->checkKnown(one, "gpuTypes"); !known) {
+        const std::string& message = known.error().message;
+        return fail(field.child("gpuTypes").item(i).error(message.substr(message.find(':') + 2)));
+      }
+    }
+  }
   TESSERA_RETURN_IF_ERROR(readOptional(field, "nodeSelector", request.nodeSelector));
   const Field tolerations = field.child("tolerations");
   TESSERA_RETURN_IF_ERROR(expectSequence(tolerations));
@@ -106,7 +117,8 @@ Result<std::vector<model::PlacementRequest>> parseRequest(
 }  // namespace
 
 Result<RequestsFile> parseRequestsYaml(const std::string& text, const std::string& sourceName,
-                                       const std::vector<model::ModelProfile>& known) {
+                                       const std::vector<model::ModelProfile>& known,
+                                       const model::GpuCatalog* catalog) {
   auto document = parseYamlDocument(text, sourceName);
   if (!document) return fail(std::move(document.error()));
   const Field root = Field::root(sourceName, *document);
@@ -130,7 +142,7 @@ Result<RequestsFile> parseRequestsYaml(const std::string& text, const std::strin
   std::map<std::string, std::size_t> entryById;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const Field item = requests.item(i);
-    auto expanded = parseRequest(item, scopes);
+    auto expanded = parseRequest(item, scopes, catalog);
     if (!expanded) return fail(std::move(expanded.error()));
     for (model::PlacementRequest& request : *expanded) {
       if (const auto [it, inserted] = entryById.emplace(request.replicaId, i); !inserted) {
@@ -145,10 +157,11 @@ Result<RequestsFile> parseRequestsYaml(const std::string& text, const std::strin
 }
 
 Result<RequestsFile> loadRequestsFile(const std::string& path,
-                                      const std::vector<model::ModelProfile>& known) {
+                                      const std::vector<model::ModelProfile>& known,
+                                      const model::GpuCatalog* catalog) {
   auto text = readTextFile(path);
   if (!text) return fail(std::move(text.error()));
-  return parseRequestsYaml(*text, path, known);
+  return parseRequestsYaml(*text, path, known, catalog);
 }
 
 }  // namespace tessera::config

@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 
+#include "common/text.h"
 #include "config/quantity.h"
 
 namespace tessera::config {
@@ -57,27 +58,6 @@ std::string mibText(std::int64_t mib) {
   if (mib >= kTi && mib % kTi == 0) return text + " (" + std::to_string(mib / kTi) + " TiB)";
   if (mib >= kGi && mib % kGi == 0) return text + " (" + std::to_string(mib / kGi) + " GiB)";
   return text;
-}
-
-std::string lowerAscii(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::size_t editDistance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string joinKeys(const std::vector<std::string_view>& keys) {
@@ -506,27 +486,7 @@ std::string joinNames(const std::vector<std::string>& names, std::size_t maxList
 
 std::optional<std::string_view> closestKey(std::string_view key,
                                            const std::vector<std::string_view>& allowed) {
-  // Longer keys tolerate more slips; short ones would otherwise match anything.
-  const std::size_t threshold = key.size() <= 3 ? 1 : key.size() <= 6 ? 2 : 3;
-  const std::string lowered = lowerAscii(key);
-  std::optional<std::string_view> best;
-  std::size_t bestDistance = threshold + 1;
-  std::size_t bestPrefix = 0;
-  for (const std::string_view candidate : allowed) {
-    const std::string folded = lowerAscii(candidate);
-    const std::size_t distance = editDistance(lowered, folded);
-    // Ties go to the key that starts the same way: "gpu" means gpus more likely than cpu.
-    const std::size_t prefix = static_cast<std::size_t>(
-        std::mismatch(lowered.begin(), lowered.end(), folded.begin(), folded.end()).first -
-        lowered.begin());
-    if (distance > threshold) continue;
-    if (distance < bestDistance || (distance == bestDistance && prefix > bestPrefix)) {
-      bestDistance = distance;
-      bestPrefix = prefix;
-      best = candidate;
-    }
-  }
-  return best;
+  return closestName(key, allowed);
 }
 
 }  // namespace tessera::config

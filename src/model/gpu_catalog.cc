@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.h"
 #include "model/internal/names.h"
 #include "model/mig.h"
 
@@ -399,6 +400,27 @@ std::vector<std::string> GpuCatalog::names() const {
   out.reserve(types_.size());
   for (const auto& t : types_) out.push_back(t->name);
   return out;
+}
+
+Result<void> GpuCatalog::checkKnown(const std::vector<std::string>& namesOrAliases,
+                                    std::string_view what) const {
+  for (const std::string& name : namesOrAliases) {
+    if (indexOf(name) >= 0) continue;
+    std::vector<std::string_view> known;
+    for (const auto& t : types_) {
+      known.emplace_back(t->name);
+      for (const std::string& alias : t->aliases) known.emplace_back(alias);
+    }
+    std::string message = std::string(what) + ": unknown GPU type '" + name + "'";
+    if (const auto near = closestName(name, known)) {
+      message += " (did you mean '" + std::string(*near) + "'?)";
+    } else {
+      message += "; known types:";
+      for (std::size_t i = 0; i < types_.size(); ++i) message += (i ? ", " : " ") + types_[i]->name;
+    }
+    return fail(Error::invalid(std::move(message)));
+  }
+  return {};
 }
 
 // ---- validateGpuType -------------------------------------------------------------------------

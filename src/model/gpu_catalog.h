@@ -29,6 +29,11 @@ class GpuCatalog {
   const GpuType& at(int index) const { return *types_[static_cast<std::size_t>(index)]; }
   int size() const { return static_cast<int>(types_.size()); }
   std::vector<std::string> names() const;
+  // Fails on the first name that is neither a type nor an alias here: "unknown GPU type
+  // 'H100-80G' (did you mean 'H100-80GB'?)", else the list of known names. `what` names
+  // the field for the message ("gpuTypes").
+  Result<void> checkKnown(const std::vector<std::string>& namesOrAliases,
+                          std::string_view what) const;
 
  private:
   std::vector<std::shared_ptr<const GpuType>> types_;

@@ -31,9 +31,13 @@ std::string shapeKey(const model::PlacementRequest& r) {
 
 BatchPlan planBatch(PlacementEngine& engine, ClusterState& state,
                     std::vector<model::PlacementRequest> requests, bool commit) {
-  // Largest per-GPU memory first: big replicas claim the big holes before small ones
-  // splinter them. Ties: more GPUs, higher priority, then the id for a stable order.
+  // Largest first, measured by what a request takes from the fleet: its GPUs x per-GPU
+  // memory. Big replicas claim the big holes before small ones splinter them, and a gang of
+  // GPUs (which needs them on one node, often in one NVLink group) goes before a replica of
+  // fewer GPUs that would break the set up. Ties: more memory per GPU, more GPUs, higher
+  // priority, then the id for a stable order.
   struct Keyed {
+    std::int64_t total;
     std::int64_t memory;
     int gpus;
     int priority;
@@ -43,10 +47,11 @@ BatchPlan planBatch(PlacementEngine& engine, ClusterState& state,
   order.reserve(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& m = requests[i].model;
-    order.push_back(
-        {m.gpusPerReplica > 0 ? m.memoryPerGpuMib() : 0, m.gpusPerReplica, m.priority, i});
+    const std::int64_t perGpu = m.gpusPerReplica > 0 ? m.memoryPerGpuMib() : 0;
+    order.push_back({perGpu * m.gpusPerReplica, perGpu, m.gpusPerReplica, m.priority, i});
   }
   std::stable_sort(order.begin(), order.end(), [&](const Keyed& a, const Keyed& b) {
+    if (a.total != b.total) return a.total > b.total;
     if (a.memory != b.memory) return a.memory > b.memory;
     if (a.gpus != b.gpus) return a.gpus > b.gpus;
     if (a.priority != b.priority) return a.priority > b.priority;

@@ -210,6 +210,12 @@ Result<model::GpuSpec> ClusterState::resolveGpu(const model::NodeSpec& n,
   if (out.migEnabled && !type.migCapable()) {
     return fail(Error::invalid(where + ": migEnabled but type " + type.name + " has no MIG"));
   }
+  // An NVLink group on a card whose form factor has no NVLink is a typo in the inventory,
+  // and would make GpuTopology accept multi-GPU replicas that cannot exchange tensors fast.
+  if (out.nvlinkGroup >= 0 && !type.opaque && !type.nvlinkGBps) {
+    return fail(Error::invalid(where + ": an NVLink group is given, but type " + type.name +
+                               " has no NVLink (its catalogue entry has no nvlinkGBps)"));
+  }
   if (!out.migEnabled && !out.migInstances.empty()) {
     return fail(Error::invalid(where + ": migInstances given but migEnabled is false"));
   }
@@ -310,6 +316,16 @@ Result<void> ClusterState::updateNode(const model::NodeSpec& spec) {
       return fail(Error::precondition("node " + spec.name + " gpu " + g.id +
                                       ": capacity, type or MIG mode cannot change while replicas "
                                       "are placed on it"));
+    }
+    // Replicas were placed for the topology they saw: an NVLink set or NUMA alignment must
+    // not vanish under a multi-GPU replica (drain the GPU first, then change it).
+    const bool topologyChanged = resolved->numaNode != cur.spec.numaNode ||
+                                 resolved->nvlinkGroup != cur.spec.nvlinkGroup ||
+                                 resolved->pcieSwitch != cur.spec.pcieSwitch;
+    if (topologyChanged && !cur.replicas.empty()) {
+      return fail(Error::precondition("node " + spec.name + " gpu " + g.id +
+                                      ": NUMA node, NVLink group or PCIe switch cannot change "
+                                      "while replicas are placed on it"));
     }
     if (capacityChanged) {
       return fail(Error::invalid("node " + spec.name + " gpu " + g.id +
@@ -416,7 +432,7 @@ Result<void> ClusterState::telemetry(const GpuTelemetry& ev) {
 
 // ---- replicas -----------------------------------------------------------------------------
 
-Result<void> ClusterState::validatePlacement(const Placement& p) const {
+Result<void> ClusterState::checkPlacement(const Placement& p) const {
   const std::string who = "placement of " + p.replicaId;
   if (p.replicaId.empty()) return fail(Error::invalid("placement has an empty replicaId"));
   if (replicaIndex_.contains(p.replicaId)) {
@@ -500,7 +516,7 @@ Result<void> ClusterState::validatePlacement(const Placement& p) const {
 }
 
 Result<void> ClusterState::place(const Placement& p) {
-  TESSERA_RETURN_IF_ERROR(validatePlacement(p));
+  TESSERA_RETURN_IF_ERROR(checkPlacement(p));
   const ReplicaId rid = static_cast<ReplicaId>(replicas_.size());
   ReplicaRecord rec;
   rec.placement = p;
@@ -730,7 +746,7 @@ Result<void> ClusterState::checkInvariants() const {
       return fail(Error::internal(name + ": bandwidth over-committed"));
     }
     // Memory is not checked against capacity here: every placement is admitted only into free
-    // memory (validatePlacement), but observed usage may later outgrow an estimate, which
+    // memory (checkPlacement), but observed usage may later outgrow an estimate, which
     // the books show as negative free memory rather than as a broken invariant.
     if (rec.exclusive && rec.replicas.size() != 1) {
       return fail(Error::internal(name + ": exclusive GPU does not hold exactly one replica"));

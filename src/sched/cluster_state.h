@@ -245,6 +245,9 @@ class ClusterState {
   // debug builds; O(size of state).
   Result<void> checkInvariants() const;
 
+  // Whether apply(ReplicaPlaced{p}) would accept `p`, and if not, why; changes nothing.
+  Result<void> checkPlacement(const Placement& p) const;
+
  private:
   // Replicas of a deployment among `replicas` (a node's or a GPU's).
   int countOfDeployment(const std::vector<ReplicaId>& replicas, std::int32_t deploymentId) const;
@@ -260,7 +263,6 @@ class ClusterState {
 
   Result<model::GpuSpec> resolveGpu(const model::NodeSpec& node, const model::GpuSpec& gpu,
                                     int* typeIndex) const;
-  Result<void> validatePlacement(const Placement& p) const;
   void recharge(ReplicaId id);  // recomputes a replica's per-GPU charge from its state
   void setCharge(ReplicaId id, std::size_t slot, std::int64_t charge);
   void reindex(GpuId gpu);

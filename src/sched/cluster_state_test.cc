@@ -19,7 +19,8 @@ model::NodeSpec node(const std::string& name, const std::string& type, int gpus,
     model::GpuSpec g;
     g.id = std::to_string(i);
     g.type = type;
-    g.nvlinkGroup = 0;
+    // Only form factors with NVLink have a group (an L4's would be refused).
+    g.nvlinkGroup = type.starts_with("A100") || type.starts_with("H100") ? 0 : -1;
     g.numaNode = i < gpus / 2 ? 0 : 1;
     n.gpus.push_back(g);
   }
@@ -203,6 +204,42 @@ TEST_F(ClusterStateTest, NodeUpdateChangesHealthButNotCapacityUnderReplicas) {
   upd.gpus.pop_back();
   EXPECT_FALSE(state_.apply(NodeUpdated{upd}));
   EXPECT_TRUE(state_.checkInvariants());
+}
+
+// Issue 14, item 12: a GPU's NVLink group, NUMA node or PCIe switch stays as it was while a
+// replica holds it; an idle GPU may change.
+TEST_F(ClusterStateTest, NodeUpdateKeepsTheTopologyOfGpusThatHoldReplicas) {
+  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  for (int field = 0; field < 3; ++field) {
+    model::NodeSpec upd = node("n1", "A100-80GB", 4);
+    if (field == 0) upd.gpus[0].nvlinkGroup = 3;
+    if (field == 1) upd.gpus[0].numaNode = 1;
+    if (field == 2) upd.gpus[0].pcieSwitch = 7;
+    auto refused = state_.apply(NodeUpdated{upd});
+    ASSERT_FALSE(refused) << "field " << field;
+    EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+    EXPECT_NE(refused.error().message.find("gpu 0"), std::string::npos) << refused.error().message;
+  }
+  EXPECT_EQ(state_.gpu(*state_.findGpu("n1", "0")).spec.nvlinkGroup, 0);
+  model::NodeSpec idle = node("n1", "A100-80GB", 4);
+  idle.gpus[3].nvlinkGroup = 1;  // GPU 3 holds nothing
+  ASSERT_TRUE(state_.apply(NodeUpdated{idle}));
+  EXPECT_EQ(state_.gpu(*state_.findGpu("n1", "3")).spec.nvlinkGroup, 1);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+// Issue 14, bug 3: an L4 has no NVLink; an inventory that says it has is refused, naming the
+// GPU, rather than letting GpuTopology accept a "NVLink-connected" pair of L4s.
+TEST_F(ClusterStateTest, AnNvlinkGroupOnATypeWithoutNvlinkIsRefused) {
+  model::NodeSpec linked = node("l4", "L4", 2);
+  for (auto& g : linked.gpus) g.nvlinkGroup = 0;
+  auto refused = state_.apply(NodeAdded{linked});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("node l4 gpu 0"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("no NVLink"), std::string::npos);
+  model::NodeSpec plain = node("l4", "L4", 2);
+  for (auto& g : plain.gpus) g.nvlinkGroup = -1;
+  EXPECT_TRUE(state_.apply(NodeAdded{plain}));
 }
 
 TEST_F(ClusterStateTest, MigSlicesAreCreatedAtLegalStartsAndFreedWithTheirReplica) {

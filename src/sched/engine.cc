@@ -382,6 +382,34 @@ Placement placementFor(const ClusterState& st, const model::PlacementRequest& re
   return p;
 }
 
+void PlacementEngine::refuseCandidate(const ClusterState& state, std::size_t index,
+                                      const std::string& why, const DecideOptions& opts,
+                                      Decision& out) {
+  static constexpr std::string_view kBooks = "ClusterState";
+  const Option& o = candidates_[index];
+  const NodeRecord& node = state.node(o.node);
+  if (opts.explain || opts.explainFailures) {
+    std::string gpus;
+    for (int i = 0; i < o.gpuCount; ++i) {
+      gpus += (i ? "," : "") + state.gpu(o.gpus[static_cast<std::size_t>(i)]).spec.id;
+    }
+    out.rejections.push_back({node.spec.name, gpus, std::string(kBooks), why});
+  }
+  auto count = std::find_if(out.rejectionCounts.begin(), out.rejectionCounts.end(),
+                            [](const RejectionCount& c) { return c.plugin == kBooks; });
+  if (count == out.rejectionCounts.end()) {
+    out.rejectionCounts.push_back({std::string(kBooks), 0, 0});
+    count = out.rejectionCounts.end() - 1;
+  }
+  count->gpus += std::max<int>(o.gpuCount, 1);
+  const auto at = static_cast<std::ptrdiff_t>(index);
+  candidates_.erase(candidates_.begin() + at);
+  total_.erase(total_.begin() + at);
+  for (auto& column : perPlugin_) {
+    if (index < column.size()) column.erase(column.begin() + at);
+  }
+}
+
 std::string PlacementEngine::summarize(const ClusterState& st, const Decision& d) {
   std::string s = "0/" + std::to_string(st.liveNodeCount()) + " nodes can take it";
   if (d.rejectionCounts.empty()) return s + ": no live node";
@@ -411,10 +439,24 @@ Decision PlacementEngine::decide(const ClusterState& state, const model::Placeme
     d.requestRefused = true;
     return d;
   }
+  // Files and API bodies are checked name by name when they are read; here, a list where
+  // some name is known (a newer type listed ahead of its catalogue entry) still places on
+  // the known ones, and one where none is can never place anywhere.
+  const auto known = [&](const std::string& type) { return state.catalog().indexOf(type) >= 0; };
+  if (!request.gpuTypes.empty() &&
+      std::none_of(request.gpuTypes.begin(), request.gpuTypes.end(), known)) {
+    d.summary = "invalid request: " +
+                state.catalog()
+                    .checkKnown(request.gpuTypes, "request " + request.replicaId + ": gpuTypes")
+                    .error()
+                    .message;
+    d.requestRefused = true;
+    return d;
+  }
   const Needs needs = deriveNeeds(request, options_);
   const DecisionContext ctx{state, request, needs};
   collectOptions(ctx, opts, opts.explain ? Pass::kExplain : Pass::kFast, d);
-  if (candidates_.empty()) {
+  auto nothingFits = [&]() {
     if (!opts.explain && (opts.explainFailures || opts.diagnoseFailures)) {
       collectOptions(ctx, opts, opts.explainFailures ? Pass::kExplain : Pass::kCount, d);
     }
@@ -422,11 +464,27 @@ Decision PlacementEngine::decide(const ClusterState& state, const model::Placeme
                     ? summarize(state, d)
                     : "nothing fits";
     return d;
-  }
+  };
+  if (candidates_.empty()) return nothingFits();
   d.feasibleOptions = static_cast<int>(candidates_.size());
   scoreCandidates(ctx);
-  const std::size_t best = choose(state);
-  d.placement = placementFor(state, request, needs, candidates_[best]);
+  // The profile's filters decide what is feasible, but the books have the last word: a
+  // profile without MemoryFit or MigSlice would otherwise choose what ClusterState refuses,
+  // and a plan would call unplaceable what its explanation places. The best option the books
+  // accept wins; the ones they refuse are rejections like any filter's.
+  std::size_t best = choose(state);
+  Placement chosen = placementFor(state, request, needs, candidates_[best]);
+  for (auto ok = state.checkPlacement(chosen); !ok; ok = state.checkPlacement(chosen)) {
+    refuseCandidate(state, best, ok.error().message, opts, d);
+    if (candidates_.empty()) {
+      d.feasibleOptions = 0;
+      d.summary = summarize(state, d);
+      return d;
+    }
+    best = choose(state);
+    chosen = placementFor(state, request, needs, candidates_[best]);
+  }
+  d.placement = std::move(chosen);
   d.totalScore = total_[best];
   for (std::size_t p = 0; p < plugins_.scores.size(); ++p) {
     d.breakdown.push_back(

@@ -100,6 +100,9 @@ class PlacementEngine {
   // Scores candidates_ into total_ (and perPlugin_).
   void scoreCandidates(const DecisionContext& ctx);
   std::size_t choose(const ClusterState& state) const;
+  // Drops candidates_[index], which the books refuse, recording why as a rejection.
+  void refuseCandidate(const ClusterState& state, std::size_t index, const std::string& why,
+                       const DecideOptions& opts, Decision& out);
   static std::string summarize(const ClusterState& state, const Decision& d);
 
   PluginSet plugins_;
@@ -132,9 +135,9 @@ struct BatchPlan {
   std::vector<Placement> assignments;
   std::vector<Unplaceable> unplaceable;
 };
-// Best-fit-decreasing: largest per-GPU memory first (then more GPUs, then higher priority),
-// each placed with the engine on a scratch copy of the state. `commit` applies the
-// assignments to `state` as well.
+// Best-fit-decreasing: largest total memory (GPUs x per-GPU memory) first (then per-GPU
+// memory, more GPUs, higher priority), each placed with the engine on a scratch copy of the
+// state. `commit` applies the assignments to `state` as well.
 BatchPlan planBatch(PlacementEngine& engine, ClusterState& state,
                     std::vector<model::PlacementRequest> requests, bool commit);
 
@@ -145,14 +148,24 @@ struct EvictionPlan {
   std::vector<std::string> victims;  // replica ids to unload, in order
   std::optional<Placement> placement;  // where the request goes after the evictions
   std::string node;
-  // When even eviction cannot help: how much capacity would.
+  // When even eviction cannot help: capacity that would, checked with the engine on a copy
+  // of the cluster before it is offered. Either one node's CPU / host memory (the GPUs are
+  // there) ...
+  std::string growNode;
+  std::int64_t addCpuMilli = 0;
+  std::int64_t addHostMemoryMib = 0;
+  // ... or a new node with these GPUs, labelled and tainted like `likeNode` (empty: bare).
   int gpusToAdd = 0;
   std::string gpuTypeToAdd;
+  std::string likeNode;
+  std::string capacity;  // the remedy in words, or why none was found
   std::string reason;
 };
 // The cheapest set of strictly lower-priority replicas (lowest priority, then least
-// recently used, first) on one node whose unloading lets `request` fit there.
+// recently used, first) on one node whose unloading lets `request` fit there. Replicas named
+// in `keep` are never victims (a plan does not advise evicting what it has just placed).
 EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
-                          const model::PlacementRequest& request);
+                          const model::PlacementRequest& request,
+                          std::span<const std::string> keep = {});
 
 }  // namespace tessera::sched

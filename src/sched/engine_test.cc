@@ -21,7 +21,9 @@ model::NodeSpec makeNode(const std::string& name, const std::string& type, int g
     model::GpuSpec g;
     g.id = std::to_string(i);
     g.type = type;
-    g.nvlinkGroup = i / (gpus / nvlinkGroups);
+    // Only form factors with NVLink have groups (an L4's would be refused).
+    const model::GpuType* t = model::GpuCatalog::builtin().find(type);
+    g.nvlinkGroup = t != nullptr && t->nvlinkGBps ? i / (gpus / nvlinkGroups) : -1;
     g.numaNode = i / (gpus / numaNodes);
     n.gpus.push_back(g);
   }
@@ -264,7 +266,118 @@ TEST_F(EngineTest, NoEvictionHelpsSoItSaysWhatToBuy) {
   const auto* t = catalog_.find(plan.gpuTypeToAdd);
   ASSERT_NE(t, nullptr);
   EXPECT_GE(*t->memoryMib, 72 * kGib);
-  EXPECT_NE(plan.reason.find("add 1 GPU"), std::string::npos) << plan.reason;
+  EXPECT_NE(plan.reason.find("add a node with 1 x " + plan.gpuTypeToAdd), std::string::npos)
+      << plan.reason;
+  EXPECT_TRUE(plan.growNode.empty());
+}
+
+// Issue 14, bug 3: the GPUs are free but the host is short of CPU. The advice names the CPU
+// and the node, not a GPU to buy.
+TEST_F(EngineTest, ShortOfCpuIsToldToGrowTheHostNotToBuyAGpu) {
+  auto n = makeNode("n", "L40S", 2);
+  n.cpuMilli = 8'000;
+  add(n);
+  auto r = request("cpu-heavy", 10);
+  r.model.cpuMilli = 32'000;
+  const EvictionPlan plan = planEviction(*engine_, state_, r);
+  ASSERT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.growNode, "n");
+  EXPECT_EQ(plan.addCpuMilli, 24'000);
+  EXPECT_EQ(plan.addHostMemoryMib, 0);
+  EXPECT_EQ(plan.gpusToAdd, 0);
+  EXPECT_NE(plan.reason.find("24 CPU on node n"), std::string::npos) << plan.reason;
+  EXPECT_EQ(plan.reason.find("GPU of type"), std::string::npos) << plan.reason;
+}
+
+// Issue 14, bug 3: an NVLink-connected pair is never advised on a type without NVLink.
+TEST_F(EngineTest, NvlinkAdviceNamesATypeThatHasNvlink) {
+  auto n = makeNode("n", "L40S", 2);
+  add(n);
+  auto r = request("pair", 60, 2);
+  r.model.nvlinkRequired = true;
+  const EvictionPlan plan = planEviction(*engine_, state_, r);
+  ASSERT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.gpusToAdd, 2);
+  const model::GpuType* t = catalog_.find(plan.gpuTypeToAdd);
+  ASSERT_NE(t, nullptr) << plan.reason;
+  EXPECT_TRUE(t->nvlinkGBps.has_value()) << plan.gpuTypeToAdd;
+  EXPECT_NE(plan.reason.find("NVLink-connected"), std::string::npos) << plan.reason;
+}
+
+// Issue 14, bug 3: a request that names only a type unable to hold it gets no false advice.
+TEST_F(EngineTest, NoAdviceWhenNoNamedTypeCanHoldTheRequest) {
+  add(makeNode("n", "L4", 1));
+  auto r = request("too-big", 60);
+  r.gpuTypes = {"L4"};
+  const EvictionPlan plan = planEviction(*engine_, state_, r);
+  ASSERT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.gpusToAdd, 0);
+  EXPECT_TRUE(plan.gpuTypeToAdd.empty());
+  EXPECT_NE(plan.reason.find("no added capacity"), std::string::npos) << plan.reason;
+}
+
+// Issue 14, bug 3: a misspelt GPU type is an invalid request with a suggestion, not a GPU
+// type to buy.
+TEST_F(EngineTest, AnUnknownGpuTypeIsRefusedWithASuggestion) {
+  add(makeNode("n", "H100-80GB", 1));
+  auto r = request("typo", 10);
+  r.gpuTypes = {"H100-80G"};
+  const Decision d = engine_->decide(state_, r);
+  EXPECT_FALSE(d.placement);
+  EXPECT_TRUE(d.requestRefused);
+  EXPECT_NE(d.summary.find("unknown GPU type 'H100-80G' (did you mean 'H100-80GB'?)"),
+            std::string::npos)
+      << d.summary;
+  r.gpuTypes = {"nvidia-h100-80gb-hbm3"};  // an alias, any case
+  EXPECT_TRUE(engine_->decide(state_, r).placement);
+}
+
+// Issue 14, bug 3: with every filter removed from the profile the engine still never chooses
+// what the books refuse, so a plan and its explanation give one answer.
+TEST_F(EngineTest, WithoutFiltersTheBooksStillHaveTheLastWord) {
+  Profile bare = defaultProfile();
+  bare.filters.clear();
+  useProfile(bare);
+  add(makeNode("n", "A100-80GB", 2));
+  ASSERT_TRUE(engine_->place(state_, request("small", 10)).placement);
+  auto whole = request("whole", 10);
+  whole.deployment = "other";  // ModelAffinity draws it to GPU 0, where its model sits
+  whole.model.sharing = static_cast<model::SharingModes>(model::SharingMode::kExclusive);
+  DecideOptions explain;
+  explain.explain = true;
+  const Decision explained = engine_->decide(state_, whole, explain);
+  ASSERT_TRUE(explained.placement) << explained.summary;
+  const Decision placed = engine_->place(state_, whole);
+  ASSERT_TRUE(placed.placement) << placed.summary;
+  EXPECT_EQ(where(*explained.placement), where(*placed.placement));
+  EXPECT_EQ(where(*placed.placement), "n:1,");  // GPU 0 is shared; exclusive goes elsewhere
+  const bool recorded = std::any_of(explained.rejections.begin(), explained.rejections.end(),
+                                    [](const Rejection& r) { return r.plugin == "ClusterState"; });
+  EXPECT_TRUE(recorded);
+  // Nothing left that the books accept: unplaceable, and the summary says who refused.
+  ASSERT_TRUE(engine_->place(state_, request("third", 10)).placement);  // shares GPU 0
+  auto again = request("fourth", 10);
+  again.model.sharing = static_cast<model::SharingModes>(model::SharingMode::kExclusive);
+  const Decision refused = engine_->decide(state_, again);
+  EXPECT_FALSE(refused.placement);
+  EXPECT_NE(refused.summary.find("ClusterState rejected"), std::string::npos) << refused.summary;
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
+// Issue 14, bug 4: advice given after a plan never evicts what the plan itself placed.
+TEST_F(EngineTest, EvictionAdviceKeepsWhatThePlanPlaced) {
+  add(makeNode("n", "A100-80GB", 1));
+  ASSERT_TRUE(engine_->place(state_, request("running", 30, 1, 1)).placement);
+  ASSERT_TRUE(engine_->place(state_, request("planned", 30, 1, 1)).placement);
+  const auto vip = request("vip", 30, 1, 9);
+  const EvictionPlan any = planEviction(*engine_, state_, vip);
+  ASSERT_TRUE(any.feasible) << any.reason;
+  const std::vector<std::string> keep{"planned"};
+  const EvictionPlan kept = planEviction(*engine_, state_, vip, keep);
+  ASSERT_TRUE(kept.feasible) << kept.reason;
+  EXPECT_EQ(kept.victims, std::vector<std::string>{"running"});
+  const std::vector<std::string> both{"planned", "running"};
+  EXPECT_FALSE(planEviction(*engine_, state_, vip, both).feasible);
 }
 
 TEST_F(EngineTest, TieBreakFollowsNodeRank) {

@@ -1,6 +1,7 @@
 // Eviction planning: what to unload so that a request fits, or what capacity to add.
 
 #include <algorithm>
+#include <map>
 #include <limits>
 #include <tuple>
 
@@ -34,37 +35,214 @@ void evict(ClusterState& scratch, const ClusterState& original, ReplicaId id) {
   (void)scratch.apply(ReplicaUnloaded{original.replica(id).placement.replicaId});
 }
 
-// The GPU type to buy when nothing fits: the one the request names, else the smallest type
-// already in the fleet that holds the request, else the smallest catalogued type that does.
-std::string typeToAdd(const ClusterState& state, const model::PlacementRequest& request,
-                      std::int64_t needMib) {
+std::string cores(std::int64_t milli) {
+  std::string text = std::to_string(milli / 1000);
+  if (const std::int64_t frac = milli % 1000; frac != 0) {
+    std::string digits = std::to_string(1000 + frac).substr(1);
+    while (digits.back() == '0') digits.pop_back();
+    text += "." + digits;
+  }
+  return text;
+}
+
+std::string mib(std::int64_t value) {
+  if (value % 1024 == 0) return std::to_string(value / 1024) + " GiB";
+  return std::to_string(value) + " MiB";
+}
+
+// The node's spec as NodeUpdated wants it: the record keeps its GPUs apart.
+model::NodeSpec specOf(const ClusterState& state, NodeId id) {
+  const NodeRecord& node = state.node(id);
+  model::NodeSpec spec = node.spec;
+  spec.gpus.clear();
+  for (GpuId g : node.gpuIds) spec.gpus.push_back(state.gpu(g).spec);
+  spec.rank = node.rank;
+  return spec;
+}
+
+// Every remedy is tried on a scratch copy before it is offered: advice the engine would
+// still refuse is false advice. First the cheap one, when GPUs are free but a node's CPU or
+// host memory is the binding resource: grow (or free) that on one node.
+bool adviseHostResources(PlacementEngine& engine, ClusterState& scratch,
+                         const model::PlacementRequest& request, const Needs& needs,
+                         EvictionPlan& plan) {
+  using Shortfall = std::tuple<int, std::int64_t, std::int64_t, std::int64_t>;
+  std::optional<Shortfall> best;
+  DecideOptions quiet;
+  quiet.explainFailures = false;
+  quiet.diagnoseFailures = false;
+  for (NodeId n = 0; n < static_cast<NodeId>(scratch.nodes().size()); ++n) {
+    const NodeRecord& node = scratch.node(n);
+    if (node.removed) continue;
+    const std::int64_t cpu = std::max<std::int64_t>(0, needs.cpuMilli - node.freeCpuMilli());
+    const std::int64_t mem =
+        std::max<std::int64_t>(0, needs.hostMemoryMib - node.freeHostMemoryMib());
+    if (cpu == 0 && mem == 0) continue;
+    const Shortfall cost{(cpu > 0) + (mem > 0), cpu, mem, node.rank};
+    if (best && !(cost < *best)) continue;
+    const model::NodeSpec original = specOf(scratch, n);
+    model::NodeSpec grown = original;
+    grown.cpuMilli += cpu;
+    grown.hostMemoryMib += mem;
+    if (!scratch.apply(NodeUpdated{grown})) continue;
+    DecideOptions here = quiet;
+    here.onlyNode = n;
+    const bool fits = engine.decide(scratch, request, here).placement.has_value();
+    (void)scratch.apply(NodeUpdated{original});  // the same spec it held a moment ago
+    if (!fits) continue;
+    best = cost;
+    plan.growNode = node.spec.name;
+    plan.addCpuMilli = cpu;
+    plan.addHostMemoryMib = mem;
+  }
+  if (!best) return false;
+  std::string what;
+  if (plan.addCpuMilli > 0) what = cores(plan.addCpuMilli) + " CPU";
+  if (plan.addHostMemoryMib > 0) {
+    what += (what.empty() ? "" : " and ") + mib(plan.addHostMemoryMib) + " host memory";
+  }
+  plan.capacity = "the GPUs are there, the host is short: free or add " + what + " on node " +
+                  plan.growNode;
+  return true;
+}
+
+// GPU types worth offering, in order: those the request names, else the fleet's own types,
+// then the catalogue's, smallest memory first. A type that cannot hold one GPU's share, or
+// without NVLink for a replica that needs it, is never offered.
+std::vector<int> typesToTry(const ClusterState& state, const model::PlacementRequest& request,
+                            const Needs& needs) {
   const auto& cat = state.catalog();
-  auto holds = [&](const model::GpuType& t) { return t.memoryMib && *t.memoryMib >= needMib; };
-  for (const auto& name : request.gpuTypes) {
-    if (const auto* t = cat.find(name); t != nullptr && (holds(*t) || !t->memoryMib)) {
-      return t->name;
+  const bool needLink = request.model.nvlinkRequired && needs.gpuCount > 1;
+  auto usable = [&](int t) {
+    const model::GpuType& type = cat.at(t);
+    if (type.opaque || (type.memoryMib && *type.memoryMib < needs.memoryMib)) return false;
+    return !needLink || type.nvlinkGBps.has_value();
+  };
+  std::vector<int> out;
+  auto add = [&](int t) {
+    if (t >= 0 && usable(t) && std::find(out.begin(), out.end(), t) == out.end()) {
+      out.push_back(t);
+    }
+  };
+  for (const std::string& name : request.gpuTypes) add(cat.indexOf(name));
+  if (!request.gpuTypes.empty()) return out;
+  auto bySize = [&](std::vector<int> types) {
+    std::stable_sort(types.begin(), types.end(), [&](int a, int b) {
+      return cat.at(a).memoryMib.value_or(0) < cat.at(b).memoryMib.value_or(0);
+    });
+    for (int t : types) add(t);
+  };
+  std::vector<int> fleet;
+  for (const GpuRecord& g : state.gpus()) {
+    if (g.node >= 0 && !state.node(g.node).removed) fleet.push_back(g.typeIndex);
+  }
+  bySize(std::move(fleet));
+  std::vector<int> all(static_cast<std::size_t>(cat.size()));
+  for (int t = 0; t < cat.size(); ++t) all[static_cast<std::size_t>(t)] = t;
+  bySize(std::move(all));
+  return out;
+}
+
+// Then a new node: the request's GPUs of the first type that works, with the request's CPU
+// and host memory, labelled and tainted like an existing node (so selectors and tolerations
+// are met as they are today) or bare.
+bool adviseNewNode(PlacementEngine& engine, ClusterState& scratch,
+                   const model::PlacementRequest& request, const Needs& needs,
+                   EvictionPlan& plan) {
+  struct Template {
+    std::string like;  // empty: a bare node
+    std::map<std::string, std::string> labels;
+    std::vector<model::Taint> taints;
+  };
+  std::vector<Template> templates;
+  auto sameAs = [](const Template& t, const model::NodeSpec& spec) {
+    if (t.labels != spec.labels || t.taints.size() != spec.taints.size()) return false;
+    for (std::size_t i = 0; i < spec.taints.size(); ++i) {
+      const auto& a = t.taints[i];
+      const auto& b = spec.taints[i];
+      if (a.key != b.key || a.value != b.value || a.effect != b.effect) return false;
+    }
+    return true;
+  };
+  constexpr std::size_t kMaxTemplates = 16;
+  std::int64_t lastRank = 0;
+  for (const NodeRecord& node : scratch.nodes()) {
+    if (node.removed) continue;
+    lastRank = std::max(lastRank, node.rank);
+    if (templates.size() == kMaxTemplates) continue;
+    if (std::none_of(templates.begin(), templates.end(),
+                     [&](const Template& t) { return sameAs(t, node.spec); })) {
+      templates.push_back({node.spec.name, node.spec.labels, node.spec.taints});
     }
   }
-  if (!request.gpuTypes.empty()) return request.gpuTypes.front();
-  const model::GpuType* best = nullptr;
-  for (const auto& g : state.gpus()) {
-    if (state.node(g.node).removed) continue;
-    const auto& t = cat.at(g.typeIndex);
-    if (holds(t) && (best == nullptr || *t.memoryMib < *best->memoryMib)) best = &t;
-  }
-  if (best == nullptr) {
-    for (int i = 0; i < cat.size(); ++i) {
-      const auto& t = cat.at(i);
-      if (!t.opaque && holds(t) && (best == nullptr || *t.memoryMib < *best->memoryMib)) best = &t;
+  templates.push_back({});
+
+  std::string name = "tessera-advice-node";
+  while (scratch.findNode(name)) name += "-x";
+  DecideOptions quiet;
+  quiet.explainFailures = false;
+  std::string lastRefusal;
+  const int count = needs.gpuCount;
+  for (int t : typesToTry(scratch, request, needs)) {
+    const model::GpuType& type = scratch.catalog().at(t);
+    for (const Template& tpl : templates) {
+      model::NodeSpec spec;
+      spec.name = name;
+      spec.cpuMilli = needs.cpuMilli;
+      spec.hostMemoryMib = needs.hostMemoryMib;
+      spec.labels = tpl.labels;
+      spec.taints = tpl.taints;
+      spec.rank = lastRank + 1;
+      const bool migOnly = request.model.sharing ==
+                           static_cast<model::SharingModes>(model::SharingMode::kMig);
+      for (int i = 0; i < count; ++i) {
+        model::GpuSpec gpu;
+        gpu.id = std::to_string(i);
+        gpu.type = type.name;
+        gpu.numaNode = 0;
+        gpu.nvlinkGroup = type.nvlinkGBps ? 0 : -1;
+        gpu.migEnabled = migOnly && type.migCapable();
+        spec.gpus.push_back(std::move(gpu));
+      }
+      if (!scratch.apply(NodeAdded{spec})) continue;
+      DecideOptions here = quiet;
+      here.onlyNode = scratch.findNode(name);
+      const Decision d = engine.decide(scratch, request, here);
+      (void)scratch.apply(NodeRemoved{name, /*force=*/true});
+      if (!d.placement) {
+        if (lastRefusal.empty()) lastRefusal = d.summary;
+        continue;
+      }
+      plan.gpusToAdd = count;
+      plan.gpuTypeToAdd = count > 0 ? type.name : "";
+      plan.likeNode = tpl.like;
+      std::string what = count == 0 ? "a node"
+                                    : "a node with " + std::to_string(count) + " x " + type.name;
+      if (count > 1 && request.model.nvlinkRequired) what += ", NVLink-connected";
+      if (needs.cpuMilli > 0 || needs.hostMemoryMib > 0) {
+        what += ", " + cores(needs.cpuMilli) + " CPU and " + mib(needs.hostMemoryMib) +
+                " host memory free";
+      }
+      if (!tpl.like.empty() && !tpl.taints.empty()) {
+        what += ", with the labels and taints of " + tpl.like;
+      } else if (!tpl.like.empty() && !tpl.labels.empty()) {
+        what += ", labelled like " + tpl.like;
+      }
+      plan.capacity = "add " + what;
+      return true;
     }
+    if (count == 0) break;  // without GPUs, the type does not matter
   }
-  return best != nullptr ? best->name : std::string();
+  plan.capacity = "no added capacity of a known type would take it";
+  if (!lastRefusal.empty()) plan.capacity += " (a new node is refused too: " + lastRefusal + ")";
+  return false;
 }
 
 }  // namespace
 
 EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
-                          const model::PlacementRequest& request) {
+                          const model::PlacementRequest& request,
+                          std::span<const std::string> keep) {
   EvictionPlan plan;
   DecideOptions quiet;
   quiet.explainFailures = false;
@@ -90,7 +268,10 @@ EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
     if (node.removed) continue;
     std::vector<ReplicaId> victims;
     for (ReplicaId r : node.replicas) {
-      if (state.replica(r).placement.priority < priority) victims.push_back(r);
+      const Placement& p = state.replica(r).placement;
+      if (p.priority < priority && std::find(keep.begin(), keep.end(), p.replicaId) == keep.end()) {
+        victims.push_back(r);
+      }
     }
     if (victims.empty()) continue;
     // Lowest priority first, then least recently used, then by id for determinism.
@@ -155,13 +336,11 @@ EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
     return plan;
   }
   const Needs needs = deriveNeeds(request, engine.options());
-  plan.gpusToAdd = std::max(needs.gpuCount, 1);
-  plan.gpuTypeToAdd = typeToAdd(state, request, needs.memoryMib);
-  plan.reason = direct.summary + "; does not fit even after eviction: add " +
-                std::to_string(plan.gpusToAdd) + " GPU" + (plan.gpusToAdd == 1 ? "" : "s") +
-                (plan.gpuTypeToAdd.empty() ? "" : " of type " + plan.gpuTypeToAdd) +
-                (needs.gpuCount > 1 ? " on one node" : "") +
-                (request.model.nvlinkRequired ? ", NVLink-connected" : "");
+  ClusterState what(state);
+  if (!adviseHostResources(engine, what, request, needs, plan)) {
+    adviseNewNode(engine, what, request, needs, plan);
+  }
+  plan.reason = direct.summary + "; does not fit even after eviction: " + plan.capacity;
   return plan;
 }
 

@@ -450,8 +450,16 @@ class Case {
           break;
         case 6:
           if (g) {
-            g->nvlinkGroup = rng_.upTo(2) - 1;
-            g->numaNode = rng_.upTo(2) - 1;
+            // Only a form factor with NVLink may have a group; a GPU holding replicas keeps
+            // its topology.
+            const bool linkable = catalog_.find(g->type)->nvlinkGBps.has_value();
+            const int link = linkable ? rng_.upTo(2) - 1 : -1;
+            const int numa = rng_.upTo(2) - 1;
+            const bool changed = link != g->nvlinkGroup || numa != g->numaNode;
+            g->nvlinkGroup = link;
+            g->numaNode = numa;
+            const auto id = state_.findGpu(spec.name, g->id);
+            mustRefuse |= changed && id && !state_.gpu(*id).replicas.empty();
           }
           break;
         case 7:
@@ -596,18 +604,37 @@ void Case::eviction() {
     }
     return;
   }
-  if (plan.gpusToAdd < 1 ||
-      plan.reason.find("add " + std::to_string(plan.gpusToAdd) + " GPU") == std::string::npos) {
-    problem(last_ + ": no plan, and the reason names no GPU count: " + plan.reason);
-  }
   ++coverage_.evictionsImpossible;
-  bool someTypeHolds = !r.gpuTypes.empty();
-  for (int t = 0; t < catalog_.size(); ++t) {
-    someTypeHolds |= catalog_.at(t).memoryMib.value_or(0) >= needs.memoryMib;
-  }
-  if (someTypeHolds &&
-      (plan.gpuTypeToAdd.empty() || plan.reason.find(plan.gpuTypeToAdd) == std::string::npos)) {
-    problem(last_ + ": no plan, and the reason names no GPU type: " + plan.reason);
+  // Capacity advice, when given, is true: carried out on a copy, the request fits there.
+  if (!plan.growNode.empty()) {
+    ClusterState grown(state_);
+    const auto n = grown.findNode(plan.growNode);
+    if (!n) return problem(last_ + ": advice grows unknown node " + plan.growNode);
+    model::NodeSpec spec = grown.node(*n).spec;
+    for (GpuId g : grown.node(*n).gpuIds) spec.gpus.push_back(grown.gpu(g).spec);
+    spec.cpuMilli += plan.addCpuMilli;
+    spec.hostMemoryMib += plan.addHostMemoryMib;
+    if (!grown.apply(NodeUpdated{spec})) return problem(last_ + ": advised growth is refused");
+    quiet.onlyNode = *n;
+    if (!engine_.decide(grown, r, quiet).placement) {
+      problem(last_ + ": growing " + plan.growNode + " as advised does not make it fit");
+    }
+  } else if (plan.gpusToAdd > 0) {
+    const model::GpuType* type = catalog_.find(plan.gpuTypeToAdd);
+    if (type == nullptr) return problem(last_ + ": advised type unknown: " + plan.reason);
+    if (type->memoryMib && *type->memoryMib < needs.memoryMib) {
+      problem(last_ + ": advised type " + type->name + " cannot hold the request");
+    }
+    if (r.model.nvlinkRequired && plan.gpusToAdd > 1 && !type->nvlinkGBps) {
+      problem(last_ + ": advised type " + type->name + " has no NVLink");
+    }
+    if (plan.reason.find(std::to_string(plan.gpusToAdd) + " x " + type->name) ==
+        std::string::npos) {
+      problem(last_ + ": the reason does not say what to add: " + plan.reason);
+    }
+  } else if (plan.capacity.find("no added capacity") == std::string::npos &&
+             needs.gpuCount > 0) {
+    problem(last_ + ": no plan, no capacity advice and no reason why: " + plan.reason);
   }
   for (NodeId n : liveNodes()) {
     ClusterState after(state_);

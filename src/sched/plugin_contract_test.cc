@@ -104,7 +104,7 @@ model::NodeSpec randomNode(Random& r, const model::GpuCatalog& catalog, int inde
     if (r.chance(0.2)) g.computeMilli = r.uniform(500, 1000);
     if (r.chance(0.2)) g.memoryBandwidthGBps = r.uniform(100, 4000);
     g.numaNode = r.uniform(-1, 1);
-    g.nvlinkGroup = r.uniform(-1, 1);
+    g.nvlinkGroup = type.nvlinkGBps ? r.uniform(-1, 1) : -1;
     if (r.chance(0.2)) g.timeSlicingReplicas = r.uniform(1, 3);
     g.healthy = r.chance(0.9);
     if (type.migCapable() && r.chance(0.4)) {

@@ -168,8 +168,12 @@ TEST_F(ScoreTest, ReplicaAntiAffinityPrefersNodesWithFewerOfTheDeployment) {
   ReplicaAntiAffinityScore p;
   // 100 / (1 + on the node + on the option's GPUs): a's GPU 0 holds a1 (1 + 2 + 1), b's GPU 1
   // is free on a node with one (1 + 1), b's GPU 0 holds b1 (1 + 1 + 1), c holds none of chat.
-  // Raw {25, 50, 33, 100}, then min-max over the options.
-  EXPECT_EQ(normalized(p, options), (Scores{0, 33, 10, 100}));
+  // Raw {25, 50, 33, 100}; only the fewest (c) keeps the weight.
+  EXPECT_EQ(normalized(p, options), (Scores{0, 0, 0, 100}));
+  // Without c, b's free GPU is the fewest; b's GPU 0 (one more there) gets nothing, so no
+  // mix of packing scores can prefer it (issue 14, bug 4).
+  const std::vector<Option> withoutC(options.begin(), options.begin() + 3);
+  EXPECT_EQ(normalized(p, withoutC), (Scores{0, 100, 0}));
 }
 
 TEST_F(ScoreTest, ReplicaAntiAffinityFallsBackToTheModelName) {

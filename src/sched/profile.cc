@@ -11,15 +11,15 @@ Profile defaultProfile() {
                            "TimeSlicing", "GpuTopology", "NumaAlignment"}) {
     p.filters.push_back({name, 1, PluginArgs::object()});
   }
-  // Weights: replicas of one deployment spread over nodes and GPUs first (5 outweighs best fit
-  // and fragmentation together, so a deployment's replicas never stack on one card while
-  // another is free, and a failure takes as few as possible); it only tells apart options that
-  // differ in the deployment's replicas, so between deployments packing decides. Reuse of
-  // weights another deployment holds, or the node cache, saves a load of seconds to minutes;
-  // packing (best fit) and fragmentation keep large holes for large models; the rest break
-  // ties between otherwise equal choices.
+  // Weights: replicas of one deployment spread over nodes and GPUs first. ReplicaAntiAffinity
+  // scores 100 only on the options with the fewest of the deployment's replicas, and its 10
+  // outweighs every other weight together (9), so a deployment's replicas never stack on one
+  // card while another is free, and a failure takes as few as possible. Between options alike
+  // in that, reuse of weights another deployment holds, or the node cache, saves a load of
+  // seconds to minutes; packing (best fit) and fragmentation keep large holes for large
+  // models; the rest break ties between otherwise equal choices.
   p.scores = {
-      {"ReplicaAntiAffinity", 5, PluginArgs::object()},
+      {"ReplicaAntiAffinity", 10, PluginArgs::object()},
       {"ModelAffinity", 3, PluginArgs::object()},
       {"BestFit", 2, PluginArgs::object()},
       {"Fragmentation", 2, PluginArgs::object()},

@@ -93,7 +93,11 @@ void ReplicaAntiAffinityScore::score(const DecisionContext& ctx, std::span<const
 }
 
 void ReplicaAntiAffinityScore::normalize(std::span<std::int64_t> scores) const {
-  normalizeMinMax(scores);
+  // Min-max would leave a partial difference (counts 0, 2, 3 score 100, 10, 0) that packing
+  // can outvote; the step keeps "fewest first" a rule, not a tendency.
+  if (scores.empty()) return;
+  const std::int64_t best = *std::max_element(scores.begin(), scores.end());
+  for (std::int64_t& s : scores) s = s == best ? 100 : 0;
 }
 
 // ---- NumaLocality -------------------------------------------------------------------------

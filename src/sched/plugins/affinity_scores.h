@@ -44,8 +44,10 @@ class ReplicaAntiAffinityScore final : public ScorePlugin {
   std::string_view name() const override { return kName; }
   void score(const DecisionContext& ctx, std::span<const Option> options,
              std::span<std::int64_t> out) const override;
-  // Min-max over the options: the fewest of the deployment's replicas score 100, the most 0,
-  // so any difference weighs in fully (and none when all options are alike).
+  // The options with the fewest of the deployment's replicas score 100, every other 0: with a
+  // weight above all other weights together (the default profile), the chosen option is
+  // always one of the fewest, whatever packing or weight reuse say; between those, they
+  // decide. All options alike: 100 everywhere.
   void normalize(std::span<std::int64_t> scores) const override;
 };
 

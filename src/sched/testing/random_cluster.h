@@ -207,6 +207,7 @@ inline model::GpuSpec randomGpu(Rng& rng, const model::GpuCatalog& catalog,
       g.nvlinkGroup = index / 2;
       break;
   }
+  if (!type.nvlinkGBps && !type.opaque) g.nvlinkGroup = -1;  // no NVLink on this form factor
   g.numaNode = rng.chance(0.1) ? -1 : index * rng.between(1, 2) / std::max(gpuCount, 1);
   g.pcieSwitch = index / 4;
   g.migEnabled = type.migCapable() && rng.chance(shape.migProbability);

@@ -1,0 +1,54 @@
+#include "common/text.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace tessera {
+
+std::string lowerAscii(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string_view> closestName(std::string_view word,
+                                            const std::vector<std::string_view>& candidates) {
+  // Longer words tolerate more slips; short ones would otherwise match anything.
+  const std::size_t threshold = word.size() <= 3 ? 1 : word.size() <= 6 ? 2 : 3;
+  const std::string lowered = lowerAscii(word);
+  std::optional<std::string_view> best;
+  std::size_t bestDistance = threshold + 1;
+  std::size_t bestPrefix = 0;
+  for (const std::string_view candidate : candidates) {
+    const std::string folded = lowerAscii(candidate);
+    const std::size_t distance = editDistance(lowered, folded);
+    // Ties go to the one that starts the same way: "gpu" means gpus more likely than cpu.
+    const std::size_t prefix = static_cast<std::size_t>(
+        std::mismatch(lowered.begin(), lowered.end(), folded.begin(), folded.end()).first -
+        lowered.begin());
+    if (distance > threshold) continue;
+    if (distance < bestDistance || (distance == bestDistance && prefix > bestPrefix)) {
+      bestDistance = distance;
+      bestPrefix = prefix;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+}  // namespace tessera
