@@ -76,7 +76,7 @@ async function getJson(path) {
 
 // ---- fleet map
 
-// What each GPU holds: node -> gpu id -> [{replica, model, reservedMib, mode, phase, mig}].
+// What each GPU holds: node -> gpu id -> [{replica, model, chargedMib, mode, phase, mig}].
 function slicesByGpu(replicas, deployments) {
   const phases = new Map();
   for (const d of deployments) {
@@ -91,7 +91,7 @@ function slicesByGpu(replicas, deployments) {
       const key = `${r.node}/${g.id}`;
       if (!out.has(key)) out.set(key, []);
       out.get(key).push({
-        replica: r.replica, model: r.model, deployment: r.deployment, reservedMib: g.reservedMib,
+        replica: r.replica, model: r.model, deployment: r.deployment, chargedMib: g.chargedMib,
         mode: r.mode, phase, mig: g.migProfile,
       });
     }
@@ -104,12 +104,12 @@ function gpuView(node, gpu, slices) {
   const total = Math.max(1, gpu.memoryMib);
   const segs = [];
   for (const sl of slices) {
-    const width = Math.max(0.5, (100 * sl.reservedMib) / total);
+    const width = Math.max(0.5, (100 * sl.chargedMib) / total);
     const cls = ['seg', sl.phase, sl.mode === 'exclusive' ? 'exclusive' : ''].join(' ');
     const label = sl.mig ? `${sl.replica} (${sl.mig})` : sl.replica;
     segs.push(h('div', {
       class: cls, 'data-replica': sl.replica,
-      title: `${sl.replica} · ${sl.model} · ${gib(sl.reservedMib)} GiB reserved · ${sl.mode}` +
+      title: `${sl.replica} · ${sl.model} · ${gib(sl.chargedMib)} GiB charged · ${sl.mode}` +
         `${sl.mig ? ' · MIG ' + sl.mig : ''} · ${sl.phase}`,
       style: {width: `${width}%`, background: colorOf(sl.model)},
     }, label));
@@ -120,14 +120,15 @@ function gpuView(node, gpu, slices) {
       style: {width: `${(100 * gpu.foreignMib) / total}%`},
     }, 'other'));
   }
-  const reserved = slices.reduce((a, sl) => a + sl.reservedMib, 0);
+  // The GPU's own figure: the sum of its replicas' charges (the same numbers as the segments).
+  const charged = gpu.chargedMib;
   const used = gpu.usedMib;
   const tags = [];
   if (gpu.migEnabled) tags.push(h('span', {class: 'tag'}, 'MIG'));
   if (gpu.exclusive) tags.push(h('span', {class: 'tag'}, 'exclusive'));
   else if (slices.length > 1) tags.push(h('span', {class: 'tag'}, `shared ×${slices.length}`));
   if (!gpu.healthy) tags.push(h('span', {class: 'tag bad'}, 'unhealthy'));
-  const usage = [`${gib(reserved)}/${gib(gpu.memoryMib)} GiB reserved`];
+  const usage = [`${gib(charged)}/${gib(gpu.memoryMib)} GiB charged`];
   if (used !== null && used !== undefined) usage.push(`${gib(used)} used`);
   if (gpu.utilization !== null && gpu.utilization !== undefined) {
     usage.push(`${pct(gpu.utilization)} busy`);
@@ -180,7 +181,7 @@ function totals(nodes) {
       const util = g.utilization ?? 0;
       t.gpus += 1;
       t.mem += g.memoryMib;
-      t.reserved += g.reservedMib;
+      t.reserved += g.chargedMib;
       t.used += g.usedMib ?? 0;
       t.busy += util;
       t.costTotal += price;
@@ -200,7 +201,7 @@ function renderSummary(t, replicas, deployments) {
     stat(t.gpus, 'GPUs', 'gpus'),
     stat(replicas.length, 'replicas', 'replicas'),
     stat(pending, 'pending', 'pending'),
-    stat(t.mem ? pct(t.reserved / t.mem) : '–', 'memory reserved', 'reserved'),
+    stat(t.mem ? pct(t.reserved / t.mem) : '–', 'memory charged', 'reserved'),
     stat(t.gpus ? pct(t.busy / t.gpus) : '–', 'compute busy', 'busy'),
     stat(`${dollars(t.costIdle)}/h`, 'paid, idle', 'idle-cost'));
 }
@@ -250,7 +251,7 @@ function renderCharts(t) {
   if (state.history.length > HISTORY_POINTS) state.history.shift();
   const col = (k) => state.history.map((p) => p[k]);
   lineChart(document.getElementById('util-chart'), [
-    {name: 'memory reserved', color: '#4f8cff', values: col('memReserved'), fill: true},
+    {name: 'memory charged', color: '#4f8cff', values: col('memReserved'), fill: true},
     {name: 'memory used', color: '#36c6a0', values: col('memUsed')},
     {name: 'compute busy', color: '#f2b134', values: col('busy')},
   ], 1, (v) => `${Math.round(v * 100)}%`);

@@ -133,7 +133,7 @@ TEST(ServeCrash, KillNineUnderWriteLoadLosesNoAcknowledgedWrite) {
     EXPECT_GE(static_cast<int>(nodeList.size()), nodesAcked);
     for (const json& n : nodeList) {
       for (const json& g : n["gpus"]) {
-        EXPECT_LE(g["reservedMib"].get<std::int64_t>() + g["foreignMib"].get<std::int64_t>(),
+        EXPECT_LE(g["chargedMib"].get<std::int64_t>() + g["foreignMib"].get<std::int64_t>(),
                   g["memoryMib"].get<std::int64_t>())
             << n["name"] << "/" << g["id"] << " over-committed";
         EXPECT_LE(g["bookedComputeMilli"].get<int>(), g["computeMilli"].get<int>());

@@ -421,8 +421,11 @@ Result<void> ClusterState::telemetry(const GpuTelemetry& ev) {
       if (it != ev.replicaUsedMib.end()) attributed += it->second;
     }
   }
-  // MIG usage lives inside instances Tessera already charges whole; no foreign share there.
-  const std::int64_t foreign = rec.spec.migEnabled ? 0 : std::max<std::int64_t>(0, ev.usedMib - attributed);
+  // MIG usage lives inside instances Tessera already charges whole, and everything on an
+  // exclusive card is its replica's: no foreign share there.
+  const std::int64_t foreign = rec.spec.migEnabled || rec.exclusive
+                                   ? 0
+                                   : std::max<std::int64_t>(0, ev.usedMib - attributed);
   rec.foreignMib = foreign;
   const std::vector<ReplicaId> onGpu = rec.replicas;
   for (ReplicaId r : onGpu) recharge(r);
@@ -541,7 +544,10 @@ Result<void> ClusterState::place(const Placement& p) {
     g.bookedComputeMilli += a.computeMilli;
     g.bookedBandwidthGBps += a.bandwidthGBps;
     g.replicas.push_back(rid);
-    if (p.mode == model::SharingMode::kExclusive) g.exclusive = true;
+    if (p.mode == model::SharingMode::kExclusive) {
+      g.exclusive = true;
+      g.foreignMib = 0;  // the card is the replica's whole: it is charged all of it
+    }
     if (g.spec.migEnabled) {
       auto it = std::find_if(g.migInstances.begin(), g.migInstances.end(), [&](const MigInstance& m) {
         return m.profile == a.migProfile && m.start == a.migStart && m.occupant < 0;
@@ -603,6 +609,7 @@ void ClusterState::expireReservations() {
 void ClusterState::recharge(ReplicaId rid) {
   ReplicaRecord& rec = replicas_[static_cast<std::size_t>(rid)];
   const bool mig = rec.placement.mode == model::SharingMode::kMig;
+  const bool exclusive = rec.placement.mode == model::SharingMode::kExclusive;
   // The reservation settles once the replica is loaded and telemetry names it on every GPU.
   if (rec.reservationActive && rec.phase == ReplicaPhase::kLoaded &&
       std::all_of(rec.attributedMib.begin(), rec.attributedMib.end(),
@@ -617,6 +624,10 @@ void ClusterState::recharge(ReplicaId rid) {
     std::int64_t charge;
     if (mig) {
       charge = a.reservedMib;  // a MIG slice is carved out whole, whatever the replica uses
+    } else if (exclusive) {
+      // An exclusive card is held whole, whatever the replica uses or booked: nothing else may
+      // go there, so none of it is free.
+      charge = std::max(a.reservedMib, gpus_[static_cast<std::size_t>(a.gpu)].spec.memoryMib);
     } else if (rec.reservationActive) {
       charge = std::max(a.reservedMib, seen);
     } else if (seen >= 0) {

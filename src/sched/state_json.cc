@@ -18,13 +18,25 @@ std::string gpuTypeName(const ClusterState& state, const GpuRecord& g) {
 }
 
 json placementJson(const ClusterState& state, const Placement& p) {
+  // What the books charge the replica now (the reservation while it is active, then the
+  // observed use or the estimate; a MIG slice or an exclusive card whole): the figure the
+  // GPUs' chargedMib adds up. A placement not (or no longer) in the books is charged what it
+  // reserves.
+  const std::optional<ReplicaId> id = state.findReplica(p.replicaId);
+  const ReplicaRecord* rec = id ? &state.replica(*id) : nullptr;
   json gpus = json::array();
   std::int64_t reserved = 0;
-  for (const GpuAssignment& a : p.gpus) {
+  std::int64_t charged = 0;
+  for (std::size_t slot = 0; slot < p.gpus.size(); ++slot) {
+    const GpuAssignment& a = p.gpus[slot];
     const std::string mig = migProfileName(state, a);
+    const std::int64_t charge =
+        rec != nullptr && slot < rec->chargeMib.size() ? rec->chargeMib[slot] : a.reservedMib;
     reserved += a.reservedMib;
+    charged += charge;
     gpus.push_back(
         {{"id", state.gpu(a.gpu).spec.id},
+         {"chargedMib", charge},
          {"reservedMib", a.reservedMib},
          {"estimateMib", a.estimateMib},
          {"computeMilli", a.computeMilli},
@@ -40,6 +52,7 @@ json placementJson(const ClusterState& state, const Placement& p) {
           {"node", node},
           {"mode", model::sharingModeName(p.mode)},
           {"gpus", std::move(gpus)},
+          {"memoryChargedMib", charged},
           {"memoryReservedMib", reserved},
           {"cpuMilli", p.cpuMilli},
           {"hostMemoryMib", p.hostMemoryMib}};
@@ -72,7 +85,7 @@ json gpuJson(const ClusterState& state, const GpuRecord& g) {
           {"migEnabled", g.spec.migEnabled},
           {"exclusive", g.exclusive},
           {"memoryMib", g.spec.memoryMib},
-          {"reservedMib", g.chargedMib},
+          {"chargedMib", g.chargedMib},
           {"foreignMib", g.foreignMib},
           {"freeMib", g.freeMemoryMib()},
           {"computeMilli", g.spec.computeMilli},

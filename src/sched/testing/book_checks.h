@@ -515,6 +515,8 @@ class ShadowBooks {
     std::string node;
     std::vector<GpuAssignment> assignments;
     bool mig = false;
+    bool exclusive = false;
+    std::vector<std::int64_t> cardMib;  // per slot: the GPU's capacity
     Millis placedAtMs = 0;
     Millis lastActiveMs = 0;
     bool loaded = false;
@@ -534,6 +536,7 @@ class ShadowBooks {
   static std::int64_t charge(const Replica& r, std::size_t slot) {
     const GpuAssignment& a = r.assignments[slot];
     if (r.mig) return a.reservedMib;
+    if (r.exclusive) return std::max(a.reservedMib, r.cardMib[slot]);  // held whole
     if (r.active) return std::max(a.reservedMib, r.seenMib[slot]);
     if (r.seenMib[slot] >= 0) return r.seenMib[slot];
     return a.estimateMib;
@@ -590,7 +593,12 @@ class ShadowBooks {
         settle(r);
       }
     }
-    g.foreignMib = g.mig ? 0 : std::max<std::int64_t>(0, ev.usedMib - attributed);
+    const bool exclusive = std::any_of(replicas_.begin(), replicas_.end(), [&](const auto& kv) {
+      const Replica& r = kv.second;
+      return r.exclusive && std::any_of(r.assignments.begin(), r.assignments.end(),
+                                        [&](const GpuAssignment& a) { return a.gpu == gid; });
+    });
+    g.foreignMib = g.mig || exclusive ? 0 : std::max<std::int64_t>(0, ev.usedMib - attributed);
     if (usedMib(gid) > before) g.usageGrew = true;
   }
   void on(const ClusterState& s, const ReplicaPlaced& ev, Millis now) {
@@ -599,8 +607,14 @@ class ShadowBooks {
     r.assignments = ev.placement.gpus;
     r.seenMib.assign(r.assignments.size(), -1);
     r.mig = ev.placement.mode == model::SharingMode::kMig;
+    r.exclusive = ev.placement.mode == model::SharingMode::kExclusive;
     r.placedAtMs = r.lastActiveMs = now;
-    for (const auto& a : r.assignments) gpus_.at(a.gpu).usageGrew = false;
+    for (const auto& a : r.assignments) {
+      Gpu& g = gpus_.at(a.gpu);
+      g.usageGrew = false;
+      r.cardMib.push_back(g.capacityMib);
+      if (r.exclusive) g.foreignMib = 0;
+    }
     replicas_[ev.placement.replicaId] = std::move(r);
   }
   void on(const ClusterState&, const ReplicaLoaded& ev, Millis) {
