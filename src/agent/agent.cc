@@ -67,7 +67,7 @@ Agent::Agent(AgentConfig config, AgentParts parts, AgentTimings timings)
 
 Agent::~Agent() {
   stop();
-  for (std::thread* t : {&drainThread_, &preloadThread_, &heartbeatThread_, &adminThread_}) {
+  for (std::thread* t : {&drainThread_, &stageThread_, &heartbeatThread_, &adminThread_}) {
     if (t->joinable()) t->join();
   }
   stopComponents();
@@ -149,8 +149,12 @@ Result<int> Agent::start() {
   if (address->second == 0 && parts_.cache != nullptr) writeAdminAddress(address->first + ":" + std::to_string(port));
   adminThread_ = std::thread([this] { admin_->listen_after_bind(); });
   heartbeatThread_ = std::thread([this] { heartbeatLoop(); });
-  if (parts_.cache != nullptr && !config_.preload.empty()) {
-    preloadThread_ = std::thread([this] { preloadLoop(); });
+  if (parts_.cache != nullptr) {
+    {
+      std::lock_guard lock(mu_);
+      for (const std::string& model : config_.preload) enqueueStageLocked(model);
+    }
+    stageThread_ = std::thread([this] { stageLoop(); });
   }
   return port;
 }
@@ -180,6 +184,7 @@ void Agent::stop() {
     stopping_ = true;
     done_ = true;
     cv_.notify_all();
+    stageCv_.notify_all();
   }
   if (admin_) admin_->stop();
 }
@@ -190,7 +195,7 @@ int Agent::wait() {
     cv_.wait(lock, [this] { return done_; });
   }
   stop();
-  for (std::thread* t : {&drainThread_, &preloadThread_, &heartbeatThread_, &adminThread_}) {
+  for (std::thread* t : {&drainThread_, &stageThread_, &heartbeatThread_, &adminThread_}) {
     if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
   }
   stopComponents();
@@ -322,20 +327,65 @@ void Agent::heartbeatLoop() {
   }
 }
 
-void Agent::preloadLoop() {
-  for (const std::string& model : config_.preload) {
+void Agent::enqueueStageLocked(const std::string& model) {
+  const auto it = stages_.find(model);
+  if (it != stages_.end() && (it->second.state == "queued" || it->second.state == "staging")) {
+    return;  // one copy at a time per model; a second request waits for the same one
+  }
+  stages_[model] = StageState{"queued", std::nullopt, 0};
+  stageQueue_.push_back(model);
+  stageCv_.notify_all();
+}
+
+json Agent::stageJsonLocked(const std::string& model) const {
+  json out{{"model", model}};
+  const auto it = stages_.find(model);
+  if (it == stages_.end()) return out;
+  out["state"] = it->second.state;
+  if (it->second.state == "staged") out["diskBytes"] = it->second.diskBytes;
+  if (it->second.error) out["error"] = it->second.error->message;
+  return out;
+}
+
+void Agent::stageLoop() {
+  while (true) {
+    std::string model;
     {
-      std::lock_guard lock(mu_);
-      if (stopping_ || phase_ != AgentPhase::kRunning) return;
+      std::unique_lock lock(mu_);
+      stageCv_.wait(lock, [this] {
+        return stopping_ || phase_ != AgentPhase::kRunning || !stageQueue_.empty();
+      });
+      if (stopping_ || phase_ != AgentPhase::kRunning) {
+        // A draining node stages nothing more: what was queued is answered, not dropped.
+        for (const std::string& m : stageQueue_) {
+          stages_[m] = StageState{"failed", Error::precondition("the agent is draining"), 0};
+        }
+        stageQueue_.clear();
+        return;
+      }
+      model = std::move(stageQueue_.front());
+      stageQueue_.pop_front();
+      stages_[model].state = "staging";
     }
     auto staged = parts_.cache->stage(model, parts_.sources);
+    const bool preloaded =
+        std::find(config_.preload.begin(), config_.preload.end(), model) != config_.preload.end();
+    {
+      std::lock_guard lock(mu_);
+      StageState& st = stages_[model];
+      if (staged) {
+        st = StageState{"staged", std::nullopt, staged->diskBytes};
+      } else {
+        st = StageState{"failed", staged.error(), 0};
+        if (preloaded) preloadErrors_.push_back(staged.error().message);
+      }
+    }
     if (staged) {
       parts_.log->info("model staged", {{"model", model}, {"bytes", staged->diskBytes}});
       wake();  // report the new cache contents now
     } else {
-      parts_.log->warn("preload failed", {{"model", model}, {"error", staged.error().message}});
-      std::lock_guard lock(mu_);
-      preloadErrors_.push_back(staged.error().message);
+      parts_.log->warn(preloaded ? "preload failed" : "stage failed",
+                       {{"model", model}, {"error", staged.error().message}});
     }
   }
 }
@@ -345,6 +395,7 @@ void Agent::drain(const std::string& reason) {
   if (phase_ != AgentPhase::kRunning || stopping_) return;
   phase_ = AgentPhase::kDraining;
   drainReason_ = reason;
+  stageCv_.notify_all();  // the stage worker answers what is queued and ends
   drainThread_ = std::thread([this, reason] { drainSequence(reason); });
 }
 
@@ -613,10 +664,34 @@ void Agent::adminRoutes() {
     if (parts_.cache == nullptr) {
       return sendError(res, Error::precondition("this agent has no model cache"));
     }
-    auto staged = parts_.cache->stage(req.matches[1].str(), parts_.sources);
-    if (!staged) return sendError(res, staged.error());
-    wake();
-    sendJson(res, 200, {{"model", staged->model}, {"diskBytes", staged->diskBytes}});
+    const std::string model = req.matches[1].str();
+    // Only the listing happens here (to answer 404 at once); the copy is the stage worker's.
+    bool anySource = false;
+    for (ModelSource* source : parts_.sources) {
+      auto files = source->list(model);
+      if (files || files.error().code != ErrorCode::kNotFound) {
+        anySource = true;
+        break;
+      }
+    }
+    if (!anySource) {
+      return sendError(res, Error::notFound("no model source has " + model));
+    }
+    std::lock_guard lock(mu_);
+    if (stopping_ || phase_ != AgentPhase::kRunning) {
+      return sendError(res, Error::precondition("the agent is " + std::string(phaseName(phase_)) +
+                                                "; it stages nothing new"));
+    }
+    enqueueStageLocked(model);
+    sendJson(res, 202, stageJsonLocked(model));
+  });
+  s.Get(R"(/models/(.+)/stage)", [this](const Req& req, Res& res) {
+    const std::string model = req.matches[1].str();
+    std::lock_guard lock(mu_);
+    if (!stages_.contains(model)) {
+      return sendError(res, Error::notFound("no stage of " + model + " was asked for"));
+    }
+    sendJson(res, 200, stageJsonLocked(model));
   });
   s.Post("/leases", [this](const Req& req, Res& res) {
     std::string model;

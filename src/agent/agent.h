@@ -21,6 +21,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,7 +111,13 @@ class Agent {
 
  private:
   void heartbeatLoop();
-  void preloadLoop();
+  // Stages the models queued by `preload` and by POST /models/{m}/stage, one at a time, on
+  // its own thread: a copy of many GiB never holds an admin thread, so /drain (the preStop
+  // hook) and /status stay answered.
+  void stageLoop();
+  // Queues `model` for the stage worker unless it is queued or staging already.
+  void enqueueStageLocked(const std::string& model);
+  nlohmann::json stageJsonLocked(const std::string& model) const;
   void drainSequence(std::string reason);
   void reconcileRegistration(const std::vector<AgentGpu>& gpus);
   std::string drainMarkerPath() const;
@@ -147,11 +154,20 @@ class Agent {
   std::map<std::string, std::string> leases_;  // id -> model ("" for none)
   std::uint64_t nextLease_ = 0;
   std::vector<std::string> preloadErrors_;
+  // Staging: what the worker has to do, and what it did (per model, the last request).
+  struct StageState {
+    std::string state;  // queued | staging | staged | failed
+    std::optional<Error> error;
+    std::int64_t diskBytes = 0;
+  };
+  std::deque<std::string> stageQueue_;
+  std::map<std::string, StageState> stages_;
+  std::condition_variable stageCv_;
   std::once_flag componentsStopped_;
 
   std::string adminAddressWritten_;  // adminAddressPath, once written (port 0)
   std::unique_ptr<httplib::Server> admin_;
-  std::thread adminThread_, heartbeatThread_, preloadThread_, drainThread_;
+  std::thread adminThread_, heartbeatThread_, stageThread_, drainThread_;
 };
 
 const char* phaseName(AgentPhase phase);

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -34,6 +37,41 @@ class CountingDeviceMemory final : public DeviceMemory {
     return {};
   }
   std::atomic<int> releases{0};
+};
+
+// A model source whose copies wait until the test lets them go: a stage of many GiB, on
+// demand.
+class GatedSource final : public ModelSource {
+ public:
+  explicit GatedSource(std::unique_ptr<ModelSource> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  Result<std::vector<SourceFile>> list(const std::string& model) override {
+    return inner_->list(model);
+  }
+  Result<std::int64_t> fetch(const std::string& model, const SourceFile& file, int fd) override {
+    {
+      std::unique_lock lock(mu_);
+      entered_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return open_; });
+    }
+    return inner_->fetch(model, file, fd);
+  }
+  bool waitUntilCopying() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [this] { return entered_; });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::unique_ptr<ModelSource> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false, open_ = false;
 };
 
 class AgentTest : public ::testing::Test {
@@ -80,6 +118,11 @@ class AgentTest : public ::testing::Test {
     ASSERT_TRUE(cache) << cache.error().message;
     cache_ = std::move(*cache);
     source_ = makeDirectorySource("local", (dir_.path() / "models").string());
+    if (gated_) {
+      auto gated = std::make_unique<GatedSource>(std::move(source_));
+      gate_ = gated.get();
+      source_ = std::move(gated);
+    }
     AgentParts parts;
     parts.gpus = gpus_.get();
     parts.client = client_.get();
@@ -115,9 +158,45 @@ class AgentTest : public ::testing::Test {
   std::unique_ptr<ControlClient> client_;
   std::unique_ptr<ModelCache> cache_;
   std::unique_ptr<ModelSource> source_;
+  bool gated_ = false;          // set before makeAgent: copies wait for gate_->release()
+  GatedSource* gate_ = nullptr;
   std::unique_ptr<Agent> agent_;
   std::unique_ptr<httplib::Client> admin_;
 };
+
+// Issue 14, bug 9: a stage copies on the agent's own worker, never on an admin thread. With
+// more stage requests than admin threads and the copy stuck, /status and /drain (the preStop
+// hook) are still answered at once; the drain waits for nothing the stage holds, and a stage
+// asked for while draining is refused.
+TEST_F(AgentTest, StagingNeverStarvesTheAdminApi) {
+  config_.preload.clear();
+  gated_ = true;
+  makeAgent();
+  for (int i = 0; i < 6; ++i) {
+    auto asked = admin_->Post("/models/qwen-7b/stage");
+    ASSERT_TRUE(asked) << "request " << i;
+    EXPECT_EQ(asked->status, 202) << asked->body;
+  }
+  ASSERT_TRUE(gate_->waitUntilCopying());
+  auto staging = admin_->Get("/models/qwen-7b/stage");
+  ASSERT_TRUE(staging);
+  EXPECT_EQ(json::parse(staging->body)["state"], "staging") << staging->body;
+  auto status = admin_->Get("/status");
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->status, 200);
+  auto drain = admin_->Post("/drain");
+  ASSERT_TRUE(drain);
+  EXPECT_EQ(drain->status, 202) << drain->body;
+  auto refused = admin_->Post("/models/llama-8b/stage");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 409) << refused->body;
+  gate_->release();
+  EXPECT_TRUE(eventually([&] {
+    auto s = admin_->Get("/models/qwen-7b/stage");
+    return s && json::parse(s->body)["state"] == "staged";
+  }));
+  EXPECT_EQ(agent_->wait(), 0);
+}
 
 TEST_F(AgentTest, RegistersGpusAndCachedModelsAndComesBackAfterServerRestarts) {
   makeAgent();
@@ -132,8 +211,11 @@ TEST_F(AgentTest, RegistersGpusAndCachedModelsAndComesBackAfterServerRestarts) {
   // Staged over the admin API: reported at the next heartbeat.
   auto staged = admin_->Post("/models/qwen-7b/stage");
   ASSERT_TRUE(staged);
-  EXPECT_EQ(staged->status, 200) << staged->body;
+  EXPECT_EQ(staged->status, 202) << staged->body;
   EXPECT_TRUE(eventually([&] { return nodeHasCached("qwen-7b"); }));
+  auto done = admin_->Get("/models/qwen-7b/stage");
+  ASSERT_TRUE(done);
+  EXPECT_EQ(json::parse(done->body)["state"], "staged") << done->body;
   auto unknown = admin_->Post("/models/nope/stage");
   ASSERT_TRUE(unknown);
   EXPECT_EQ(unknown->status, 404);

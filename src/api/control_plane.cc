@@ -80,6 +80,7 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   // The series exist from the start, for increase().
   reservationsExpired_.add({{"telemetry", "none"}}, 0);
   reservationsExpired_.add({{"telemetry", "unattributed"}}, 0);
+  internalErrors_.add({{"where", "books"}}, 0);
 }
 
 void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
@@ -94,6 +95,43 @@ void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, s
   events_.push_back({seq, timeMs, std::move(type), std::move(subject), std::move(message)});
   nextSeq_ = std::max(nextSeq_, seq + 1);
   while (events_.size() > config_.eventHistory) events_.pop_front();
+}
+
+void ControlPlane::alert(std::string type, std::string subject, std::string message) {
+  // Not in the event history: it has no place in the store's sequence. The sink (the
+  // server's log) gets it, and the metric counts it.
+  if (sink_) {
+    sink_(json{{"seq", nullptr},
+               {"timeMs", clock_.nowMs()},
+               {"type", std::move(type)},
+               {"subject", std::move(subject)},
+               {"message", std::move(message)}});
+  }
+}
+
+void ControlPlane::undo(const sched::Event& event, std::string_view where) {
+  if (auto done = state_.apply(event); !done) {
+    internalErrors_.add({{"where", std::string(where)}});
+    alert("InternalError", std::string(where),
+          std::string(sched::eventName(event)) + " refused: " + done.error().message);
+  }
+}
+
+void ControlPlane::restore(const sched::ReplicaRecord& snapshot, std::string_view where) {
+  // A re-placed replica starts a fresh reservation: it holds at least what it held before
+  // until telemetry confirms it again, which errs on the safe side.
+  undo(sched::ReplicaPlaced{snapshot.placement}, where);
+  if (snapshot.phase == sched::ReplicaPhase::kLoaded && state_.findReplica(snapshot.placement.replicaId)) {
+    undo(sched::ReplicaLoaded{snapshot.placement.replicaId}, where);
+  }
+}
+
+void ControlPlane::note(std::string type, std::string subject, std::string message) {
+  if (auto saved = commit(store::Batch{}, type, subject, message); !saved) {
+    internalErrors_.add({{"where", "event-log"}});
+    alert(std::move(type), std::move(subject),
+          std::move(message) + " (not stored: " + saved.error().message + ")");
+  }
 }
 
 Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::string subject,
@@ -119,7 +157,12 @@ Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::str
     // Keep the log about twice the history long: the documents are the state, the log only
     // feeds GET /events and the dashboard.
     const auto history = static_cast<std::int64_t>(config_.eventHistory);
-    if (seq % 1024 == 0 && seq > 2 * history) (void)store_->compactEventsBefore(seq - history);
+    if (seq % 1024 == 0 && seq > 2 * history) {
+      // Best effort: a failed compaction leaves a longer log, and the next one catches up.
+      if (auto compacted = store_->compactEventsBefore(seq - history); !compacted) {
+        internalErrors_.add({{"where", "event-compaction"}});
+      }
+    }
   }
   remember(seq, now, std::move(type), std::move(subject), std::move(message));
   return {};
@@ -176,7 +219,10 @@ Result<void> ControlPlane::restore() {
       // The books refuse anything that would over-commit a GPU, also on restore.
       return fail(Error::invalid(where + ": replica " + d.name + ": " + placed.error().message));
     }
-    if (stored->loaded) (void)state_.apply(sched::ReplicaLoaded{stored->placement.replicaId});
+    if (stored->loaded) {
+      // Just placed above: the books accept its load, or the restore stops here.
+      TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{stored->placement.replicaId}));
+    }
     const json doc = json::parse(d.json, nullptr, false);
     if (const auto a = doc.find("allocation"); a != doc.end() && a->is_object()) {
       PodAllocation alloc;
@@ -259,7 +305,7 @@ Result<json> ControlPlane::registerNode(const json& body) {
           commit(std::move(batch), "NodeRegistered", name,
                  std::to_string(spec->gpus.size()) + " GPU" + (spec->gpus.size() == 1 ? "" : "s"));
       !saved) {
-    (void)state_.apply(sched::NodeRemoved{name, true});
+    undo(sched::NodeRemoved{name, true}, "register-rollback");
     return fail(saved.error());
   }
   nodeSpecs_.emplace(name, std::move(*spec));
@@ -522,9 +568,9 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
     decisionLatency_.observe(
         {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!d.placement) {
-      for (const std::string& id : placed) (void)state_.apply(sched::ReplicaUnloaded{id});
+      for (const std::string& id : placed) undo(sched::ReplicaUnloaded{id}, "place-rollback");
       placements_.add({{"result", "unplaceable"}});
-      (void)commit(store::Batch{}, "ReplicaUnplaceable", r.replicaId, d.summary);
+      note("ReplicaUnplaceable", r.replicaId, d.summary);
       json detail = {{"replica", r.replicaId},
                      {"summary", d.summary},
                      {"rejections", sched::rejectionsJson(d.rejections)}};
@@ -547,7 +593,7 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
   if (auto saved =
           commit(std::move(batch), "ReplicaPlaced", placed.size() == 1 ? placed[0] : "", where);
       !saved) {
-    for (const std::string& id : placed) (void)state_.apply(sched::ReplicaUnloaded{id});
+    for (const std::string& id : placed) undo(sched::ReplicaUnloaded{id}, "place-rollback");
     return bad(saved.error());
   }
   json out = json::array();

@@ -269,6 +269,19 @@ class ControlPlane {
       "Reservations that lapsed (TTL) before telemetry showed their replica's memory, by "
       "whether their GPUs reported at all (telemetry=none) or not this replica "
       "(telemetry=unattributed)."};
+  // Events the control plane applies to undo its own step (a rollback, a replica it just
+  // placed): the books guarantee them, so a refusal means they drifted. undo() never drops
+  // the answer: it counts the refusal here and reports it as an InternalError event.
+  CounterFamily internalErrors_{"tessera_internal_errors_total",
+                                "Bookkeeping steps the books refused although the control "
+                                "plane's own state guaranteed them, by where (0 when healthy)."};
+  void undo(const sched::Event& event, std::string_view where);
+  // Puts back a replica as a snapshot of its record had it: placed, and loaded if it was.
+  void restore(const sched::ReplicaRecord& snapshot, std::string_view where);
+  // Records an event that changes no document; a store that cannot write it is reported
+  // (the event stays in memory and reaches the sink), never silently dropped.
+  void note(std::string type, std::string subject, std::string message);
+  void alert(std::string type, std::string subject, std::string message);
   HistogramFamily loadDuration_{"tessera_replica_load_duration_seconds",
                                 "Time from a replica's placement to its agent reporting it loaded.",
                                 {1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800}};

@@ -134,14 +134,17 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
       std::swap(a.gpus[i].gpu, b.gpus[i].gpu);
       std::swap(a.gpus[i].migStart, b.gpus[i].migStart);
     }
-    (void)state_.apply(sched::ReplicaUnloaded{mine.replicaId});
-    (void)state_.apply(sched::ReplicaUnloaded{twin->replicaId});
+    // Snapshots of both records: a rollback puts them back as they were, loaded included.
+    const sched::ReplicaRecord mineBefore = state_.replica(*state_.findReplica(mine.replicaId));
+    const sched::ReplicaRecord twinBefore = state_.replica(*state_.findReplica(twin->replicaId));
+    undo(sched::ReplicaUnloaded{mine.replicaId}, "allocation-swap");
+    undo(sched::ReplicaUnloaded{twin->replicaId}, "allocation-swap");
     auto placedA = state_.apply(sched::ReplicaPlaced{a});
     auto placedB = placedA ? state_.apply(sched::ReplicaPlaced{b}) : placedA;
     if (!placedA || !placedB) {
-      if (placedA) (void)state_.apply(sched::ReplicaUnloaded{a.replicaId});
-      (void)state_.apply(sched::ReplicaPlaced{mine});
-      (void)state_.apply(sched::ReplicaPlaced{*twin});
+      if (placedA) undo(sched::ReplicaUnloaded{a.replicaId}, "allocation-swap-rollback");
+      restore(mineBefore, "allocation-swap-rollback");
+      restore(twinBefore, "allocation-swap-rollback");
       return fail(
           Error::internal("swapping the GPUs of " + id + " and " + twin->replicaId +
                           " failed: " + (placedA ? placedB.error() : placedA.error()).message));
@@ -171,17 +174,16 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
     alloc->second = before;
     if (!swappedWith.empty()) {
       // Put the books back as they were stored.
-      const sched::Placement twin = state_.replica(*state_.findReplica(swappedWith)).placement;
-      const sched::Placement now = state_.replica(*state_.findReplica(id)).placement;
-      (void)state_.apply(sched::ReplicaUnloaded{id});
-      (void)state_.apply(sched::ReplicaUnloaded{swappedWith});
-      sched::Placement a = now, b = twin;
-      for (std::size_t i = 0; i < a.gpus.size(); ++i) {
-        std::swap(a.gpus[i].gpu, b.gpus[i].gpu);
-        std::swap(a.gpus[i].migStart, b.gpus[i].migStart);
+      sched::ReplicaRecord twin = state_.replica(*state_.findReplica(swappedWith));
+      sched::ReplicaRecord now = state_.replica(*state_.findReplica(id));
+      undo(sched::ReplicaUnloaded{id}, "allocation-confirm-rollback");
+      undo(sched::ReplicaUnloaded{swappedWith}, "allocation-confirm-rollback");
+      for (std::size_t i = 0; i < now.placement.gpus.size(); ++i) {
+        std::swap(now.placement.gpus[i].gpu, twin.placement.gpus[i].gpu);
+        std::swap(now.placement.gpus[i].migStart, twin.placement.gpus[i].migStart);
       }
-      (void)state_.apply(sched::ReplicaPlaced{a});
-      (void)state_.apply(sched::ReplicaPlaced{b});
+      restore(now, "allocation-confirm-rollback");
+      restore(twin, "allocation-confirm-rollback");
     }
     return fail(saved.error());
   }

@@ -38,7 +38,7 @@ void ControlPlane::tick() {
       const sched::ReplicaRecord& r = state_.replicas()[i];
       if (!r.removed && r.reservationActive) active.push_back(static_cast<sched::ReplicaId>(i));
     }
-    (void)state_.apply(sched::ReservationsExpired{});
+    undo(sched::ReservationsExpired{}, "reservations");  // never refused
     for (const sched::ReplicaId id : active) {
       const sched::ReplicaRecord& r = state_.replica(id);
       if (r.reservationActive) continue;
@@ -188,6 +188,7 @@ std::string ControlPlane::metricsText() const {
   for (const auto& [node, at] : lastHeartbeatMs_)
     w.sample("tessera_node_heartbeat_age_seconds", {{"node", node}}, (now - at) / 1000.0);
   reservationsExpired_.write(w);
+  internalErrors_.write(w);
   loadDuration_.write(w);
   placements_.write(w);
   decisionLatency_.write(w);

@@ -176,6 +176,8 @@ Result<json> ControlPlane::putDeployment(const json& body) {
   Deployment& ref = *d;
   deployments_.insert_or_assign(ref.name, std::move(d));
   if (serving < ref.desired && !ref.placedByKubernetes) {
+    // A store that refuses is the deployment's pending state (pendingFilter "Store"), which
+    // its status shows; the next sync tries again. The deployment itself is stored.
     (void)addReplicas(ref, ref.desired - serving, clock_.nowMs());
   }
   return getDeployment(ref.name);
@@ -245,7 +247,7 @@ Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now,
         }
       }
       placements_.add({{"result", "unplaceable"}});
-      (void)commit(store::Batch{}, "ReplicaPending", r.replicaId, decision.summary);
+      note("ReplicaPending", r.replicaId, decision.summary);
       return {};
     }
     store::Batch batch;
@@ -255,7 +257,7 @@ Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now,
             std::move(batch), "ReplicaPlaced", r.replicaId,
             "for deployment " + d.name + " on " + state_.node(decision.placement->node).spec.name);
         !saved) {
-      (void)state_.apply(sched::ReplicaUnloaded{r.replicaId});
+      undo(sched::ReplicaUnloaded{r.replicaId}, "scale-up-rollback");
       d.pending = count - placedNow;
       d.pendingReason = saved.error().message;
       d.pendingFilter = "Store";
@@ -376,7 +378,7 @@ void ControlPlane::reconcile(Deployment& d, Millis now) {
       share = plan.share->milli;
       d.lastReason += "; " + plan.share->reason;
     }
-    (void)addReplicas(d, plan.place, now, share);
+    (void)addReplicas(d, plan.place, now, share);  // a failure is the pending state, as above
   } else {
     d.pending = 0;
     d.pendingReason.clear();
@@ -385,13 +387,12 @@ void ControlPlane::reconcile(Deployment& d, Millis now) {
       ReplicaRuntime& rt = runtime_[id];
       if (rt.drain) continue;
       rt.drain = std::make_unique<scale::ReplicaLifecycle>(id, now);
-      (void)commit(store::Batch{}, "ReplicaDraining", id, "scale-down of " + d.name);
+      note("ReplicaDraining", id, "scale-down of " + d.name);
     }
   }
   if (d.desired != before) {
-    (void)commit(
-        store::Batch{}, d.desired > before ? "ScaledUp" : "ScaledDown", d.name,
-        std::to_string(before) + " → " + std::to_string(d.desired) + ": " + decision.reason);
+    note(d.desired > before ? "ScaledUp" : "ScaledDown", d.name,
+         std::to_string(before) + " → " + std::to_string(d.desired) + ": " + decision.reason);
   }
 }
 
@@ -410,7 +411,7 @@ void ControlPlane::advanceDrains(Millis now) {
       store::Batch batch;
       batch.remove("replica", id);
       if (!commit(std::move(batch), "ReplicaRemoved", id, "drained")) continue;  // retry next tick
-      (void)state_.apply(sched::ReplicaUnloaded{id});
+      undo(sched::ReplicaUnloaded{id}, "drain-remove");
     }
     runtime_.erase(id);
   }

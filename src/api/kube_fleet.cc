@@ -40,6 +40,9 @@ std::optional<k8s::Fleet::Deployment> PlaneFleet::deployment(const std::string& 
   return out;
 }
 
+// These three are level-triggered: the controller calls them on every reconcile of what it
+// sees in the cluster, so a call the plane refuses (its store is down) is made again on the
+// next pass, and the plane's own metrics and events report the store's failure.
 void PlaneFleet::replicaReady(const std::string& replicaId) {
   run_([&](ControlPlane& plane) {
     const auto r = plane.getReplica(replicaId);

@@ -399,6 +399,9 @@ Result<void> Controller::switchPod(const json& pod, const std::string& version) 
   return {};
 }
 
+// Deletions here are best effort by design: the controller is level-triggered, so whatever a
+// failed delete leaves (a Tessera deployment, a pod) is seen and deleted again on the next
+// reconcile, and Kubernetes' garbage collector removes owned pods in any case.
 void Controller::removeDeployment(const std::string& key) {
   const auto slash = key.find('/');
   const std::string ns = key.substr(0, slash), name = key.substr(slash + 1);

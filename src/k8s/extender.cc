@@ -493,7 +493,7 @@ Result<json> Extender::preempt(const json& args) {
     for (const auto& [node, nv] : proposed) {
       for (const Victim& v : nv.pods) {
         if (v.replica.empty() || !scratch.findReplica(v.replica)) continue;
-        (void)scratch.apply(sched::ReplicaUnloaded{v.replica});
+        (void)scratch.apply(sched::ReplicaUnloaded{v.replica});  // present: checked just above
       }
     }
     for (const auto& [node, nv] : proposed) {
@@ -573,6 +573,7 @@ Result<json> Extender::bind(const json& args) {
         u.resource != resource || u.gpus != gpuCount || u.shape == shape) {
       continue;
     }
+    // Undoes the booking made above for this call: the replica is there, the unload cannot fail.
     if (bookedNow) (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});
     return answer("node " + *node + " is handing " + u.replicaId + " its " +
                   std::to_string(u.gpus) + " " + resource +
@@ -583,7 +584,7 @@ Result<json> Extender::bind(const json& args) {
   if (binder_) {
     auto bound = binder_(podNs, *name, *uid, *node);
     if (!bound) {
-      if (bookedNow) (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});
+      if (bookedNow) (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});  // as above
       return answer("binding failed: " + bound.error().message);
     }
   }

@@ -26,11 +26,13 @@ bool restore(ClusterState& scratch, const ClusterState& original, std::span<cons
       all = false;
       continue;
     }
+    // Placed just above: marking it loaded cannot fail.
     if (rec.phase == ReplicaPhase::kLoaded) (void)scratch.apply(ReplicaLoaded{rec.placement.replicaId});
   }
   return all;
 }
 
+// Callers evict only replicas present on the scratch copy, so the unload cannot fail.
 void evict(ClusterState& scratch, const ClusterState& original, ReplicaId id) {
   (void)scratch.apply(ReplicaUnloaded{original.replica(id).placement.replicaId});
 }
