@@ -147,6 +147,28 @@ TEST_F(CliTest, HelpWorksOnEveryCommand) {
   EXPECT_NE(tessera("place --help").out.find("--cluster"), std::string::npos);
 }
 
+// Issue 14, usability: a missing or misspelt command is named, with what would have been.
+TEST_F(CliTest, AnUnknownCommandIsNamedWithASuggestion) {
+  const Outcome typo = tessera("palce");
+  EXPECT_TRUE(exitedWith(typo, 2));
+  EXPECT_NE(typo.err.find("unknown command 'palce' (did you mean 'place'?)"), std::string::npos)
+      << typo.err;
+  const Outcome nested = tessera("simulate bogus");
+  EXPECT_TRUE(exitedWith(nested, 2));
+  EXPECT_NE(nested.err.find("tessera simulate: unknown command 'bogus'; commands: fgd"),
+            std::string::npos)
+      << nested.err;
+  const Outcome none = tessera("");
+  EXPECT_TRUE(exitedWith(none, 2));
+  EXPECT_NE(none.err.find("a command is required: one of place, catalog"), std::string::npos)
+      << none.err;
+  // A bound is written as one, not as the largest double in 300 digits.
+  const Outcome context = tessera("profile --context 0 x");
+  EXPECT_TRUE(exitedWith(context, 2));
+  EXPECT_NE(context.err.find("not in range 1 to 16777216"), std::string::npos) << context.err;
+  EXPECT_LT(context.err.size(), 200u) << context.err;
+}
+
 TEST_F(CliTest, PlaceOnTheExamplesPrintsJsonWithAssignments) {
   const Outcome run = tessera(examplesArgs() + " -o json");
   ASSERT_TRUE(exitedWith(run, 0));

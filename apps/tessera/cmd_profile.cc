@@ -136,7 +136,7 @@ ProfileCommand::ProfileCommand(CLI::App& app) {
   command_
       ->add_option("--context", o.estimate.context,
                    "Tokens per sequence (default: the model's maximum context, else 4096)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 24).description("1 to 16777216 tokens"));
   command_
       ->add_option("--concurrency", o.estimate.concurrency,
                    "Sequences held at full context at once")

@@ -4,10 +4,13 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli.h"
+#include "common/text.h"
 #include "cmd_agent.h"
 #include "cmd_catalog.h"
 #include "cmd_place.h"
@@ -60,8 +63,35 @@ int main(int argc, char** argv) {
   // CLI11's messages, prefixed with the command line that failed ("tessera place: ...").
   app.failure_message([](const CLI::App* top, const CLI::Error& e) {
     std::string where = top->get_name();
-    for (const CLI::App* sub : top->get_subcommands()) where += " " + sub->get_name();
-    return where + ": " + e.what() + "\nRun '" + where + " --help' for more information.\n";
+    const CLI::App* deepest = top;
+    for (const CLI::App* sub = top; sub != nullptr;) {
+      const auto subs = sub->get_subcommands();
+      if (subs.empty()) break;
+      sub = subs.front();
+      deepest = sub;
+      where += " " + sub->get_name();
+    }
+    std::string message = e.what();
+    if (e.get_name() == "RequiredError" &&
+        message.find("subcommand") != std::string::npos) {
+      // Say which command was missing, or which word was not one, and what would have been.
+      std::vector<std::string> names;
+      for (const CLI::App* sub : deepest->get_subcommands({})) names.push_back(sub->get_name());
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      const std::vector<std::string> rest = deepest->remaining();
+      if (!rest.empty() && !rest.front().starts_with("-")) {
+        message = "unknown command '" + rest.front() + "'";
+        std::vector<std::string_view> candidates(names.begin(), names.end());
+        if (const auto near = tessera::closestName(rest.front(), candidates)) {
+          message += " (did you mean '" + std::string(*near) + "'?)";
+        }
+        message += "; commands: " + known;
+      } else {
+        message = "a command is required: one of " + known;
+      }
+    }
+    return where + ": " + message + "\nRun '" + where + " --help' for more information.\n";
   });
 
   tessera::cli::PlaceOptions place;

@@ -212,19 +212,9 @@ json planToJson(const PlanReport& report, const sched::ClusterState& state) {
   json evictions = json::array();
   for (const EvictionAdvice& e : report.evictions) {
     const sched::EvictionPlan& plan = e.plan;
-    evictions.push_back(
-        {{"replica", e.request.replicaId},
-         {"feasible", plan.feasible},
-         {"node", plan.node.empty() ? json(nullptr) : json(plan.node)},
-         {"victims", plan.victims},
-         {"placement", plan.placement ? placementJson(state, *plan.placement) : json(nullptr)},
-         {"growNode", plan.growNode.empty() ? json(nullptr) : json(plan.growNode)},
-         {"addCpuMilli", plan.addCpuMilli},
-         {"addHostMemoryMib", plan.addHostMemoryMib},
-         {"addGpus", plan.gpusToAdd},
-         {"addGpuType", plan.gpuTypeToAdd.empty() ? json(nullptr) : json(plan.gpuTypeToAdd)},
-         {"likeNode", plan.likeNode.empty() ? json(nullptr) : json(plan.likeNode)},
-         {"reason", plan.reason}});
+    json row = sched::evictionJson(state, plan);
+    row["replica"] = e.request.replicaId;
+    evictions.push_back(std::move(row));
   }
 
   json gpus = json::array();

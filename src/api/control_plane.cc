@@ -518,6 +518,31 @@ Result<json> ControlPlane::putModel(const json& body) {
   return getModel(name);
 }
 
+Result<json> ControlPlane::deleteModel(std::string_view name) {
+  if (!models_.contains(name)) {
+    return fail(Error::notFound("model " + std::string(name) + " is not registered"));
+  }
+  std::vector<std::string> users;
+  for (const auto& [deployment, d] : deployments_) {
+    if (d->model == name) users.push_back("deployment " + deployment);
+  }
+  for (const auto& r : state_.replicas()) {
+    if (!r.removed && r.placement.modelName == name) users.push_back("replica " + r.placement.replicaId);
+  }
+  if (!users.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < users.size() && i < 5; ++i) list += (i ? ", " : "") + users[i];
+    if (users.size() > 5) list += ", ... (" + std::to_string(users.size() - 5) + " more)";
+    return fail(Error::precondition("model " + std::string(name) + " is in use by " + list +
+                                    "; delete or change those first"));
+  }
+  store::Batch batch;
+  batch.remove("model", std::string(name));
+  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ModelDeleted", std::string(name), ""));
+  models_.erase(models_.find(name));
+  return json{{"model", std::string(name)}, {"deleted", true}};
+}
+
 std::optional<model::ModelProfile> ControlPlane::findModel(std::string_view name) const {
   const auto it = models_.find(name);
   if (it == models_.end()) return std::nullopt;
@@ -670,9 +695,16 @@ Result<json> ControlPlane::explain(const json& body) {
   for (const auto& c : d.rejectionCounts) {
     counts.push_back({{"plugin", c.plugin}, {"nodes", c.nodes}, {"gpus", c.gpus}});
   }
+  // What would make it fit, as `tessera place` says it: an eviction plan, else capacity that
+  // was tried on a copy of the cluster (never on the books themselves).
+  json eviction = nullptr;
+  if (!d.placement && !d.requestRefused) {
+    eviction = sched::evictionJson(state_, sched::planEviction(engine_, state_, r));
+  }
   return json{
       {"replica", r.replicaId},
       {"fits", d.placement.has_value()},
+      {"eviction", std::move(eviction)},
       {"placement", d.placement ? sched::placementJson(state_, *d.placement) : json(nullptr)},
       {"totalScore", d.placement ? json(d.totalScore) : json(nullptr)},
       {"scoreBreakdown", sched::breakdownJson(d.breakdown)},

@@ -89,6 +89,8 @@ class ControlPlane {
   Result<nlohmann::json> putModel(const nlohmann::json& body);
   nlohmann::json listModels() const;
   Result<nlohmann::json> getModel(std::string_view name) const;
+  // Forgets a model profile; 409 while a deployment names it or a replica of it is placed.
+  Result<nlohmann::json> deleteModel(std::string_view name);
   std::optional<model::ModelProfile> findModel(std::string_view name) const;
 
   // ---- replicas

@@ -271,6 +271,8 @@ void HttpServer::routes() {
         noBody(200, [this](const Req& r) { return plane_.getModel(r.matches[1].str()); }));
   s.Post("/api/v1/models",
          withBody(200, [this](const Req&, const json& b) { return plane_.putModel(b); }));
+  s.Delete(R"(/api/v1/models/([^/]+))",
+           noBody(200, [this](const Req& r) { return plane_.deleteModel(r.matches[1].str()); }));
 
   s.Get("/api/v1/replicas", noBody(200, [this](const Req&) -> R { return plane_.listReplicas(); }));
   s.Post("/api/v1/replicas", [this](const Req& req, Res& res) {

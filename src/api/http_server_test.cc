@@ -156,6 +156,13 @@ TEST_F(ServerTest, RegistersNodesPlacesReplicasAndExplains) {
   ASSERT_EQ(explain.status, 200);
   EXPECT_FALSE(explain.body["fits"]);
   EXPECT_FALSE(explain.body["summary"].get<std::string>().empty());
+  // The same advice as the CLI's (issue 14, usability): chat-0 has the same priority, so no
+  // eviction; a node with two GPUs that hold 72 GiB each would take it.
+  const json& advice = explain.body["eviction"];
+  ASSERT_TRUE(advice.is_object()) << explain.text;
+  EXPECT_FALSE(advice["feasible"].get<bool>());
+  EXPECT_EQ(advice["addGpus"], 2) << advice.dump();
+  EXPECT_TRUE(advice["addGpuType"].is_string()) << advice.dump();
 
   EXPECT_EQ(post("/api/v1/replicas/chat-0/loaded", json::object()).status, 200);
   EXPECT_EQ(get("/api/v1/replicas/chat-0").body["phase"], "loaded");
@@ -165,6 +172,13 @@ TEST_F(ServerTest, RegistersNodesPlacesReplicasAndExplains) {
   EXPECT_EQ(get("/api/v1/replicas/chat-0").status, 404);
   EXPECT_EQ(post("/api/v1/replicas", {{"replicaId", "chat-1"}, {"model", "llama-70b"}}).status,
             201);
+
+  // A model in use is not forgotten; once nothing uses it, it is (issue 14, usability).
+  const Reply inUse = del("/api/v1/models/llama-70b");
+  EXPECT_EQ(inUse.status, 409) << inUse.text;
+  EXPECT_NE(inUse.text.find("replica chat-1"), std::string::npos) << inUse.text;
+  EXPECT_EQ(get("/api/v1/models/llama-70b").status, 200);
+  EXPECT_EQ(del("/api/v1/models/nope").status, 404);
 
   Reply events = get("/api/v1/events?after=0");
   ASSERT_EQ(events.status, 200);

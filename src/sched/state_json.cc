@@ -74,6 +74,21 @@ json rejectionsJson(const std::vector<Rejection>& rejections) {
   return out;
 }
 
+json evictionJson(const ClusterState& state, const EvictionPlan& plan) {
+  auto orNull = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  return {{"feasible", plan.feasible},
+          {"node", orNull(plan.node)},
+          {"victims", plan.victims},
+          {"placement", plan.placement ? placementJson(state, *plan.placement) : json(nullptr)},
+          {"growNode", orNull(plan.growNode)},
+          {"addCpuMilli", plan.addCpuMilli},
+          {"addHostMemoryMib", plan.addHostMemoryMib},
+          {"addGpus", plan.gpusToAdd},
+          {"addGpuType", orNull(plan.gpuTypeToAdd)},
+          {"likeNode", orNull(plan.likeNode)},
+          {"reason", plan.reason}};
+}
+
 json gpuJson(const ClusterState& state, const GpuRecord& g) {
   json replicas = json::array();
   for (ReplicaId rid : g.replicas) replicas.push_back(state.replica(rid).placement.replicaId);

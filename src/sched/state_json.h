@@ -28,6 +28,9 @@ nlohmann::json breakdownJson(const std::vector<ScoreTerm>& terms);
 nlohmann::json rejectionsJson(const std::vector<Rejection>& rejections);
 // One live GPU: {node, id, uuid, type, migEnabled, exclusive, memoryMib, reservedMib,
 //  foreignMib, freeMib, computeMilli, bookedComputeMilli, replicas: [ids]}
+// An eviction plan or, when none exists, the capacity advice (as `tessera place -o json`
+// prints it under evictions[] and the API's explain under eviction).
+nlohmann::json evictionJson(const ClusterState& state, const EvictionPlan& plan);
 nlohmann::json gpuJson(const ClusterState& state, const GpuRecord& g);
 
 }  // namespace tessera::sched
