@@ -252,6 +252,10 @@ json Agent::heartbeatBody(const std::vector<AgentGpu>& gpus) const {
   }
   if (!list.empty()) body["gpus"] = list;
   if (parts_.cache != nullptr) body["cachedModels"] = parts_.cache->models();
+  for (const AgentComponent* c : parts_.components) {
+    const json fields = c->heartbeatFields();  // named: a temporary would die before the loop
+    for (const auto& [key, value] : fields.items()) body[key] = value;
+  }
   return body;
 }
 

@@ -41,6 +41,8 @@ class AgentComponent {
   // Stops for good; idempotent, also without start().
   virtual void stop() = 0;
   virtual nlohmann::json status() const = 0;
+  // Fields it adds to every heartbeat (docs/api.md, "Heartbeats"); none by default.
+  virtual nlohmann::json heartbeatFields() const { return nlohmann::json::object(); }
   // Adds its admin API routes (called once, before the admin API serves).
   virtual void adminRoutes(httplib::Server& server) { (void)server; }
 };

@@ -672,6 +672,32 @@ json DevicePoolHost::status() const {
   return s;
 }
 
+json DevicePoolHost::heartbeatFields() const {
+  if (!pool_ || !registry_) return json::object();
+  const devpool::BlockPoolStats st = pool_->stats();
+  json resident = json::array();
+  json loading = json::array();
+  for (const devpool::ModelStatus& m : registry_->list()) {
+    if (m.serving) {
+      resident.push_back({{"model", m.name},
+                          {"version", m.serving->version},
+                          {"blocks", m.serving->totalBytes > 0 ? pool_->blocksFor(m.serving->totalBytes) : 0}});
+    }
+    if (m.loading) {
+      loading.push_back({{"model", m.name},
+                         {"version", m.loading->version},
+                         {"doneBytes", m.loading->doneBytes},
+                         {"totalBytes", m.loading->totalBytes}});
+    }
+  }
+  return {{"devicePool",
+           {{"blockBytes", st.blockBytes},
+            {"blocks", st.totalBlocks},
+            {"freeBlocks", st.freeBlocks},
+            {"resident", std::move(resident)},
+            {"loading", std::move(loading)}}}};
+}
+
 void DevicePoolHost::adminRoutes(httplib::Server& server) {
   using Req = httplib::Request;
   using Res = httplib::Response;

@@ -73,6 +73,9 @@ class DevicePoolHost final : public AgentComponent {
   Result<void> start(const std::vector<AgentGpu>& gpus) override;
   void stop() override;
   nlohmann::json status() const override;
+  // "devicePool": the pool's blocks and which model versions it holds or is loading, so the
+  // control plane (GET /api/v1/nodes) sees what is resident in GPU memory.
+  nlohmann::json heartbeatFields() const override;
   void adminRoutes(httplib::Server& server) override;
 
   // For AgentParts: loads and leases count as work in flight; the drain releases the pool.

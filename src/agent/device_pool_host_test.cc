@@ -213,6 +213,20 @@ TEST_F(DevicePoolHostTest, LoadStagesFromTheSourceAndPlacesTheFileBytes) {
   const json pool = poolStatus();
   EXPECT_EQ(pool["usedBytes"], 4 * kMiB);
   EXPECT_EQ(pool["freeBytes"], 12 * kMiB);
+  // Issue 14, item 14: the heartbeat carries the pool to the control plane, where
+  // GET /api/v1/nodes shows which version is resident in how many blocks.
+  ASSERT_TRUE(eventually([&] {
+    const json n = server_.node(config_.nodeName);
+    const json& p = n.is_null() ? n : n["devicePool"];
+    return p.is_object() && p["freeBlocks"] == 12 && p["resident"].size() == 1;
+  })) << server_.node(config_.nodeName).dump();
+  const json reported = server_.node(config_.nodeName)["devicePool"];
+  EXPECT_EQ(reported["blocks"], 16);
+  EXPECT_EQ(reported["blockBytes"], kMiB);
+  EXPECT_EQ(reported["resident"][0]["model"], "llama");
+  EXPECT_EQ(reported["resident"][0]["version"], "v1");
+  EXPECT_EQ(reported["resident"][0]["blocks"], 4);
+  EXPECT_TRUE(reported["loading"].empty());
   // The same version again: 409; an unknown model: 404; a bad body: 400.
   EXPECT_EQ(post("/models/llama/load", {{"version", "v1"}}).status, 409);
   const Reply unknown = post("/models/nothing/load", {{"version", "v1"}});

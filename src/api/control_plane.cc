@@ -46,6 +46,67 @@ Result<std::int64_t> intField(const json& obj, std::string_view key, std::string
   return v;
 }
 
+// A heartbeat's devicePool section, checked field by field and rebuilt (nothing else in it
+// is kept): the agent's view of its pool of GPU memory blocks.
+Result<json> parseDevicePool(const json& pool) {
+  constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 40;
+  constexpr std::size_t kMaxEntries = 256;
+  if (!pool.is_object()) return fail(fieldError("devicePool", "expected an object"));
+  TESSERA_RETURN_IF_ERROR(
+      onlyKeys(pool, "devicePool", {"blockBytes", "blocks", "freeBlocks", "resident", "loading"}));
+  auto blockBytes = intField(pool, "blockBytes", "devicePool", 1, kMaxBlocks, 0);
+  if (!blockBytes) return fail(blockBytes.error());
+  auto blocks = intField(pool, "blocks", "devicePool", 0, kMaxBlocks, 0);
+  if (!blocks) return fail(blocks.error());
+  auto freeBlocks = intField(pool, "freeBlocks", "devicePool", 0, *blocks, 0);
+  if (!freeBlocks) return fail(freeBlocks.error());
+  json out{{"blockBytes", *blockBytes}, {"blocks", *blocks}, {"freeBlocks", *freeBlocks}};
+  for (const char* list : {"resident", "loading"}) {
+    json entries = json::array();
+    if (const json* items = member(pool, list); items != nullptr) {
+      if (!items->is_array() || items->size() > kMaxEntries) {
+        return fail(fieldError(std::string("devicePool.") + list,
+                               "expected an array of at most 256 entries"));
+      }
+      for (std::size_t i = 0; i < items->size(); ++i) {
+        const json& e = (*items)[i];
+        const std::string path = std::string("devicePool.") + list + "[" + std::to_string(i) + "]";
+        const bool resident = std::string_view(list) == "resident";
+        if (resident) {
+          TESSERA_RETURN_IF_ERROR(onlyKeys(e, path, {"model", "version", "blocks"}));
+        } else {
+          TESSERA_RETURN_IF_ERROR(onlyKeys(e, path, {"model", "version", "doneBytes", "totalBytes"}));
+        }
+        const json* model = member(e, "model");
+        if (model == nullptr || !model->is_string() || model->get<std::string>().empty() ||
+            model->get<std::string>().size() > 253) {
+          return fail(fieldError(path + ".model", "required text, at most 253 characters"));
+        }
+        const json* version = member(e, "version");
+        if (version != nullptr && (!version->is_string() || version->get<std::string>().size() > 253)) {
+          return fail(fieldError(path + ".version", "expected text, at most 253 characters"));
+        }
+        json row{{"model", *model}, {"version", version ? *version : json("")}};
+        if (resident) {
+          auto b = intField(e, "blocks", path, 0, *blocks, 0);
+          if (!b) return fail(b.error());
+          row["blocks"] = *b;
+        } else {
+          auto total = intField(e, "totalBytes", path, 0, kMaxBlocks * *blockBytes, 0);
+          if (!total) return fail(total.error());
+          auto done = intField(e, "doneBytes", path, 0, *total, 0);
+          if (!done) return fail(done.error());
+          row["doneBytes"] = *done;
+          row["totalBytes"] = *total;
+        }
+        entries.push_back(std::move(row));
+      }
+    }
+    out[list] = std::move(entries);
+  }
+  return out;
+}
+
 const char* phaseName(sched::ReplicaPhase p) {
   return p == sched::ReplicaPhase::kLoaded ? "loaded" : "reserved";
 }
@@ -317,7 +378,13 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"gpus", "cachedModels", "healthy"}));
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"gpus", "cachedModels", "healthy", "devicePool"}));
+  std::optional<json> devicePool;
+  if (const json* pool = member(body, "devicePool"); pool != nullptr) {
+    auto parsed = parseDevicePool(*pool);
+    if (!parsed) return fail(parsed.error());
+    devicePool = std::move(*parsed);
+  }
   // Validate everything before applying anything.
   std::vector<sched::GpuTelemetry> telemetry;
   if (const json* gpus = member(body, "gpus"); gpus != nullptr) {
@@ -395,6 +462,10 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
     }
   }
   lastHeartbeatMs_[std::string(node)] = clock_.nowMs();
+  if (devicePool) {
+    (*devicePool)["reportedAtMs"] = clock_.nowMs();
+    devicePools_[std::string(node)] = std::move(*devicePool);
+  }
   return json{{"node", std::string(node)}, {"gpus", telemetry.size()}};
 }
 
@@ -460,6 +531,7 @@ Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
   nodeSpecs_.erase(it);
   if (const auto h = lastHeartbeatMs_.find(node); h != lastHeartbeatMs_.end())
     lastHeartbeatMs_.erase(h);
+  if (const auto p = devicePools_.find(node); p != devicePools_.end()) devicePools_.erase(p);
   return json{{"node", std::string(node)}, {"removed", true}};
 }
 
@@ -479,7 +551,9 @@ json ControlPlane::nodeJson(sched::NodeId id) const {
           {"bookedHostMemoryMib", n.bookedHostMemoryMib},
           {"cachedModels", n.spec.cachedModels},
           {"gpus", std::move(gpus)},
-          {"replicas", std::move(replicas)}};
+          {"replicas", std::move(replicas)},
+          {"devicePool", devicePools_.contains(n.spec.name) ? devicePools_.find(n.spec.name)->second
+                                                             : json(nullptr)}};
 }
 
 json ControlPlane::listNodes() const {

@@ -266,6 +266,8 @@ class ControlPlane {
   // reported (registration, heartbeat or the server's restore), reservations that lapsed
   // without telemetry confirming them, and how long replicas took from placement to loaded.
   std::map<std::string, Millis, std::less<>> lastHeartbeatMs_;
+  // Each node's last reported device pool (heartbeat "devicePool"): live state, not stored.
+  std::map<std::string, nlohmann::json, std::less<>> devicePools_;
   CounterFamily reservationsExpired_{
       "tessera_reservations_expired_total",
       "Reservations that lapsed (TTL) before telemetry showed their replica's memory, by "

@@ -84,5 +84,32 @@ TEST_F(MemoryFiguresTest, AnExclusiveCardIsChargedWholeWhateverItsReplicaUses) {
   EXPECT_EQ(g["freeMib"], 0);
 }
 
+// Issue 14, item 14: a heartbeat's device pool is checked field by field, shown on the node,
+// and a malformed one is refused whole (the last good one stays).
+TEST_F(MemoryFiguresTest, TheDevicePoolAHeartbeatReportsIsShownOnTheNode) {
+  EXPECT_TRUE(plane_->listNodes()["nodes"][0]["devicePool"].is_null());
+  const json pool = {{"blockBytes", 2 << 20},
+                     {"blocks", 100},
+                     {"freeBlocks", 60},
+                     {"resident", {{{"model", "m"}, {"version", "v1"}, {"blocks", 40}}}},
+                     {"loading", json::array()}};
+  ASSERT_TRUE(plane_->heartbeat("gpu-a", {{"devicePool", pool}}));
+  const json shown = plane_->listNodes()["nodes"][0]["devicePool"];
+  EXPECT_EQ(shown["freeBlocks"], 60);
+  EXPECT_EQ(shown["resident"][0]["version"], "v1");
+  EXPECT_TRUE(shown.contains("reportedAtMs"));
+  for (const json& bad : {json{{"blockBytes", 1}, {"blocks", 4}, {"freeBlocks", 5}},
+                          json{{"blockBytes", 1}, {"blocks", 4}, {"extra", 1}},
+                          json{{"blockBytes", 1}, {"blocks", 4}, {"resident", {{{"blocks", 1}}}}},
+                          json("nope")}) {
+    auto refused = plane_->heartbeat("gpu-a", {{"devicePool", bad}});
+    ASSERT_FALSE(refused) << bad.dump();
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(refused.error().message.find("devicePool"), std::string::npos)
+        << refused.error().message;
+  }
+  EXPECT_EQ(plane_->listNodes()["nodes"][0]["devicePool"]["freeBlocks"], 60);
+}
+
 }  // namespace
 }  // namespace tessera::api
