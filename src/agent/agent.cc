@@ -231,7 +231,11 @@ json Agent::registrationBody(const std::vector<AgentGpu>& gpus) const {
     if (g.migEnabled) {
       e["migEnabled"] = true;
       json instances = json::array();
-      for (const std::string& p : g.migProfiles) instances.push_back({{"profile", p}});
+      for (std::size_t i = 0; i < g.migProfiles.size(); ++i) {
+        json instance{{"profile", g.migProfiles[i]}};
+        if (i < g.migStarts.size() && g.migStarts[i] >= 0) instance["startSlot"] = g.migStarts[i];
+        instances.push_back(std::move(instance));
+      }
       if (!instances.empty()) e["migInstances"] = instances;
     }
     list.push_back(std::move(e));

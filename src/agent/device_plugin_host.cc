@@ -33,9 +33,9 @@ deviceplugin::Inventory inventoryFromGpus(const std::vector<AgentGpu>& gpus,
           deviceplugin::MigDevice m;
           m.uuid = g.migUuids[i];
           m.profile = g.migProfiles[i];
-          // NVML's placement start is not read yet: unknown, so a booking that names a
-          // start slice is refused rather than handed the wrong instance.
-          m.startSlot = -1;
+          // NVML's placement start; -1 when the driver did not say, and then a booking that
+          // names a start slice is refused rather than handed the wrong instance.
+          m.startSlot = i < g.migStarts.size() ? g.migStarts[i] : -1;
           d.migDevices.push_back(std::move(m));
         }
       }

@@ -365,6 +365,7 @@ TEST(InventoryFromGpus, RealCardsGetUuidsDeviceNodesAndMigVirtualOnesNeither) {
   real.migEnabled = true;
   real.migProfiles = {"1g.10gb", "3g.40gb"};
   real.migUuids = {"MIG-1", "MIG-2"};
+  real.migStarts = {6, -1};  // the second one's start unknown (an older driver)
   AgentGpu virt;
   virt.id = "0";
   virt.uuid = "virtual-n-0";
@@ -387,6 +388,8 @@ TEST(InventoryFromGpus, RealCardsGetUuidsDeviceNodesAndMigVirtualOnesNeither) {
   ASSERT_EQ(r.migDevices.size(), 2u);
   EXPECT_EQ(r.migDevices[1].uuid, "MIG-2");
   EXPECT_EQ(r.migDevices[1].profile, "3g.40gb");
+  EXPECT_EQ(r.migDevices[0].startSlot, 6);  // as NVML placed it (issue 14, item 15)
+  EXPECT_EQ(r.migDevices[1].startSlot, -1);
   const auto& v = inv.gpus[1];
   EXPECT_EQ(v.uuid, "");
   EXPECT_TRUE(v.deviceNodes.empty());

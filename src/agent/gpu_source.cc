@@ -177,10 +177,12 @@ Result<std::vector<AgentGpu>> nvmlGpus(Nvml& nvml, const model::GpuCatalog& cata
                              " MiB) matches no catalogue profile; instances left out");
           g.migProfiles.clear();
           g.migUuids.clear();
+          g.migStarts.clear();
           break;
         }
         g.migProfiles.push_back(profile);
         g.migUuids.push_back(m.uuid);
+        g.migStarts.push_back(m.startSlot);
       }
     }
     out.push_back(std::move(g));

@@ -31,6 +31,7 @@ struct AgentGpu {
   bool migEnabled = false;
   std::vector<std::string> migProfiles;  // catalogue profile of each MIG instance
   std::vector<std::string> migUuids;     // NVML's "MIG-..." UUID of each, same order
+  std::vector<int> migStarts;            // first memory slice of each (-1: unknown), same order
   int numaNode = -1;
   int nvlinkGroup = -1;
   std::vector<int> cpuAffinity;

@@ -30,6 +30,10 @@ struct Nvml::Api {
   nvmlReturn_t (*getMigMode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;
   nvmlReturn_t (*getMaxMigCount)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*getMigHandle)(nvmlDevice_t, unsigned, nvmlDevice_t*) = nullptr;
+  // A MIG device's GPU instance, and where that instance sits on its card.
+  nvmlReturn_t (*getGpuInstanceId)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*getGpuInstanceById)(nvmlDevice_t, unsigned, nvmlGpuInstance_t*) = nullptr;
+  nvmlReturn_t (*gpuInstanceGetInfo)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*) = nullptr;
   nvmlReturn_t (*getCpuAffinity)(nvmlDevice_t, unsigned, unsigned long*) = nullptr;
   nvmlReturn_t (*getNumaNodeId)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*getNvLinkState)(nvmlDevice_t, unsigned, nvmlEnableState_t*) = nullptr;
@@ -124,6 +128,9 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
   resolve(handle, "nvmlDeviceGetMigMode", api->getMigMode);
   resolve(handle, "nvmlDeviceGetMaxMigDeviceCount", api->getMaxMigCount);
   resolve(handle, "nvmlDeviceGetMigDeviceHandleByIndex", api->getMigHandle);
+  resolve(handle, "nvmlDeviceGetGpuInstanceId", api->getGpuInstanceId);
+  resolve(handle, "nvmlDeviceGetGpuInstanceById", api->getGpuInstanceById);
+  resolve(handle, "nvmlGpuInstanceGetInfo", api->gpuInstanceGetInfo);
   resolve(handle, "nvmlDeviceGetCpuAffinity", api->getCpuAffinity);
   resolve(handle, "nvmlDeviceGetNumaNodeId", api->getNumaNodeId);
   resolve(handle, "nvmlDeviceGetNvLinkState", api->getNvLinkState);
@@ -203,6 +210,17 @@ Result<NvmlGpu> Nvml::device(unsigned index) {
         nvmlMemory_t migMemory{};
         if (a.getMemoryInfo(mig, &migMemory) == NVML_SUCCESS) {
           m.memoryMib = static_cast<std::int64_t>(migMemory.total / kMib);
+        }
+        // The start slice, so a booking that names one gets that instance (an older driver
+        // without these calls leaves it unknown).
+        unsigned instanceId = 0;
+        nvmlGpuInstance_t instance = nullptr;
+        nvmlGpuInstanceInfo_t info{};
+        if (a.getGpuInstanceId != nullptr && a.getGpuInstanceById != nullptr &&
+            a.gpuInstanceGetInfo != nullptr && a.getGpuInstanceId(mig, &instanceId) == NVML_SUCCESS &&
+            a.getGpuInstanceById(dev, instanceId, &instance) == NVML_SUCCESS &&
+            a.gpuInstanceGetInfo(instance, &info) == NVML_SUCCESS) {
+          m.startSlot = static_cast<int>(info.placement.start);
         }
         g.migInstances.push_back(std::move(m));
       }

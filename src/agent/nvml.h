@@ -27,6 +27,7 @@ struct NvmlProcess {
 struct NvmlMigInstance {
   std::string uuid;
   std::int64_t memoryMib = 0;
+  int startSlot = -1;  // first memory slice (GPU instance placement); -1: NVML did not say
 };
 
 struct NvmlGpu {

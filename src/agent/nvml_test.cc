@@ -112,6 +112,9 @@ TEST_F(FakeNvmlEnv, ReadsEveryCardThroughTheLoadedLibrary) {
   ASSERT_EQ(a.migInstances.size(), 2u);
   EXPECT_EQ(a.migInstances[0].uuid, "MIG-1111");
   EXPECT_EQ(a.migInstances[1].memoryMib, 40192);
+  // Issue 14, item 15: where each instance starts, from its GPU instance's placement.
+  EXPECT_EQ(a.migInstances[0].startSlot, 6);
+  EXPECT_EQ(a.migInstances[1].startSlot, 0);
   EXPECT_EQ(a.numaNode, 1);
   EXPECT_EQ(a.nvlinkActiveLinks, 0);
   // CPUs 16-31 in the first mask word and CPU 64 in the second.
@@ -143,6 +146,7 @@ TEST_F(FakeNvmlEnv, MapsCardsToCatalogueTypesAndMigProfiles) {
   EXPECT_EQ((*gpus)[2].nvlinkGroup, -1);
   EXPECT_TRUE((*gpus)[2].migEnabled);
   EXPECT_EQ((*gpus)[2].migProfiles, (std::vector<std::string>{"1g.10gb", "3g.40gb"}));
+  EXPECT_EQ((*gpus)[2].migStarts, (std::vector<int>{6, 0}));
   // The PCIe A100's NVML name is no catalogue alias: mapped by family and memory, with a
   // warning; the ignored virtual GPUs are said too.
   const bool warnedName = std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {

@@ -191,7 +191,7 @@ Result<void> ServingRun::setUp() {
       model::GpuSpec gpu;
       gpu.id = std::to_string(g);
       gpu.type = type->name;
-      gpu.nvlinkGroup = 0;
+      gpu.nvlinkGroup = type->nvlinkGBps ? 0 : -1;  // an L40S box has no NVLink
       gpu.numaNode = g * 2 / std::max(1, o_.fleet.gpusPerNode);
       node.gpus.push_back(std::move(gpu));
     }

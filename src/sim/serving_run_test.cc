@@ -65,6 +65,20 @@ TEST(ServingRun, AnIsolatedRequestWaitsOnlyForItsPrefill) {
   EXPECT_DOUBLE_EQ(r->gpuHours, 150.0 / 3600);
 }
 
+// A fleet of cards without NVLink (L40S) builds: its GPUs get no NVLink group, which the
+// books would refuse on such a card (issue 14, bug 3).
+TEST(ServingRun, AFleetOfCardsWithoutNvlinkRuns) {
+  ServingOptions o;
+  o.fleet.gpuType = "L40S";
+  ServingTrace t;
+  t.name = "one";
+  t.requests = {{0, 1000, 20, 2}};
+  Fixed one(1);
+  auto r = runServingWith(t, catalog(), o, "fixed", one);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->served, 1);
+}
+
 TEST(ServingRun, AReplicaOnHalfAGpuTakesTwiceAsLongAndCountsHalf) {
   ServingOptions o;
   ServingTrace t;

@@ -11,6 +11,7 @@ extern "C" {
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct nvmlGpuInstance_st* nvmlGpuInstance_t;
 
 enum : int {
   NVML_SUCCESS = 0,
@@ -58,6 +59,19 @@ typedef struct {
   unsigned int pciSubSystemId;
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 } nvmlPciInfo_t;
+
+// Where a GPU instance (a MIG slice) sits: its first memory slice and how many it spans.
+typedef struct {
+  unsigned int start;
+  unsigned int size;
+} nvmlGpuInstancePlacement_t;
+
+typedef struct {
+  nvmlDevice_t device;  // the parent card
+  unsigned int id;      // unique within the card
+  unsigned int profileId;
+  nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
 
 // The layout nvmlDeviceGetComputeRunningProcesses_v3 fills (nvmlProcessInfo_v2_t).
 typedef struct {

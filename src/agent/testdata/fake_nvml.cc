@@ -5,7 +5,8 @@
 //   GPU 0, 1: "NVIDIA H100 80GB HBM3", NVLink to an NVSwitch (one group), NUMA 0, CPUs 0-15;
 //             GPU 1 runs pid 4242 (2 GiB).
 //   GPU 2:    "NVIDIA A100 80GB PCIe" (not a catalogue alias: mapped by family and memory),
-//             MIG mode with a 1g.10gb and a 3g.40gb instance, no NVLink, NUMA 1, CPUs 16-31, 64.
+//             MIG mode with a 1g.10gb instance at slice 6 and a 3g.40gb one at slice 0 (GPU
+//             instances 1 and 2), no NVLink, NUMA 1, CPUs 16-31, 64.
 //
 // FAKE_NVML_MODE (read by nvmlInit_v2): "initfail" makes init fail; "unknown" renames GPU 2
 // to a card no catalogue knows. FAKE_NVML_XID=<n>: one XID <n> event pending on GPU 1.
@@ -188,6 +189,45 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigDeviceHandle
     nvmlDevice_t d, unsigned i, nvmlDevice_t* out) {
   if (!dev(d)->mig || i >= 2) return NVML_ERROR_NOT_FOUND;
   *out = reinterpret_cast<nvmlDevice_t>(&migs[i]);
+  return NVML_SUCCESS;
+}
+
+// GPU instances 1 (the 1g.10gb at slice 6) and 2 (the 3g.40gb at slice 0) of GPU 2.
+struct FakeInstance {
+  unsigned id, start, size;
+};
+FakeInstance instances[2] = {{1, 6, 1}, {2, 0, 4}};
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d,
+                                                                              unsigned* id) {
+  for (unsigned i = 0; i < 2; ++i) {
+    if (dev(d) == &migs[i]) {
+      *id = instances[i].id;
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;  // not a MIG device
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetGpuInstanceById(
+    nvmlDevice_t d, unsigned id, nvmlGpuInstance_t* out) {
+  if (!isGpu(d) || !dev(d)->mig) return NVML_ERROR_INVALID_ARGUMENT;
+  for (FakeInstance& i : instances) {
+    if (i.id == id) {
+      *out = reinterpret_cast<nvmlGpuInstance_t>(&i);
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpuInstanceGetInfo(
+    nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t* info) {
+  const auto* i = reinterpret_cast<const FakeInstance*>(gi);
+  info->device = reinterpret_cast<nvmlDevice_t>(&gpus[2]);
+  info->id = i->id;
+  info->profileId = 0;
+  info->placement = {i->start, i->size};
   return NVML_SUCCESS;
 }
 
