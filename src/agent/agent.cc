@@ -16,40 +16,6 @@ using admin::sendError;
 using admin::sendJson;
 using nlohmann::json;
 
-namespace {
-
-Result<std::pair<std::string, int>> splitAdmin(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return fail(
-        Error::invalid("admin: expected HOST:PORT on a loopback address, got \"" + address + "\""));
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  int port = -1;
-  try {
-    std::size_t used = 0;
-    port = std::stoi(address.substr(colon + 1), &used);
-    if (used != address.size() - colon - 1) port = -1;
-  } catch (const std::exception&) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535) {
-    return fail(Error::invalid("admin: port must be 0 to 65535, got \"" +
-                               address.substr(colon + 1) + "\""));
-  }
-  // The admin API has no authentication: it must not be reachable from the network.
-  if (host != "127.0.0.1" && host != "::1" && host != "localhost") {
-    return fail(Error::invalid("admin: " + host +
-                               " is not a loopback address; the admin API has no authentication, "
-                               "so it listens on 127.0.0.1, ::1 or localhost only"));
-  }
-  return std::pair{host, port};
-}
-
-}  // namespace
-
 const char* phaseName(AgentPhase phase) {
   switch (phase) {
     case AgentPhase::kRunning:
@@ -116,7 +82,7 @@ Result<int> Agent::start() {
     return fail(
         Error::internal("agent: a GPU source, a control-plane client and a logger are required"));
   }
-  auto address = splitAdmin(config_.admin);
+  auto address = parseAdminAddress(config_.admin);
   if (!address) return fail(address.error());
   auto first = parts_.gpus->sample();
   if (!first) return fail(first.error());

@@ -7,6 +7,7 @@
 
 #include "config/yaml_field.h"
 #include "engines/engine_config.h"
+#include "model/gpu_catalog.h"
 
 namespace tessera::agent {
 namespace {
@@ -61,8 +62,20 @@ Result<void> readVirtualGpus(const Field& list, AgentConfig& out) {
     auto type = config::readName(g.child("type"));
     if (!type) return fail(std::move(type.error()));
     d.type = *type;
+    // Checked here, where the line is known (the agent uses the built-in catalogue).
+    static const model::GpuCatalog catalog = model::GpuCatalog::builtin();
+    const model::GpuType* known = catalog.find(d.type);
+    if (known == nullptr) {
+      const std::string message = catalog.checkKnown({d.type}, "type").error().message;
+      return fail(g.child("type").error(message.substr(message.find(':') + 2) +
+                                        " (tessera catalog lists them)"));
+    }
     TESSERA_RETURN_IF_ERROR(config::readOptional(g, "count", d.count, 1, 64));
     TESSERA_RETURN_IF_ERROR(config::readOptional(g, "nvlinkGroup", d.nvlinkGroup, -1, 1023));
+    if (d.nvlinkGroup >= 0 && !known->nvlinkGBps) {
+      return fail(g.child("nvlinkGroup").error("type " + known->name +
+                                               " has no NVLink; leave nvlinkGroup out"));
+    }
     TESSERA_RETURN_IF_ERROR(config::readOptional(g, "numa", d.numaNode, -1, 1023));
     auto mem = config::readMemory(g, config::MemoryField{"memoryMib", "memory", 1, kMaxMib, true});
     if (!mem) return fail(std::move(mem.error()));
@@ -334,6 +347,13 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   }
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "preload", out.preload));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "admin", out.admin));
+  if (const Field admin = root.child("admin"); !admin.absent()) {
+    // The same check the agent makes when it binds, here with the file and line.
+    if (auto ok = parseAdminAddress(out.admin); !ok) {
+      const std::string& message = ok.error().message;
+      return fail(admin.error(message.starts_with("admin: ") ? message.substr(7) : message));
+    }
+  }
   if (const Field d = root.child("drain"); !d.isNull()) {
     TESSERA_RETURN_IF_ERROR(config::expectMap(d, {"stopNewWorkSeconds", "inFlightMaxSeconds"}));
     TESSERA_RETURN_IF_ERROR(readSeconds(d, "stopNewWorkSeconds", 0, 3600, out.stopNewWorkMs));
@@ -360,6 +380,36 @@ Result<AgentConfig> loadAgentFile(const std::string& path, AgentConfig base) {
   auto text = config::readTextFile(path);
   if (!text) return fail(std::move(text.error()));
   return parseAgentYaml(*text, path, std::move(base));
+}
+
+Result<std::pair<std::string, int>> parseAdminAddress(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return fail(
+        Error::invalid("admin: expected HOST:PORT on a loopback address, got \"" + address + "\""));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  int port = -1;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(address.substr(colon + 1), &used);
+    if (used != address.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) {
+    return fail(Error::invalid("admin: port must be 0 to 65535, got \"" +
+                               address.substr(colon + 1) + "\""));
+  }
+  // The admin API has no authentication: it must not be reachable from the network.
+  if (host != "127.0.0.1" && host != "::1" && host != "localhost") {
+    return fail(Error::invalid("admin: " + host +
+                               " is not a loopback address; the admin API has no authentication, "
+                               "so it listens on 127.0.0.1, ::1 or localhost only"));
+  }
+  return std::pair{host, port};
 }
 
 }  // namespace tessera::agent

@@ -32,6 +32,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -137,6 +138,10 @@ struct AgentConfig {
 Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& sourceName,
                                    AgentConfig base = {});
 Result<AgentConfig> loadAgentFile(const std::string& path, AgentConfig base = {});
+
+// The admin address, HOST:PORT on a loopback host (127.0.0.1, ::1, localhost; port 0: any);
+// errors start with "admin: ".
+Result<std::pair<std::string, int>> parseAdminAddress(const std::string& address);
 
 // "10s"-free seconds as the file writes them (heartbeatSeconds: 2.5) to Millis.
 Millis secondsToMillis(double seconds);

@@ -19,7 +19,7 @@ labels: {pool: inference}
 gpuDiscovery: virtual
 nvmlLibrary: /opt/nvidia/libnvidia-ml.so.1
 virtualGpus:
-  - {type: l4, count: 2, nvlinkGroup: 0, numa: 1}
+  - {type: h100-80gb, count: 2, nvlinkGroup: 0, numa: 1}
   - {type: H100-80GB, memory: 40Gi}
 cache: {dir: /var/cache/tessera, diskCapacity: 500Gi, hostMemoryCapacity: 64Gi,
         warnAtFraction: 0.8, minFreeDisk: 10Gi}
@@ -44,7 +44,7 @@ logFormat: json
   EXPECT_EQ(c->discovery, GpuDiscovery::kVirtual);
   EXPECT_EQ(c->nvmlLibrary, "/opt/nvidia/libnvidia-ml.so.1");
   ASSERT_EQ(c->virtualGpus.size(), 2u);
-  EXPECT_EQ(c->virtualGpus[0].type, "l4");
+  EXPECT_EQ(c->virtualGpus[0].type, "h100-80gb");
   EXPECT_EQ(c->virtualGpus[0].count, 2);
   EXPECT_EQ(c->virtualGpus[0].nvlinkGroup, 0);
   EXPECT_EQ(c->virtualGpus[0].numaNode, 1);
@@ -99,6 +99,13 @@ TEST(AgentConfig, BadInputNamesTheFileLineAndField) {
            Case{"drain: {stopNewWorkSeconds: -1}\n", "drain.stopNewWorkSeconds"},
            Case{"drain: {grace: 3}\n", "drain.grace: unknown key"},
            Case{"logFormat: xml\n", "logFormat: must be text or json"},
+           // Issue 14, usability: the admin address and GPU types are checked with the line.
+           Case{"admin: 10.0.0.1:9300\n", "agent.yaml:1: admin: 10.0.0.1 is not a loopback"},
+           Case{"admin: 127.0.0.1:x\n", "agent.yaml:1: admin: port must be 0 to 65535"},
+           Case{"virtualGpus:\n  - {type: L44}\n",
+                "agent.yaml:2: virtualGpus[0].type: unknown GPU type 'L44' (did you mean 'L4'?)"},
+           Case{"virtualGpus:\n  - {type: L4, nvlinkGroup: 0}\n",
+                "virtualGpus[0].nvlinkGroup: type L4 has no NVLink"},
            Case{"nodeName: [a]\n", "nodeName"},
        }) {
     auto parsed = parseAgentYaml(c.text, "agent.yaml");

@@ -337,10 +337,11 @@ EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
                   " lower-priority replica(s)";
     return plan;
   }
+  // The eviction search put every victim back: its scratch copy books what `state` does, and
+  // serves the capacity what-ifs too (one copy of a large state, not two).
   const Needs needs = deriveNeeds(request, engine.options());
-  ClusterState what(state);
-  if (!adviseHostResources(engine, what, request, needs, plan)) {
-    adviseNewNode(engine, what, request, needs, plan);
+  if (!adviseHostResources(engine, scratch, request, needs, plan)) {
+    adviseNewNode(engine, scratch, request, needs, plan);
   }
   plan.reason = direct.summary + "; does not fit even after eviction: " + plan.capacity;
   return plan;
