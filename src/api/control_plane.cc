@@ -92,7 +92,8 @@ Result<json> parseDevicePool(const json& pool) {
           if (!b) return fail(b.error());
           row["blocks"] = *b;
         } else {
-          auto total = intField(e, "totalBytes", path, 0, kMaxBlocks * *blockBytes, 0);
+          // A byte bound of its own: blocks x blockBytes could overflow.
+          auto total = intField(e, "totalBytes", path, 0, std::int64_t{1} << 50, 0);
           if (!total) return fail(total.error());
           auto done = intField(e, "doneBytes", path, 0, *total, 0);
           if (!done) return fail(done.error());
