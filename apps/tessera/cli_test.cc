@@ -167,6 +167,15 @@ TEST_F(CliTest, AnUnknownCommandIsNamedWithASuggestion) {
   EXPECT_TRUE(exitedWith(context, 2));
   EXPECT_NE(context.err.find("not in range 1 to 16777216"), std::string::npos) << context.err;
   EXPECT_LT(context.err.size(), 200u) << context.err;
+  // simulate's --output is shown and refused by name, not by the enum values behind it.
+  const Outcome help = tessera("simulate fgd --help");
+  EXPECT_NE(help.out.find("-o,--output {table,json,csv}=table"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("->"), std::string::npos) << help.out;
+  const Outcome format = tessera("simulate serving -o xml");
+  EXPECT_TRUE(exitedWith(format, 2));
+  EXPECT_NE(format.err.find("--output: must be table, json or csv, got \"xml\""),
+            std::string::npos)
+      << format.err;
 }
 
 TEST_F(CliTest, PlaceOnTheExamplesPrintsJsonWithAssignments) {

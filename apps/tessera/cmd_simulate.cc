@@ -412,12 +412,7 @@ SimulateCommand::SimulateCommand(CLI::App& app) {
   fgd_->add_flag("--bound", o.bound,
                  "Also report LP lower bounds on the unallocated GPUs at 100 % arrived: for the "
                  "sharing pods each policy placed, and for all that arrived");
-  const std::map<std::string, SimulateFormat> formats = {{"table", SimulateFormat::kTable},
-                                                         {"json", SimulateFormat::kJson},
-                                                         {"csv", SimulateFormat::kCsv}};
-  fgd_->add_option("-o,--output", o.format, "Output format: table, json or csv")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
-      ->default_str("table");
+  addSimulateFormatOption(*fgd_, o.format);
   servingOptions_ = std::make_unique<SimulateServingOptions>();
   serving_ = addSimulateServing(*simulate_, *servingOptions_);
   matrixOptions_ = std::make_unique<SimulateMatrixOptions>();

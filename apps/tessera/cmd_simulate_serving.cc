@@ -1,5 +1,7 @@
 #include "cmd_simulate_serving.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -369,13 +371,34 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                   "syncPeriodSeconds, scaleUpWindowSeconds, scaleDownWindowSeconds); repeatable");
   cmd->add_option("--out-dir", o.outDir,
                   "Write per-policy timeline CSVs, an SVG timeline and a summary CSV here");
-  const std::map<std::string, SimulateFormat> formats = {{"table", SimulateFormat::kTable},
-                                                         {"json", SimulateFormat::kJson},
-                                                         {"csv", SimulateFormat::kCsv}};
-  cmd->add_option("-o,--output", o.format, "Output format: table, json or csv")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
-      ->default_str("table");
+  addSimulateFormatOption(*cmd, o.format);
   return cmd;
+}
+
+void addSimulateFormatOption(CLI::App& command, SimulateFormat& format) {
+  auto lower = [](std::string value) {
+    for (char& ch : value) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return value;
+  };
+  command
+      .add_option_function<std::string>(
+          "-o,--output",
+          [&format, lower](const std::string& name) {
+            const std::string n = lower(name);
+            format = n == "json"  ? SimulateFormat::kJson
+                     : n == "csv" ? SimulateFormat::kCsv
+                                  : SimulateFormat::kTable;
+          },
+          "Output format: table, json or csv")
+      ->check(
+          [lower](const std::string& value) -> std::string {
+            const std::string n = lower(value);
+            if (n == "table" || n == "json" || n == "csv") return "";
+            return "must be table, json or csv, got \"" + value + "\"";
+          },
+          "")
+      ->type_name("{table,json,csv}")
+      ->default_str("table");
 }
 
 // The helpers serving_cli.h declares.

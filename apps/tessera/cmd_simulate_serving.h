@@ -78,4 +78,8 @@ int runSimulateServing(const SimulateServingOptions& options, std::ostream& out,
 // Adds the `serving` subcommand to `simulate`, writing its flags into `options`.
 CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& options);
 
+// -o,--output table|json|csv (any case), shown and refused by name ("must be table, json or
+// csv, got \"xml\""), never as the enum's numbers.
+void addSimulateFormatOption(CLI::App& command, SimulateFormat& format);
+
 }  // namespace tessera::cli
