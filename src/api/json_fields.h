@@ -4,6 +4,7 @@
 // "gpus[0].utilization: expected a number from 0 to 1".
 
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -38,6 +39,23 @@ inline Result<void> onlyKeys(const nlohmann::json& obj, std::string_view path,
     }
   }
   return {};
+}
+
+// An optional integer member within [min, max]; `fallback` when absent.
+inline Result<std::int64_t> intField(const nlohmann::json& obj, std::string_view key,
+                                     std::string_view path,
+                              std::int64_t min, std::int64_t max, std::int64_t fallback) {
+  const nlohmann::json* m = member(obj, key);
+  if (m == nullptr) return fallback;
+  const std::string where =
+      path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
+  if (!m->is_number_integer()) return fail(fieldError(where, "expected an integer"));
+  const auto v = m->get<std::int64_t>();
+  if (v < min || v > max) {
+    return fail(fieldError(where, "must be between " + std::to_string(min) + " and " +
+                                      std::to_string(max) + ", got " + std::to_string(v)));
+  }
+  return v;
 }
 
 }  // namespace tessera::api
