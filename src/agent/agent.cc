@@ -386,8 +386,16 @@ void Agent::reconcileRegistration(const std::vector<AgentGpu>& gpus) {
   if (!node) return;  // the next heartbeat says what is wrong
   std::vector<std::string> warnings;
   std::error_code ec;
+  std::unique_lock markerLock(markerMu_);
+  bool draining = false;
+  {
+    std::lock_guard lock(mu_);
+    draining = phase_ != AgentPhase::kRunning;
+  }
   const bool drainedBefore = std::filesystem::exists(drainMarkerPath(), ec);
-  if (node->value("cordoned", false)) {
+  if (draining) {
+    // This agent's own drain began while it registered: the cordon and the marker are its own.
+  } else if (node->value("cordoned", false)) {
     if (drainedBefore) {
       if (auto lifted = parts_.client->setCordoned(config_.nodeName, false); lifted) {
         std::filesystem::remove(drainMarkerPath(), ec);
@@ -405,6 +413,7 @@ void Agent::reconcileRegistration(const std::vector<AgentGpu>& gpus) {
   } else if (drainedBefore) {
     std::filesystem::remove(drainMarkerPath(), ec);
   }
+  markerLock.unlock();
   std::vector<std::string> known, found;
   if (node->contains("gpus") && (*node)["gpus"].is_array()) {
     for (const auto& g : (*node)["gpus"]) known.push_back(g.value("type", ""));
@@ -437,6 +446,7 @@ void Agent::drainSequence(std::string reason) {
   note("stop taking new work (" + reason + ")");
   // 1. Cordon at the control plane so no new replica lands here; its deployments replace
   //    the replicas elsewhere. Best effort: the server may be down, and the drain goes on.
+  std::unique_lock markerLock(markerMu_);
   if (auto cordoned = parts_.client->drainNode(config_.nodeName); cordoned) {
     // Remembered so that this node's next agent lifts the cordon this drain set (and only
     // that one: an operator's cordon stays).
@@ -448,6 +458,7 @@ void Agent::drainSequence(std::string reason) {
   } else {
     note("could not cordon at the control plane: " + cordoned.error().message);
   }
+  markerLock.unlock();
   // 2. The stop-new-work window: load balancers and endpoints see /readyz fail and move
   //    traffic away while requests already routed here still arrive.
   if (!pauseFor(config_.stopNewWorkMs)) return;

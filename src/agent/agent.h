@@ -137,6 +137,10 @@ class Agent {
   SteadyClock clock_;
 
   mutable std::mutex mu_;
+  // Held across a registration's look at the node's cordon and the drain marker, and across a
+  // drain's cordon and marker write: a drain that starts while the agent registers must not
+  // have its fresh marker taken for the previous agent's and removed.
+  std::mutex markerMu_;
   std::condition_variable cv_;
   bool stopping_ = false;
   bool wakeRequested_ = false;
