@@ -8,6 +8,7 @@
 #include <random>
 
 #include "agent/admin_http.h"
+#include "api/http_no_body.h"
 #include "common/listen_socket.h"
 
 namespace tessera::agent {
@@ -97,6 +98,24 @@ Result<int> Agent::start() {
   admin_ = std::make_unique<httplib::Server>();
   admin_->set_socket_options(exclusiveListenOptions);  // a busy admin port is an error
   admin_->new_task_queue = [] { return new httplib::ThreadPool(4); };
+  admin_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+    api::assumeNoBodyWithoutLength(req);  // `curl -X POST .../drain` is served at once
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  admin_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      sendError(res, Error::notFound("no route " + req.method + " " + req.path));
+    } else if (res.status >= 400) {
+      const int status = res.status;  // httplib's (400, 413, 414...): kept
+      sendError(res, Error::invalid("the request could not be read (malformed HTTP)"));
+      res.status = status;
+    }
+  });
+  admin_->set_exception_handler([](const httplib::Request&, httplib::Response& res,
+                                   std::exception_ptr) {
+    sendError(res, Error::internal("the agent failed on this request"));
+  });
   adminRoutes();
   for (AgentComponent* c : parts_.components) c->adminRoutes(*admin_);
   int port = address->second;

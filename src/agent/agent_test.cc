@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/testing/agent_testing.h"
+#include "common/testing/raw_http.h"
 
 namespace tessera::agent {
 namespace {
@@ -133,6 +134,7 @@ class AgentTest : public ::testing::Test {
     agent_ = std::make_unique<Agent>(config_, parts, timings_);
     auto port = agent_->start();
     ASSERT_TRUE(port) << port.error().message;
+    adminPort_ = *port;
     admin_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
     admin_->set_connection_timeout(5);
     admin_->set_read_timeout(10);
@@ -146,6 +148,7 @@ class AgentTest : public ::testing::Test {
   }
 
   ControlPlaneServer server_{kToken};
+  int adminPort_ = 0;
   TempDir dir_;
   model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
   SteadyClock clock_;
@@ -308,6 +311,24 @@ TEST_F(AgentTest, DrainStopsNewWorkWaitsForLeasesReleasesDeviceMemoryAndFinishes
   EXPECT_NE(steps.dump().find("no work in flight"), std::string::npos) << steps.dump();
   EXPECT_NE(steps.dump().find("device memory released (test pool)"), std::string::npos);
   EXPECT_EQ(cache_->status().entries[0].pins, 0);
+}
+
+// The preStop hook may be `curl -X POST http://127.0.0.1:PORT/drain`: no Content-Length, no
+// body. It is served at once (not read until the connection's 5-s timeout and refused), and a
+// route the agent does not have is a JSON 404 like the control plane's.
+TEST_F(AgentTest, AdminPostWithoutContentLengthIsServedAndUnknownRoutesAreJson) {
+  config_.preload.clear();
+  makeAgent();
+  EXPECT_EQ(tessera::testing::rawRequest(
+                adminPort_, "POST /drain HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\n\r\n", 3),
+            202);
+  EXPECT_NE(agent_->phase(), AgentPhase::kRunning);
+  auto missing = admin_->Get("/no-such-route");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  const json body = json::parse(missing->body, nullptr, false);
+  EXPECT_EQ(body["error"]["code"], "not_found") << missing->body;
+  EXPECT_EQ(agent_->wait(), 0);
 }
 
 // A restarted agent finds the server's record of its node: it lifts the cordon its own

@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "api/http_no_body.h"
 #include "api/json_body.h"
 #include "api/ui.h"
 #include "common/listen_socket.h"
@@ -145,13 +146,7 @@ void HttpServer::routes() {
   using Res = httplib::Response;
 
   s.set_pre_routing_handler([this](const Req& req, Res& res) {
-    // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body
-    // (`curl -X POST URL`). httplib 0.11 reads one until the connection closes instead, which
-    // on a keep-alive connection is its 5-s read timeout and then a 400; say so before it
-    // reads. The Request is httplib's own, not a const object: only the declaration is.
-    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-      const_cast<Req&>(req).headers.emplace("Content-Length", "0");
-    }
+    assumeNoBodyWithoutLength(req);  // `curl -X POST .../cordon` is served at once
     if (config_.token && mutating(req.method) && req.path.starts_with("/api/")) {
       const std::string auth = req.get_header_value("Authorization");
       constexpr std::string_view kBearer = "Bearer ";

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/testing/raw_http.h"
 #include "model/gpu_catalog.h"
 
 namespace tessera::api {
@@ -189,27 +190,7 @@ TEST_F(ServerTest, RegistersNodesPlacesReplicasAndExplains) {
                                              "ReplicaRemoved", "ReplicaPlaced"}));
 }
 
-// Sends one request as written (no Content-Length unless `head` has one) on a keep-alive
-// connection and returns the status line's code, or -1 when no answer came within `seconds`.
-int rawRequest(int port, const std::string& head, int seconds = 30) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{seconds, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  int code = -1;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size())) {
-    char buf[512];
-    const ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);
-    if (n > 12) code = std::atoi(std::string(buf, static_cast<std::size_t>(n)).substr(9, 3).c_str());
-  }
-  ::close(fd);
-  return code;
-}
+using tessera::testing::rawRequest;
 
 // `curl -X POST .../cordon` sends neither Content-Length nor a body: an empty body (RFC 9112
 // §6.3), served as such, not read until the connection's timeout and refused.

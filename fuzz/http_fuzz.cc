@@ -1,0 +1,236 @@
+// Fuzz target: every route of the control plane's HTTP server (`tessera serve`), through the
+// real HttpServer on a loopback port. Structure-aware: an input is a JSON document naming the
+// requests to send, so the driver's JSON-aware mutations change methods, paths, queries and
+// the bodies' structure, not just bytes:
+//
+//   {"method": "POST", "path": "/api/v1/nodes", "body": {...}}          one request
+//   {"requests": [{...}, {...}]}                                         up to 8, in order
+//
+// `body` is sent as JSON (`"body": "text"` sends the text as it is, malformed JSON included);
+// `query` is appended after `?`; `contentType` replaces application/json; `"auth": false`
+// leaves the bearer token out. Each input runs on a fresh control plane (nodes gpu-a: 2 ×
+// H100-80GB on one NVLink group, gpu-b: L4; models llama-8b and llama-70b; replica chat-0;
+// deployment assistant), the corpus in fuzz/corpus/http/ holds a valid request for every
+// route in docs/api.md.
+//
+// Checks beyond "no crash, no sanitizer report":
+//  - every request is answered, never with a 5xx (a 500 is a bug or a failed commit, and the
+//    store here is memory);
+//  - a 4xx under /api/ is the documented error object, {"error": {"code": ...}} with a code
+//    from the table in docs/api.md;
+//  - a refused request (4xx) leaves the node, model, replica and deployment listings as they
+//    were, and, but for the calls whose all-or-nothing rollback books and releases (replica
+//    placement, the extender), the state generation;
+//  - a GET changes nothing;
+//  - ClusterState::checkInvariants() holds after every request.
+//
+// TESSERA_FUZZ_TRACE=1 prints every request and its answer (to see what a corpus file reaches).
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <httplib.h>
+
+#include "api/control_plane.h"
+#include "api/http_server.h"
+#include "fuzz_support.h"
+
+namespace {
+
+using nlohmann::json;
+using tessera::api::ControlPlane;
+using tessera::api::HttpServer;
+
+constexpr const char* kToken = "fuzz-token-0123456789";
+constexpr std::size_t kMaxRequests = 8;
+
+struct Server {
+  Server() {
+    auto p = ControlPlane::create(catalog, clock);
+    if (!p) tessera::fuzz::checkFailed("create", p.error().message, __FILE__, __LINE__);
+    plane = std::move(*p);
+    auto must = [](bool ok, const std::string& error, const char* what) {
+      if (!ok) tessera::fuzz::checkFailed(what, error, __FILE__, __LINE__);
+    };
+    auto node = [&](const char* body, const char* what) {
+      auto r = plane->registerNode(json::parse(body));
+      must(r.has_value(), r ? "" : r.error().message, what);
+    };
+    node(R"({"name":"gpu-a","cpu":96,"hostMemory":"768Gi","labels":{"pool":"inference"},
+             "gpus":[{"type":"H100-80GB","nvlinkGroup":0},{"type":"H100-80GB","nvlinkGroup":0}]})",
+         "gpu-a");
+    node(R"({"name":"gpu-b","cpu":32,"hostMemory":"128Gi","gpus":[{"type":"L4"}]})", "gpu-b");
+    auto model = [&](const char* body, const char* what) {
+      auto r = plane->putModel(json::parse(body));
+      must(r.has_value(), r ? "" : r.error().message, what);
+    };
+    model(R"({"name":"llama-8b","weights":"8Gi","kvCache":"4Gi","overhead":"2Gi","computeMilli":400})",
+          "llama-8b");
+    model(R"({"name":"llama-70b","weights":"120Gi","kvCache":"8Gi","gpusPerReplica":2,
+              "nvlinkRequired":true,"priority":10})",
+          "llama-70b");
+    auto placed = plane->placeReplicas(json::parse(R"({"replicaId":"chat-0","model":"llama-8b"})"));
+    must(placed.has_value(), placed ? "" : placed.error().error.message, "chat-0");
+    auto deployment = plane->putDeployment(json::parse(
+        R"({"name":"assistant","model":"llama-8b","minReplicas":1,"maxReplicas":3})"));
+    must(deployment.has_value(), deployment ? "" : deployment.error().message, "assistant");
+
+    tessera::api::ServerConfig config;
+    config.port = 0;
+    config.token = kToken;
+    config.maxBodyBytes = 64 * 1024;
+    config.threads = 2;
+    http = std::make_unique<HttpServer>(*plane, config);
+    auto port = http->start();
+    must(port.has_value(), port ? "" : port.error().message, "start");
+    client = std::make_unique<httplib::Client>("127.0.0.1", *port);
+    client->set_connection_timeout(5);
+    client->set_read_timeout(10);
+    client->set_write_timeout(10);
+  }
+  ~Server() { http->stop(); }
+
+  // What a refused call must leave alone, read under the handlers' mutex.
+  std::string listings() {
+    std::string out;
+    http->withPlane([&](ControlPlane& p) {
+      out = p.listNodes().dump() + p.listModels().dump() + p.listReplicas().dump() +
+            p.listDeployments().dump();
+    });
+    return out;
+  }
+  std::uint64_t generation() {
+    std::uint64_t g = 0;
+    http->withPlane([&](ControlPlane& p) { g = p.state().generation(); });
+    return g;
+  }
+  void checkInvariants(const std::string& what) {
+    http->withPlane([&](ControlPlane& p) {
+      auto ok = p.state().checkInvariants();
+      TESSERA_FUZZ_CHECK(ok.has_value(), what + ": " + (ok ? "" : ok.error().message));
+    });
+  }
+
+  tessera::model::GpuCatalog catalog = tessera::model::GpuCatalog::builtin();
+  tessera::ManualClock clock{0};
+  std::unique_ptr<ControlPlane> plane;
+  std::unique_ptr<HttpServer> http;
+  std::unique_ptr<httplib::Client> client;
+};
+
+// A path the client can put on a request line: bytes outside the unreserved set and '/' (a
+// query also keeps '=', '&' and ',') are percent-encoded (the server decodes them back), so names with spaces, NULs or UTF-8 reach
+// the handlers.
+std::string encodePath(std::string_view raw, std::string_view alsoPlain = "/") {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : raw) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '.' || c == '_' || c == '~' || c == '%' ||
+                       alsoPlain.find(static_cast<char>(c)) != std::string_view::npos;
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string stringField(const json& request, const char* key, std::string fallback) {
+  const auto it = request.find(key);
+  return it != request.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+bool errorObjectIsDocumented(const std::string& text) {
+  static const std::set<std::string> kCodes = {
+      "invalid_argument", "bad_request",    "unauthenticated",   "not_found",
+      "already_exists",   "failed_precondition", "does_not_fit", "payload_too_large",
+      "unsupported_media_type"};
+  const json body = json::parse(text, nullptr, false);
+  if (!body.is_object()) return false;
+  const auto error = body.find("error");
+  if (error == body.end() || !error->is_object()) return false;
+  const auto code = error->find("code");
+  return code != error->end() && code->is_string() && kCodes.count(code->get<std::string>()) > 0;
+}
+
+void send(Server& s, const json& request, std::size_t index) {
+  if (!request.is_object()) return;
+  const std::string method = stringField(request, "method", "GET");
+  std::string path = stringField(request, "path", "");
+  if (path.empty() || path[0] != '/' || path.size() > 4096) return;
+  path = encodePath(path);
+  if (const auto q = request.find("query"); q != request.end() && q->is_string()) {
+    path += "?" + encodePath(q->get<std::string>(), "=&,");
+  }
+  std::string body;
+  if (const auto b = request.find("body"); b != request.end()) {
+    body = b->is_string() ? b->get<std::string>()
+                          : b->dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  const std::string contentType = stringField(request, "contentType", "application/json");
+  httplib::Headers headers;
+  if (const auto a = request.find("auth"); a == request.end() || *a != false) {
+    headers.emplace("Authorization", std::string("Bearer ") + kToken);
+  }
+
+  const std::string what = "request " + std::to_string(index) + " " + method + " " + path;
+  const std::string before = s.listings();
+  const std::uint64_t generation = s.generation();
+  if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" &&
+      method != "DELETE") {
+    return;
+  }
+  httplib::Result r = method == "GET"    ? s.client->Get(path, headers)
+                      : method == "POST" ? s.client->Post(path, headers, body, contentType)
+                      : method == "PUT"  ? s.client->Put(path, headers, body, contentType)
+                      : method == "PATCH"
+                          ? s.client->Patch(path, headers, body, contentType)
+                          : s.client->Delete(path, headers, body, contentType);
+  TESSERA_FUZZ_CHECK(static_cast<bool>(r),
+                     what + ": no answer (" + httplib::to_string(r.error()) + ")");
+  const int status = r->status;
+  if (std::getenv("TESSERA_FUZZ_TRACE") != nullptr) {
+    std::fprintf(stderr, "%s -> %d %.200s\n", what.c_str(), status, r->body.c_str());
+  }
+  TESSERA_FUZZ_CHECK(status < 500, what + ": answered " + std::to_string(status) + " " + r->body);
+  const bool api = path.starts_with("/api/");
+  if (status >= 400 && api) {
+    TESSERA_FUZZ_CHECK(errorObjectIsDocumented(r->body),
+                       what + ": a " + std::to_string(status) +
+                           " that is not a documented error object: " + r->body);
+  }
+  const bool rollsBack =
+      (method == "POST" && path == "/api/v1/replicas") || path.starts_with("/scheduler/");
+  if (status >= 400 || method == "GET") {
+    TESSERA_FUZZ_CHECK(s.listings() == before,
+                       what + ": answered " + std::to_string(status) + " but changed the listings");
+    if (!rollsBack) {
+      TESSERA_FUZZ_CHECK(s.generation() == generation,
+                         what + ": answered " + std::to_string(status) + " but changed the books");
+    }
+  }
+  s.checkInvariants(what);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto input = tessera::fuzz::decodeBody(data, size);
+  if (!input || !input->is_object()) return 0;
+  Server s;
+  if (const auto list = input->find("requests"); list != input->end() && list->is_array()) {
+    for (std::size_t i = 0; i < list->size() && i < kMaxRequests; ++i) send(s, (*list)[i], i);
+  } else {
+    send(s, *input, 0);
+  }
+  return 0;
+}
