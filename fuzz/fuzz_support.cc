@@ -1,5 +1,6 @@
 #include "fuzz_support.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -25,6 +26,35 @@ void checkSerialises(const nlohmann::json& answer, std::string_view what) {
   } catch (const nlohmann::json::exception& e) {
     checkFailed("answer.dump()", std::string(what) + ": " + e.what(), __FILE__, __LINE__);
   }
+}
+
+std::string encodeUrlPath(std::string_view raw, std::string_view alsoPlain) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : raw) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '.' || c == '_' || c == '~' || c == '%' ||
+                       alsoPlain.find(static_cast<char>(c)) != std::string_view::npos;
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+bool isErrorObject(std::string_view text, const std::vector<std::string>& codes) {
+  const nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
+  if (!body.is_object()) return false;
+  const auto error = body.find("error");
+  if (error == body.end() || !error->is_object()) return false;
+  const auto code = error->find("code");
+  if (code == error->end() || !code->is_string()) return false;
+  return codes.empty() ||
+         std::find(codes.begin(), codes.end(), code->get<std::string>()) != codes.end();
 }
 
 namespace {

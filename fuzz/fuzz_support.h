@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,15 @@ struct SmallCluster {
   std::unique_ptr<k8s::Extender> extender;
   static std::optional<model::ModelProfile> lookup(std::string_view name);
 };
+
+// A path (or, with alsoPlain "=&,", a query) an HTTP client can put on a request line: bytes
+// outside the unreserved set, '%' and `alsoPlain` are percent-encoded, so names with spaces,
+// NULs or UTF-8 reach the server's handlers decoded.
+std::string encodeUrlPath(std::string_view raw, std::string_view alsoPlain = "/");
+
+// Whether an answer's body is {"error": {"code": "<string>", ...}}; with `codes` non-empty,
+// the code must be one of them.
+bool isErrorObject(std::string_view body, const std::vector<std::string>& codes = {});
 
 // A digest of everything the books hold that a refused operation must leave alone: every
 // live GPU (charges, bookings, replicas) and every live replica with its placement.

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "agent/admin_http.h"
-#include "api/http_no_body.h"
+#include "api/http_helpers.h"
 #include "common/listen_socket.h"
 
 namespace tessera::agent {
@@ -132,7 +132,7 @@ Result<int> Agent::start() {
   }
   // The cache directory is the agent's node-local state; without a cache there is nowhere.
   if (address->second == 0 && parts_.cache != nullptr) writeAdminAddress(address->first + ":" + std::to_string(port));
-  adminThread_ = std::thread([this] { admin_->listen_after_bind(); });
+  adminThread_ = api::listenInBackground(*admin_);  // a stop right after start ends it
   heartbeatThread_ = std::thread([this] { heartbeatLoop(); });
   if (parts_.cache != nullptr) {
     {

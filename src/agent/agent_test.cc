@@ -313,6 +313,19 @@ TEST_F(AgentTest, DrainStopsNewWorkWaitsForLeasesReleasesDeviceMemoryAndFinishes
   EXPECT_EQ(cache_->status().entries[0].pins, 0);
 }
 
+// A SIGTERM during start-up: the agent is stopped right after start() returns. httplib's
+// stop() does nothing until the admin accept loop runs, so start() waits for it; before, the
+// destructor could join that loop forever (found by fuzz/agent_admin_fuzz.cc).
+TEST_F(AgentTest, StopRightAfterStartEnds) {
+  config_.preload.clear();
+  for (int i = 0; i < 30; ++i) {
+    makeAgent();
+    agent_->stop();
+    EXPECT_EQ(agent_->wait(), 0);
+    agent_.reset();
+  }
+}
+
 // The preStop hook may be `curl -X POST http://127.0.0.1:PORT/drain`: no Content-Length, no
 // body. It is served at once (not read until the connection's 5-s timeout and refused), and a
 // route the agent does not have is a JSON 404 like the control plane's.

@@ -6,7 +6,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "api/http_no_body.h"
+#include "api/http_helpers.h"
 #include "api/json_body.h"
 #include "api/ui.h"
 #include "common/listen_socket.h"
@@ -123,13 +123,7 @@ Result<int> HttpServer::start() {
     return fail(Error::invalid("cannot listen on " + config_.host + ":" + std::to_string(port) +
                                " (in use, or not allowed)"));
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // Wait until the accept loop runs: httplib's stop() does nothing before that, so a stop
-  // right after start (a SIGTERM during start-up) would otherwise leave the loop running and
-  // the join hanging.
-  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  thread_ = listenInBackground(*server_);
   ready_ = true;
   return port;
 }
