@@ -25,7 +25,8 @@ PACKAGES=(
   libcpp-httplib-dev   # HTTP API and the Kubernetes extender
   libgrpc++-dev        # the kubelet device plugin (gRPC over a unix socket)
   libprotobuf-dev
-  protobuf-compiler    # protoc, for the device plugin's v1beta1 api.proto
+  protobuf-compiler    # protoc, for the device plugin's v1beta1 and PodResources v1 protos
+  libprotoc-dev        # the tests read kubelet's own .proto files to check ours against them
   protobuf-compiler-grpc  # grpc_cpp_plugin
   clang-format         # formatting check
   openssl              # test certificates (TLS tests of the server and the Kubernetes client)

@@ -130,7 +130,8 @@ Result<void> readSources(const Field& list, AgentConfig& out) {
 
 Result<void> readDevicePlugin(const Field& d, DevicePluginConfig& out) {
   TESSERA_RETURN_IF_ERROR(config::expectMap(
-      d, {"enabled", "dir", "resources", "slotsPerGpu", "mpsPipeDirectory", "watchSeconds"}));
+      d, {"enabled", "dir", "resources", "slotsPerGpu", "mpsPipeDirectory", "watchSeconds",
+          "podResourcesSocket"}));
   TESSERA_RETURN_IF_ERROR(readEnabled(d, out.enabled));
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "dir", out.dir));
   if (out.dir.empty()) return fail(d.child("dir").error("must not be empty"));
@@ -153,6 +154,7 @@ Result<void> readDevicePlugin(const Field& d, DevicePluginConfig& out) {
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "slotsPerGpu", out.slotsPerGpu, 1, 64));
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "mpsPipeDirectory", out.mpsPipeDirectory));
   TESSERA_RETURN_IF_ERROR(readSeconds(d, "watchSeconds", 0.01, 3600, out.watchMs));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "podResourcesSocket", out.podResourcesSocket));
   return {};
 }
 

@@ -80,6 +80,9 @@ struct DevicePluginConfig {
   int slotsPerGpu = 4;
   std::string mpsPipeDirectory = "/tmp/nvidia-mps";
   Millis watchMs = 1'000;  // kubelet restart check, retries of registration and confirmations
+  // Kubelet's PodResources socket, read every watch to correct the books when twins swapped
+  // (docs/device-plugin.md); "": not read.
+  std::string podResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";
 };
 
 // What the drain does to an engine once work in flight is over.

@@ -111,6 +111,7 @@ Result<void> DevicePluginHost::startPlugins(const std::vector<AgentGpu>& gpus) {
     pc.nodeName = options_.nodeName;
     pc.env.mpsPipeDirectory = c.mpsPipeDirectory;
     pc.watchInterval = std::chrono::milliseconds(c.watchMs);
+    pc.podResourcesSocket = c.podResourcesSocket;
     pc.log = options_.log;
     auto plugin = std::make_unique<deviceplugin::DevicePlugin>(pc, *bookings_, inventory);
     if (auto started = plugin->start(); !started) {

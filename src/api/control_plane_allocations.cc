@@ -108,12 +108,23 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
       }
       return true;
     };
+    // The twin is unconfirmed (the plugin hands out a booking's own GPUs, and a plugin that
+    // reports another mapping does so at Allocate), or confirmed with exactly these devices:
+    // kubelet's PodResources showed later that this pod, not the twin, holds them.
+    auto sortedIds = [](std::vector<std::string> v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
     std::optional<sched::Placement> twin;
     for (sched::ReplicaId r : state_.node(*nodeId).replicas) {
       const sched::Placement& p = state_.replica(r).placement;
       const auto a = podAllocations_.find(p.replicaId);
-      if (p.replicaId == id || a == podAllocations_.end() || a->second.confirmed ||
+      if (p.replicaId == id || a == podAllocations_.end() ||
           a->second.resource != alloc->second.resource) {
+        continue;
+      }
+      if (a->second.confirmed &&
+          (devices->empty() || sortedIds(a->second.devices) != sortedIds(*devices))) {
         continue;
       }
       if (gpuIdsOf(p) == *gpus && sameShape(p, mine)) {
@@ -155,6 +166,16 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
   updated.confirmed = true;
   updated.devices = *devices;
   const PodAllocation before = alloc->second;
+  std::optional<PodAllocation> twinBefore;
+  if (!swappedWith.empty()) {
+    PodAllocation& t = podAllocations_.find(swappedWith)->second;
+    if (t.confirmed) {
+      // The twin runs on the devices this replica was confirmed with.
+      twinBefore = t;
+      t.devices = before.devices;
+      t.confirmed = before.confirmed;
+    }
+  }
   alloc->second = updated;
   store::Batch batch;
   const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
@@ -172,6 +193,7 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
                               (swappedWith.empty() ? "" : " (swapped with " + swappedWith + ")"));
       !saved) {
     alloc->second = before;
+    if (twinBefore) podAllocations_.find(swappedWith)->second = *twinBefore;
     if (!swappedWith.empty()) {
       // Put the books back as they were stored.
       sched::ReplicaRecord twin = state_.replica(*state_.findReplica(swappedWith));

@@ -123,7 +123,7 @@ class HandOffTest : public ::testing::Test {
     }
     return inv;
   }
-  void startPlugin(const std::string& node) {
+  void startPlugin(const std::string& node, const std::string& podResourcesSocket = "") {
     ControlPlaneBookingsConfig cp;
     cp.url = "http://127.0.0.1:" + std::to_string(port_);
     cp.node = node;
@@ -134,6 +134,7 @@ class HandOffTest : public ::testing::Test {
     config.nodeName = node;
     config.slotsPerGpu = 4;
     config.watchInterval = std::chrono::milliseconds(50);
+    config.podResourcesSocket = podResourcesSocket;
     plugin_ = std::make_unique<DevicePlugin>(config, *source_, inventory());
     ASSERT_TRUE(plugin_->start());
     client_ = testing::pluginClient(plugin_->socketPath());
@@ -279,6 +280,77 @@ TEST_F(HandOffTest, ConfirmationErrorsAndTwinsSwappingGpus) {
   EXPECT_FALSE(plain.body.contains("swappedWith"));
   const Reply all = get(path);
   for (const json& x : all.body["allocations"]) EXPECT_EQ(x["confirmed"], true);
+}
+
+// Twins may swap at Allocate: kubelet admits pod d's container first and the plugin hands it
+// the oldest pending booking, c's (TESSERA_REPLICA_ID=serving/c), then c gets d's. Kubelet's
+// PodResources (a fake kubelet serving the v1 API) shows who really holds which devices; the
+// plugin confirms again for the pod that holds them and the control plane swaps the two
+// bookings, so each pod's booking names the GPU it runs on, and survives a restart.
+TEST_F(HandOffTest, PodResourcesCorrectsTheBooksWhenTwinsSwapped) {
+  ASSERT_EQ(schedule(pod("c", "10240", "600"), "gpu-node-2"), "");
+  clock_.advance(10);
+  ASSERT_EQ(schedule(pod("d", "10240", "600"), "gpu-node-2"), "");
+  const std::string gpuC = gpuOf("serving/c");
+  const std::string gpuD = gpuOf("serving/d");
+  ASSERT_NE(gpuC, gpuD);
+  testing::FakePodResources podResources(sockets_.path() + "/pod-resources.sock");
+  startPlugin("gpu-node-2", sockets_.path() + "/pod-resources.sock");
+  grpc::Status status;
+  std::vector<std::string> first, second;
+  const auto envFirst = admit(status, first);  // kubelet is admitting pod d here
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  const auto envSecond = admit(status, second);  // and pod c here
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(envFirst.envs().at("TESSERA_REPLICA_ID"), "serving/c");  // the oldest booking
+  ASSERT_EQ(gpuOfSlot(first[0]), gpuC);
+  ASSERT_EQ(gpuOfSlot(second[0]), gpuD);
+
+  // Nothing to correct while PodResources agrees with the books.
+  podResources.set({{"serving/c", "tessera.io/gpus", first}, {"serving/d", "tessera.io/gpus", second}});
+  ASSERT_TRUE(plugin_->checkPodResources());
+  EXPECT_EQ(plugin_->corrections(), 0);
+  EXPECT_EQ(gpuOf("serving/c"), gpuC);
+
+  // What kubelet really did: d holds the first devices, c the second.
+  podResources.set({{"serving/d", "tessera.io/gpus", first},
+                    {"serving/c", "tessera.io/gpus", second},
+                    {"other/pod", "nvidia.com/gpu", {"GPU-x"}}});
+  ASSERT_TRUE(plugin_->checkPodResources());
+  EXPECT_EQ(plugin_->corrections(), 1);
+  EXPECT_EQ(gpuOf("serving/d"), gpuC);
+  EXPECT_EQ(gpuOf("serving/c"), gpuD);
+  std::map<std::string, json> byReplica;
+  const Reply listed = get("/api/v1/nodes/gpu-node-2/allocations");  // named: a temporary dies
+  for (const json& x : listed.body["allocations"]) {
+    byReplica[x["replica"].get<std::string>()] = x;
+  }
+  EXPECT_EQ(byReplica["serving/d"]["devices"], json(first));
+  EXPECT_EQ(byReplica["serving/c"]["devices"], json(second));
+  EXPECT_EQ(byReplica["serving/c"]["confirmed"], true);
+  // Settled: the watch thread's next reads change nothing.
+  const int lists = podResources.lists();
+  ASSERT_TRUE(testing::eventually([&] { return podResources.lists() > lists + 1; }));
+  EXPECT_EQ(plugin_->corrections(), 1);
+  EXPECT_EQ(gpuOf("serving/d"), gpuC);
+
+  // The corrected books are the stored ones.
+  plugin_->stop();
+  closePlane();
+  openPlane();
+  EXPECT_EQ(gpuOf("serving/d"), gpuC);
+  EXPECT_EQ(gpuOf("serving/c"), gpuD);
+}
+
+// Kubelet not answering PodResources is an error naming the socket, and changes nothing.
+TEST_F(HandOffTest, PodResourcesUnreachableIsNamed) {
+  ASSERT_EQ(schedule(pod("e", "10240", "600"), "gpu-node-2"), "");
+  startPlugin("gpu-node-2", sockets_.path() + "/no-such.sock");
+  auto checked = plugin_->checkPodResources();
+  ASSERT_FALSE(checked);
+  EXPECT_NE(checked.error().message.find("no-such.sock"), std::string::npos)
+      << checked.error().message;
+  EXPECT_EQ(plugin_->corrections(), 0);
 }
 
 }  // namespace

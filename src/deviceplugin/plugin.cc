@@ -11,6 +11,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "deviceplugin/pod_resources.h"
 #include "deviceplugin/proto/api.grpc.pb.h"
 
 namespace tessera::deviceplugin {
@@ -196,6 +197,10 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
     // control plane cannot take now is retried; until then the booking is not offered again.
     for (Confirmation& conf : confirmations) {
       std::erase_if(plugin_.remembered_, [&](const auto& kv) { return kv.second == conf.replica; });
+      if (!plugin_.config_.podResourcesSocket.empty()) {
+        plugin_.handedOut_[sortedKey(conf.deviceIds)] = {conf.replica, conf.gpuIds,
+                                                         std::chrono::steady_clock::now()};
+      }
       plugin_.say("allocated " + conf.replica + " on GPUs " + [&] {
         std::string g;
         for (const std::string& id : conf.gpuIds) g += (g.empty() ? "" : ",") + id;
@@ -352,6 +357,7 @@ Result<void> DevicePlugin::registerWithKubelet() {
 
 void DevicePlugin::watch() {
   const std::string kubelet = config_.directory + "/" + std::string(kKubeletSocket);
+  bool podResourcesFailing = false;
   std::unique_lock lock(mu_);
   while (!stopping_) {
     wake_.wait_for(lock, config_.watchInterval);
@@ -372,6 +378,16 @@ void DevicePlugin::watch() {
     {
       std::lock_guard alloc(allocMu_);
       retryConfirmations();
+    }
+    if (!config_.podResourcesSocket.empty()) {
+      // Said when it starts failing and when it recovers, not every watch.
+      auto checked = checkPodResources();
+      if (!checked && !podResourcesFailing) {
+        say(checked.error().message + "; twins that swapped GPUs are not corrected until it answers");
+      } else if (checked && podResourcesFailing) {
+        say("kubelet's PodResources answers again on " + config_.podResourcesSocket);
+      }
+      podResourcesFailing = !checked;
     }
     lock.lock();
   }
@@ -405,6 +421,45 @@ Result<void> DevicePlugin::setGpuHealth(std::string_view gpuId, bool healthy) {
 Inventory DevicePlugin::inventory() const {
   std::lock_guard lock(mu_);
   return inventory_;
+}
+
+Result<void> DevicePlugin::checkPodResources() {
+  // Read without the allocation lock: kubelet may call Allocate meanwhile.
+  auto listed = listPodDevices(config_.podResourcesSocket);
+  if (!listed) return fail(listed.error());
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard alloc(allocMu_);
+  std::set<std::string> seen;
+  for (const ContainerDeviceIds& c : *listed) {
+    if (c.resource != config_.resourceName) continue;
+    const std::string key = sortedKey(c.deviceIds);
+    const auto handed = handedOut_.find(key);
+    if (handed == handedOut_.end()) continue;
+    seen.insert(key);
+    if (handed->second.replica == c.pod) continue;
+    // Twins swapped: the devices handed out as `was`'s booking run pod `c.pod`. Confirming
+    // c.pod with those GPUs makes the control plane swap the two bookings' GPUs.
+    const std::string was = handed->second.replica;
+    Confirmation conf{c.pod, c.deviceIds, handed->second.gpuIds};
+    if (auto done = bookings_.confirm(conf); !done) {
+      say("PodResources shows pod " + c.pod + " holding the devices handed out for " + was +
+          ", but the control plane refused the correction: " + done.error().message);
+      continue;
+    }
+    for (auto& [otherKey, other] : handedOut_) {
+      if (otherKey != key && other.replica == c.pod) other.replica = was;
+    }
+    handed->second.replica = c.pod;
+    ++corrections_;
+    say("PodResources shows pod " + c.pod + " holding the devices handed out for " + was +
+        ": the books now give each twin the GPUs it runs on");
+  }
+  // Devices no pod holds any more (the pod ended) are forgotten once kubelet had time to
+  // list them.
+  std::erase_if(handedOut_, [&](const auto& kv) {
+    return !seen.contains(kv.first) && now - kv.second.at > std::chrono::minutes(1);
+  });
+  return {};
 }
 
 void DevicePlugin::retryConfirmations() {

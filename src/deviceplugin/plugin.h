@@ -60,6 +60,10 @@ struct PluginConfig {
   // registration or confirmation.
   std::chrono::milliseconds watchInterval{1000};
   std::chrono::milliseconds registerTimeout{5000};
+  // Kubelet's PodResources socket (kPodResourcesSocket in a cluster); empty: not read. The
+  // watch thread lists it to learn which pod holds the devices each booking was handed for,
+  // and corrects the books when twins swapped (docs/device-plugin.md).
+  std::string podResourcesSocket;
   // Diagnostics (registration, restarts, refused allocations); nullptr: silent.
   std::function<void(const std::string&)> log;
 };
@@ -89,6 +93,12 @@ class DevicePlugin {
   std::string endpoint() const;  // the socket's file name, as registered
   // Successful registrations with kubelet so far (one per kubelet start).
   int registrations() const { return registrations_.load(); }
+  // Confirmations sent because kubelet's PodResources showed a pod holding the devices handed
+  // out for another (twins that swapped), and accepted by the control plane.
+  int corrections() const { return corrections_.load(); }
+  // Reads PodResources once and corrects what it shows (the watch thread does this every
+  // watchInterval). Errors: the socket did not answer.
+  Result<void> checkPodResources();
 
   class Service;  // the gRPC service (plugin.cc)
 
@@ -122,6 +132,15 @@ class DevicePlugin {
   std::mutex allocMu_;  // GetPreferredAllocation, Allocate, and the state below
   std::map<std::string, std::string> remembered_;  // sorted slot IDs -> replica
   std::vector<Confirmation> unconfirmed_;          // handed out, confirmation to retry
+  // Handed out, by sorted slot IDs: the replica the books give those devices to, its GPUs,
+  // and when (PodResources should show them within a moment; entries it never shows expire).
+  struct HandedOut {
+    std::string replica;
+    std::vector<std::string> gpuIds;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, HandedOut> handedOut_;
+  std::atomic<int> corrections_{0};
 
   std::atomic<int> registrations_{0};
   std::thread watcher_;

@@ -22,6 +22,7 @@
 #include "deviceplugin/bookings.h"
 #include "deviceplugin/inventory.h"
 #include "deviceplugin/proto/api.grpc.pb.h"
+#include "deviceplugin/proto/podresources.grpc.pb.h"
 
 namespace tessera::deviceplugin::testing {
 
@@ -91,6 +92,62 @@ class FakeKubelet final : public v1beta1::Registration::Service {
   std::unique_ptr<grpc::Server> server_;
   mutable std::mutex mu_;
   std::vector<v1beta1::RegisterRequest> requests_;
+};
+
+// Kubelet's PodResources service on `socket`, answering List with the pods the test sets
+// (each container: one resource and its device IDs), as kubelet's does from its checkpoint.
+class FakePodResources final : public v1::PodResourcesLister::Service {
+ public:
+  struct Container {
+    std::string pod;  // "<namespace>/<name>"
+    std::string resource;
+    std::vector<std::string> deviceIds;
+  };
+  explicit FakePodResources(std::string socket) : socket_(std::move(socket)) {
+    ::unlink(socket_.c_str());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + socket_, grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakePodResources() override {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+    ::unlink(socket_.c_str());
+  }
+  void set(std::vector<Container> containers) {
+    std::lock_guard lock(mu_);
+    containers_ = std::move(containers);
+  }
+  int lists() const {
+    std::lock_guard lock(mu_);
+    return lists_;
+  }
+
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                    v1::ListPodResourcesResponse* out) override {
+    std::lock_guard lock(mu_);
+    ++lists_;
+    for (const Container& c : containers_) {
+      auto* pod = out->add_pod_resources();
+      const auto slash = c.pod.find('/');
+      pod->set_namespace_(c.pod.substr(0, slash));
+      pod->set_name(c.pod.substr(slash + 1));
+      auto* container = pod->add_containers();
+      container->set_name("engine");
+      auto* devices = container->add_devices();
+      devices->set_resource_name(c.resource);
+      for (const std::string& id : c.deviceIds) devices->add_device_ids(id);
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::string socket_;
+  std::unique_ptr<grpc::Server> server_;
+  mutable std::mutex mu_;
+  std::vector<Container> containers_;
+  int lists_ = 0;
 };
 
 // What kubelet's device manager uses to talk to a plugin.
