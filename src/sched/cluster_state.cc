@@ -520,7 +520,13 @@ Result<void> ClusterState::checkPlacement(const Placement& p) const {
 
 Result<void> ClusterState::place(const Placement& p) {
   TESSERA_RETURN_IF_ERROR(checkPlacement(p));
-  const ReplicaId rid = static_cast<ReplicaId>(replicas_.size());
+  // A removed replica's slot is reused: months of place/remove cycles keep the table as large
+  // as the most replicas ever placed at once, not as the number ever placed.
+  ReplicaId rid = static_cast<ReplicaId>(replicas_.size());
+  if (!freeReplicaSlots_.empty()) {
+    rid = freeReplicaSlots_.back();
+    freeReplicaSlots_.pop_back();
+  }
   ReplicaRecord rec;
   rec.placement = p;
   rec.placedAtMs = clock_->nowMs();
@@ -532,7 +538,11 @@ Result<void> ClusterState::place(const Placement& p) {
   };
   rec.modelId = intern(p.modelName);
   rec.deploymentId = intern(p.deployment);
-  replicas_.push_back(std::move(rec));
+  if (static_cast<std::size_t>(rid) == replicas_.size()) {
+    replicas_.push_back(std::move(rec));
+  } else {
+    replicas_[static_cast<std::size_t>(rid)] = std::move(rec);
+  }
   replicaIndex_.emplace(p.replicaId, rid);
   NodeRecord& n = nodes_[static_cast<std::size_t>(p.node)];
   n.bookedCpuMilli += p.cpuMilli;
@@ -561,7 +571,7 @@ Result<void> ClusterState::place(const Placement& p) {
       }
     }
   }
-  expiries_.insert({replicas_.back().placedAtMs + options_.reservationTtlMs, rid});
+  expiries_.insert({replicas_[static_cast<std::size_t>(rid)].placedAtMs + options_.reservationTtlMs, rid});
   ++activeReservations_;
   recharge(rid);
   // recharge reindexes only GPUs whose charge moved; an exclusive hold or a MIG instance
@@ -688,6 +698,7 @@ void ClusterState::releaseReplica(ReplicaId rid) {
   touch(rec.placement.node);
   rec.removed = true;
   replicaIndex_.erase(rec.placement.replicaId);
+  freeReplicaSlots_.push_back(rid);
 }
 
 void ClusterState::touch(NodeId node) {
@@ -746,6 +757,21 @@ Result<void> ClusterState::checkInvariants() const {
   }
   if (active != activeReservations_ || static_cast<std::size_t>(active) != expiries_.size()) {
     return fail(Error::internal("reservation counters disagree with the replicas"));
+  }
+  {
+    // The free slots are exactly the removed replicas', each once.
+    std::size_t removed = 0;
+    for (const ReplicaRecord& rec : replicas_) removed += rec.removed ? 1 : 0;
+    std::vector<ReplicaId> free = freeReplicaSlots_;
+    std::sort(free.begin(), free.end());
+    const bool unique = std::adjacent_find(free.begin(), free.end()) == free.end();
+    const bool allRemoved = std::all_of(free.begin(), free.end(), [this](ReplicaId r) {
+      return r >= 0 && static_cast<std::size_t>(r) < replicas_.size() &&
+             replicas_[static_cast<std::size_t>(r)].removed;
+    });
+    if (!unique || !allRemoved || free.size() != removed) {
+      return fail(Error::internal("the free replica slots disagree with the removed replicas"));
+    }
   }
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
     const GpuRecord& rec = gpus_[g];

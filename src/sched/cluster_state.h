@@ -166,7 +166,9 @@ class ClusterState {
   const Clock& clock() const { return *clock_; }
   const EngineOptions& options() const { return options_; }
 
-  // Tables, indexed by id; removed entries stay as tombstones (check `removed`).
+  // Tables, indexed by id; removed entries stay as tombstones (check `removed`). A removed
+  // replica's slot (and id) is given to the next replica placed: hold replica ids only within
+  // one decision, and names (placement.replicaId) across changes.
   std::span<const NodeRecord> nodes() const { return nodes_; }
   std::span<const GpuRecord> gpus() const { return gpus_; }
   std::span<const ReplicaRecord> replicas() const { return replicas_; }
@@ -275,6 +277,7 @@ class ClusterState {
   std::vector<NodeRecord> nodes_;
   std::vector<GpuRecord> gpus_;
   std::vector<ReplicaRecord> replicas_;
+  std::vector<ReplicaId> freeReplicaSlots_;  // removed replicas' slots, reused by place()
   std::unordered_map<std::string, NodeId> nodeIndex_;
   std::unordered_map<std::string, ReplicaId> replicaIndex_;
   std::unordered_map<std::string, std::int32_t> nameIds_;  // grows only
