@@ -81,7 +81,10 @@ void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, s
   }
   events_.push_back({seq, timeMs, std::move(type), std::move(subject), std::move(message)});
   nextSeq_ = std::max(nextSeq_, seq + 1);
-  while (events_.size() > config_.eventHistory) events_.pop_front();
+  while (events_.size() > config_.eventHistory ||
+         (!events_.empty() && events_.front().timeMs < timeMs - config_.eventMaxAgeMs)) {
+    events_.pop_front();
+  }
 }
 
 void ControlPlane::alert(std::string type, std::string subject, std::string message) {
@@ -124,9 +127,11 @@ void ControlPlane::note(std::string type, std::string subject, std::string messa
 Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::string subject,
                                   std::string message) {
   // Events carry Unix time (the books' clock may be monotonic, which does not survive a boot).
-  const Millis now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+  const Millis now = config_.eventClockMs
+                         ? config_.eventClockMs()
+                         : std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
   std::int64_t seq = nextSeq_;
   if (store_ != nullptr) {
     batch.appendEvent("event",
@@ -141,17 +146,16 @@ Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::str
                                   "); nothing was changed"});
     }
     seq = done->lastEventSeq;
-    // Keep the log about twice the history long: the documents are the state, the log only
-    // feeds GET /events and the dashboard.
-    const auto history = static_cast<std::int64_t>(config_.eventHistory);
-    if (seq % 1024 == 0 && seq > 2 * history) {
-      // Best effort: a failed compaction leaves a longer log, and the next one catches up.
-      if (auto compacted = store_->compactEventsBefore(seq - history); !compacted) {
-        internalErrors_.add({{"where", "event-compaction"}});
-      }
-    }
   }
   remember(seq, now, std::move(type), std::move(subject), std::move(message));
+  // The store keeps what memory keeps (the retention above): the documents are the state,
+  // the log only feeds GET /events and the dashboard. Every 1024 events; best effort: a failed
+  // compaction leaves a longer log, and the next one catches up.
+  if (store_ != nullptr && seq % 1024 == 0 && !events_.empty()) {
+    if (auto compacted = store_->compactEventsBefore(events_.front().seq); !compacted) {
+      internalErrors_.add({{"where", "event-compaction"}});
+    }
+  }
   return {};
 }
 

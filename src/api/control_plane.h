@@ -41,7 +41,13 @@ namespace tessera::api {
 
 struct ControlPlaneConfig {
   sched::Profile profile = sched::defaultProfile();
-  std::size_t eventHistory = 4096;  // events kept for GET /api/v1/events
+  // Event retention, in memory (GET /api/v1/events) and in the store: at most eventHistory
+  // events, none older than eventMaxAgeMs before the newest.
+  std::size_t eventHistory = 4096;
+  Millis eventMaxAgeMs = 7LL * 24 * 3600 * 1000;
+  // Unix time in milliseconds for event times; empty: the system clock. (The books' Clock may
+  // be monotonic; the soak benchmark passes its simulated calendar.)
+  std::function<Millis()> eventClockMs;
   // A new replica's expected load time when its agent has not said: engine start-up plus
   // its per-GPU weights at this bandwidth (the autoscaler counts loading replicas as
   // capacity arriving then).

@@ -138,5 +138,42 @@ TEST_F(PersistenceTest, RefusedChangesWriteNothing) {
   EXPECT_EQ(after->documents, rev->documents);
 }
 
+// Events are kept by count and by age, in memory and in the store: a month of churn does not
+// grow the log. The newest events survive a restart, the old ones are gone from both.
+TEST_F(PersistenceTest, EventsAreRetainedByCountAndByAge) {
+  Millis calendar = 1'700'000'000'000;
+  ControlPlaneConfig config;
+  config.eventHistory = 3000;
+  config.eventMaxAgeMs = 3600'000;  // an hour
+  config.eventClockMs = [&] { return calendar; };
+  auto s = store::Store::open(dir_.file("state.db"));
+  ASSERT_TRUE(s) << s.error().message;
+  store_ = std::move(*s);
+  auto created = ControlPlane::create(catalog_, clock_, config, store_.get());
+  ASSERT_TRUE(created) << created.error().message;
+  auto plane = std::move(*created);
+  ASSERT_TRUE(plane->registerNode(node("n1", 1, "L4")));
+  // 2,500 cordon/uncordon events, one a minute: about 42 hours.
+  for (int i = 0; i < 2500; ++i) {
+    calendar += 60'000;
+    ASSERT_TRUE(plane->setCordoned("n1", i % 2 == 0));
+  }
+  const json kept = plane->events(0, 10'000)["events"];
+  ASSERT_FALSE(kept.empty());
+  EXPECT_LE(kept.size(), 61u);  // the last hour's, not 2,500
+  EXPECT_GE(kept.front()["timeMs"].get<Millis>(), calendar - 3600'000);
+  auto snapshot = store_->loadAll();
+  ASSERT_TRUE(snapshot) << snapshot.error().message;
+  EXPECT_LT(snapshot->events.size(), 1024u + 61u);  // compacted every 1024 events
+  EXPECT_GT(snapshot->firstRetainedSeq, 1);
+  // A restart keeps the retention.
+  plane.reset();
+  created = ControlPlane::create(catalog_, clock_, config, store_.get());
+  ASSERT_TRUE(created) << created.error().message;
+  const json restored = (*created)->events(0, 10'000)["events"];
+  EXPECT_EQ(restored.size(), kept.size());
+  EXPECT_EQ(restored.back()["seq"], kept.back()["seq"]);
+}
+
 }  // namespace
 }  // namespace tessera::api
