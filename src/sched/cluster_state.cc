@@ -231,7 +231,14 @@ Result<void> ClusterState::addNode(const model::NodeSpec& spec) {
   if (spec.cpuMilli < 0 || spec.hostMemoryMib < 0) {
     return fail(Error::invalid("node " + spec.name + ": cpuMilli and hostMemoryMib must be >= 0"));
   }
-  const NodeId nid = static_cast<NodeId>(nodes_.size());
+  // A removed node's slot, and its GPUs' slots, go to the next node with as many GPUs (a node
+  // replaced, or re-registered after a removal): months of node churn keep the tables at the
+  // fleet's size.
+  auto reuse = std::find_if(freeNodeSlots_.begin(), freeNodeSlots_.end(), [&](NodeId n) {
+    return nodes_[static_cast<std::size_t>(n)].gpuIds.size() == spec.gpus.size();
+  });
+  const bool reused = reuse != freeNodeSlots_.end();
+  const NodeId nid = reused ? *reuse : static_cast<NodeId>(nodes_.size());
   std::vector<GpuRecord> newGpus;
   newGpus.reserve(spec.gpus.size());
   for (std::size_t i = 0; i < spec.gpus.size(); ++i) {
@@ -266,20 +273,34 @@ Result<void> ClusterState::addNode(const model::NodeSpec& spec) {
   node.spec = spec;
   node.spec.gpus.clear();
   node.rank = spec.rank.value_or(static_cast<std::int64_t>(nid));
-  for (std::size_t i = 0; i < newGpus.size(); ++i) {
-    node.gpuIds.push_back(static_cast<GpuId>(gpus_.size() + i));
+  if (reused) {
+    node.gpuIds = nodes_[static_cast<std::size_t>(nid)].gpuIds;
+    freeNodeSlots_.erase(reuse);
+    nodes_[static_cast<std::size_t>(nid)] = std::move(node);
+    nodeMaxKey_[static_cast<std::size_t>(nid)] = -1;
+    nodeMaxCompute_[static_cast<std::size_t>(nid)] = -1;
+  } else {
+    for (std::size_t i = 0; i < newGpus.size(); ++i) {
+      node.gpuIds.push_back(static_cast<GpuId>(gpus_.size() + i));
+    }
+    nodes_.push_back(std::move(node));
+    nodeMaxKey_.push_back(-1);
+    nodeMaxCompute_.push_back(-1);
   }
-  nodes_.push_back(std::move(node));
-  nodeMaxKey_.push_back(-1);
-  nodeMaxCompute_.push_back(-1);
   touch(nid);
   // All of the node's GPUs exist before the first reindex: it summarises over them.
-  const auto firstGpu = static_cast<GpuId>(gpus_.size());
-  for (auto& g : newGpus) {
-    gpus_.push_back(std::move(g));
-    indexedKey_.push_back(-1);
+  const std::vector<GpuId> gpuIds = nodes_[static_cast<std::size_t>(nid)].gpuIds;
+  for (std::size_t i = 0; i < newGpus.size(); ++i) {
+    const auto gi = static_cast<std::size_t>(gpuIds[i]);
+    if (reused) {
+      gpus_[gi] = std::move(newGpus[i]);
+      indexedKey_[gi] = -1;
+    } else {
+      gpus_.push_back(std::move(newGpus[i]));
+      indexedKey_.push_back(-1);
+    }
   }
-  for (GpuId gid = firstGpu; gid < static_cast<GpuId>(gpus_.size()); ++gid) reindex(gid);
+  for (GpuId gid : gpuIds) reindex(gid);
   liveGpus_ += static_cast<int>(newGpus.size());
   ++liveNodes_;
   nodeIndex_.emplace(spec.name, nid);
@@ -387,6 +408,7 @@ Result<void> ClusterState::removeNode(const NodeRemoved& ev) {
   liveGpus_ -= static_cast<int>(node.gpuIds.size());
   --liveNodes_;
   nodeIndex_.erase(ev.name);
+  freeNodeSlots_.push_back(*id);
   return {};
 }
 
@@ -771,6 +793,20 @@ Result<void> ClusterState::checkInvariants() const {
     });
     if (!unique || !allRemoved || free.size() != removed) {
       return fail(Error::internal("the free replica slots disagree with the removed replicas"));
+    }
+  }
+  {
+    std::size_t removed = 0;
+    for (const NodeRecord& n : nodes_) removed += n.removed ? 1 : 0;
+    std::vector<NodeId> free = freeNodeSlots_;
+    std::sort(free.begin(), free.end());
+    const bool unique = std::adjacent_find(free.begin(), free.end()) == free.end();
+    const bool allRemoved = std::all_of(free.begin(), free.end(), [this](NodeId n) {
+      return n >= 0 && static_cast<std::size_t>(n) < nodes_.size() &&
+             nodes_[static_cast<std::size_t>(n)].removed;
+    });
+    if (!unique || !allRemoved || free.size() != removed) {
+      return fail(Error::internal("the free node slots disagree with the removed nodes"));
     }
   }
   for (std::size_t g = 0; g < gpus_.size(); ++g) {

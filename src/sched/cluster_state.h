@@ -167,8 +167,9 @@ class ClusterState {
   const EngineOptions& options() const { return options_; }
 
   // Tables, indexed by id; removed entries stay as tombstones (check `removed`). A removed
-  // replica's slot (and id) is given to the next replica placed: hold replica ids only within
-  // one decision, and names (placement.replicaId) across changes.
+  // replica's slot (and id) is given to the next replica placed, a removed node's (and its
+  // GPUs') to the next node with as many GPUs: hold ids only within one decision, and names
+  // across changes.
   std::span<const NodeRecord> nodes() const { return nodes_; }
   std::span<const GpuRecord> gpus() const { return gpus_; }
   std::span<const ReplicaRecord> replicas() const { return replicas_; }
@@ -278,6 +279,7 @@ class ClusterState {
   std::vector<GpuRecord> gpus_;
   std::vector<ReplicaRecord> replicas_;
   std::vector<ReplicaId> freeReplicaSlots_;  // removed replicas' slots, reused by place()
+  std::vector<NodeId> freeNodeSlots_;  // removed nodes' slots (with their GPUs'), reused by addNode
   std::unordered_map<std::string, NodeId> nodeIndex_;
   std::unordered_map<std::string, ReplicaId> replicaIndex_;
   std::unordered_map<std::string, std::int32_t> nameIds_;  // grows only

@@ -455,11 +455,8 @@ class Case {
             const bool linkable = catalog_.find(g->type)->nvlinkGBps.has_value();
             const int link = linkable ? rng_.upTo(2) - 1 : -1;
             const int numa = rng_.upTo(2) - 1;
-            const bool changed = link != g->nvlinkGroup || numa != g->numaNode;
             g->nvlinkGroup = link;
             g->numaNode = numa;
-            const auto id = state_.findGpu(spec.name, g->id);
-            mustRefuse |= changed && id && !state_.gpu(*id).replicas.empty();
           }
           break;
         case 7:
@@ -474,6 +471,13 @@ class Case {
       }
     }
     mustRefuse |= spec.cpuMilli < rec.bookedCpuMilli;
+    // Judged on the final spec against the books: two mutations may undo each other.
+    for (const model::GpuSpec& g : spec.gpus) {
+      const auto id = state_.findGpu(spec.name, g.id);
+      if (!id || state_.gpu(*id).replicas.empty()) continue;
+      const model::GpuSpec& now = state_.gpu(*id).spec;
+      mustRefuse |= g.nvlinkGroup != now.nvlinkGroup || g.numaNode != now.numaNode;
+    }
     last_ = "update node " + spec.name;
     if (applyOrUnchanged(NodeUpdated{spec})) {
       if (mustRefuse) {
