@@ -17,6 +17,7 @@
 #include "cmd_profile.h"
 #include "cmd_serve.h"
 #include "cmd_simulate.h"
+#include "cmd_validate.h"
 
 namespace {
 
@@ -130,6 +131,17 @@ int main(int argc, char** argv) {
   tessera::cli::ProfileCommand profile(app);
   tessera::cli::AgentCommand agent(app);
 
+  tessera::cli::ValidateOptions validate;
+  CLI::App* validateCmd = app.add_subcommand(
+      "validate",
+      "Check configuration files (Cluster, PlacementRequests, PlacementProfile, ServerConfig, "
+      "AgentConfig, ServingModel) as the commands that read them do");
+  validateCmd->add_option("files", validate.files, "Files to check; a Cluster file's models are known to the requests files")
+      ->required()
+      ->check(CLI::ExistingFile);
+  OutputFlag validateOutput;
+  addOutputFlag(*validateCmd, validateOutput);
+
   CLI::App* versionCmd = app.add_subcommand("version", "Print the version");
   OutputFlag versionOutput;
   addOutputFlag(*versionCmd, versionOutput);
@@ -157,6 +169,10 @@ int main(int argc, char** argv) {
     if (serve.parsed()) return serve.run(std::cout, std::cerr);
     if (profile.parsed()) return profile.run(std::cout, std::cerr);
     if (agent.parsed()) return agent.run(std::cout, std::cerr);
+    if (validateCmd->parsed()) {
+      validate.format = validateOutput.format();
+      return tessera::cli::runValidate(validate, std::cout, std::cerr);
+    }
     if (versionCmd->parsed()) return runVersion(versionOutput.format());
   } catch (const std::exception& e) {
     // Errors are values across modules; an exception reaching here is a bug.

@@ -1,0 +1,54 @@
+// `tessera validate`: configuration files checked as the commands that read them check them,
+// the error naming the file and line, exit 2; valid files summarised, exit 0.
+
+#include "cli_test_support.h"
+
+namespace {
+
+class ValidateCli : public CliTest {};  // a suite of its own: gtest keys fixtures by suite name
+
+TEST_F(ValidateCli, ValidateAcceptsTheExamplesAndTheDeployedAgentConfig) {
+  const Outcome r = tessera("validate " + example("cluster.yaml") + " " + example("requests.yaml") +
+                            " " + example("profile.yaml") + " " +
+                            quoted(std::string(TESSERA_SOURCE_DIR) + "/deploy/base/agent-config.yaml"));
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("valid Cluster (7 nodes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("valid PlacementRequests (18 requests)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("valid PlacementProfile"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("valid AgentConfig"), std::string::npos) << r.out;
+  // Requests name the cluster's models: given alone, they do not resolve, whatever the order.
+  const Outcome alone = tessera("validate " + example("requests.yaml"));
+  EXPECT_EQ(alone.exitCode, 2);
+  EXPECT_NE(alone.err.find("requests.yaml:"), std::string::npos) << alone.err;
+  EXPECT_NE(alone.err.find("unknown model"), std::string::npos) << alone.err;
+  const Outcome reordered =
+      tessera("validate " + example("requests.yaml") + " " + example("cluster.yaml"));
+  EXPECT_EQ(reordered.exitCode, 0) << reordered.err;
+}
+
+TEST_F(ValidateCli, ValidateNamesTheFileLineAndWhatIsWrong) {
+  const std::string kind = write("kind.yaml", "apiVersion: tessera.io/v1alpha1\nkind: Clustr\n");
+  const Outcome k = tessera("validate " + quoted(kind));
+  EXPECT_EQ(k.exitCode, 2);
+  EXPECT_NE(k.err.find("did you mean Cluster?"), std::string::npos) << k.err;
+  const std::string type = write("type.yaml",
+                                 "apiVersion: tessera.io/v1alpha1\nkind: Cluster\nnodes:\n"
+                                 "  - name: a\n    gpus: [{type: H100-80G}]\n");
+  const Outcome t = tessera("validate -o json " + quoted(type));
+  EXPECT_EQ(t.exitCode, 2);
+  const json body = json::parse(t.out, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << t.out;
+  EXPECT_EQ(body["valid"], false);
+  ASSERT_EQ(body["files"].size(), 1u);
+  EXPECT_EQ(body["files"][0]["kind"], "Cluster");
+  const std::string error = body["files"][0]["error"].get<std::string>();
+  EXPECT_NE(error.find("type.yaml:5"), std::string::npos) << error;
+  EXPECT_NE(error.find("H100-80GB"), std::string::npos) << error;  // the suggestion
+  const std::string notYaml = write("broken.yaml", "kind: [Cluster\n");
+  const Outcome y = tessera("validate " + quoted(notYaml));
+  EXPECT_EQ(y.exitCode, 2);
+  EXPECT_NE(y.err.find("broken.yaml:"), std::string::npos) << y.err;
+  EXPECT_EQ(tessera("validate /no/such/file.yaml").exitCode, 2);
+}
+
+}  // namespace
