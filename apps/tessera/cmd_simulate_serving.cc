@@ -198,6 +198,12 @@ Result<void> writeOutputs(const std::string& dir, const sim::ServingReport& repo
 }
 
 Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
+  if (o.tracePath.empty()) {
+    if (o.traceFormat || o.tokensFrom || o.qpsMean) {
+      return fail(Error::invalid("--format, --tokens-from and --qps-mean need --trace FILE"));
+    }
+    return sim::builtinChatTrace(o.seed, o.timeScale);
+  }
   if (o.traceFormat != "qps") {
     if (o.tokensFrom || o.qpsMean) {
       return fail(Error::invalid("--tokens-from and --qps-mean go with --format qps"));
@@ -299,8 +305,8 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
       "scaling per autoscaling policy");
   cmd->add_option(
          "--trace", o.tracePath,
-         "Request trace: Azure LLM 2023 CSV, Mooncake JSONL, or a QPS series (--format qps)")
-      ->required()
+         "Request trace: Azure LLM 2023 CSV, Mooncake JSONL, or a QPS series (--format qps); "
+         "default: a built-in synthetic hour of chat traffic (builtin-chat, --seed)")
       ->check(CLI::ExistingFile);
   cmd->add_option(
          "--format", o.traceFormat,
@@ -317,7 +323,7 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                   "With --format qps: stretch or compress the series to this many seconds (0: "
                   "as recorded)")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "With --format qps: seed of the arrival draw")
+  cmd->add_option("--seed", o.seed, "Seed of the arrival draw: with --format qps, or of the built-in trace")
       ->capture_default_str();
   cmd->add_option("--slo-target", o.sloTarget,
                   "Share of requests that must meet the TTFT SLO (the clairvoyant and the lower "

@@ -51,4 +51,18 @@ TEST_F(ValidateCli, ValidateNamesTheFileLineAndWhatIsWrong) {
   EXPECT_EQ(tessera("validate /no/such/file.yaml").exitCode, 2);
 }
 
+// Not validate's, but the other file-less start for a new user: `simulate serving` with no
+// trace replays the built-in one.
+TEST_F(ValidateCli, SimulateServingRunsOnTheBuiltInTraceWithoutFiles) {
+  const Outcome r = tessera("simulate serving --policy tessera -o json");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const json body = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << r.out.substr(0, 400);
+  EXPECT_EQ(body["trace"], "builtin-chat");
+  EXPECT_GT(body["policies"]["tessera"]["slo_attainment"].get<double>(), 0.9);
+  const Outcome bad = tessera("simulate serving --format qps");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("need --trace"), std::string::npos) << bad.err;
+}
+
 }  // namespace

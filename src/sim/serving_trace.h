@@ -73,6 +73,13 @@ struct QpsShapeOptions {
 Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const ServingTrace& tokens,
                                 const QpsShapeOptions& options, std::string name);
 
+// The trace `tessera simulate serving` replays when given none (a fresh clone has no public
+// traces): one synthetic hour of a chat service, deterministic for a seed. Arrivals are a
+// Poisson process whose rate follows a slow swell (3 to 7 requests/s over the hour) with a
+// four-minute burst at twice the rate 40 minutes in; prompt and output lengths are log-normal
+// (medians 700 and 180 tokens, capped at 16,000 and 2,000), shaped like the public chat traces.
+ServingTrace builtinChatTrace(std::uint64_t seed = 1, double timeScale = 1.0);
+
 // Reads a file; the format is given or, when empty, taken from the extension (.csv: Azure,
 // .jsonl / .json: Mooncake).
 Result<ServingTraceFormat> servingTraceFormatOf(std::string_view path);
