@@ -43,8 +43,8 @@ inline Result<void> onlyKeys(const nlohmann::json& obj, std::string_view path,
 
 // An optional integer member within [min, max]; `fallback` when absent.
 inline Result<std::int64_t> intField(const nlohmann::json& obj, std::string_view key,
-                                     std::string_view path,
-                              std::int64_t min, std::int64_t max, std::int64_t fallback) {
+                                     std::string_view path, std::int64_t min, std::int64_t max,
+                                     std::int64_t fallback) {
   const nlohmann::json* m = member(obj, key);
   if (m == nullptr) return fallback;
   const std::string where =
