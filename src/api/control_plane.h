@@ -123,9 +123,10 @@ class ControlPlane {
   // The node's device plugin gave a pod's container its GPUs: {replica, devices, gpus}.
   // Marks the allocation confirmed (persisted with the replica) and ends the extender's
   // guard. When `gpus` differ from the booked ones, the plugin handed the booking of a twin
-  // (same shape, also unconfirmed, booked on exactly those GPUs) to this pod: the two
-  // bookings swap GPUs so that the books name the GPUs each pod really has; with no such
-  // twin it is refused (409). 404: unknown node or replica; 409: the replica is on another
+  // (same shape, booked on exactly those GPUs, unconfirmed, or confirmed with exactly these
+  // `devices`: kubelet's PodResources showed this pod holds them) to this pod: the two
+  // bookings swap GPUs (and devices) so that the books name the GPUs each pod really has;
+  // with no such twin it is refused (409). 404: unknown node or replica; 409: the replica is on another
   // node or was not bound through the extender.
   Result<nlohmann::json> confirmAllocation(std::string_view node, const nlohmann::json& body);
 
