@@ -199,7 +199,7 @@ class DevicePlugin::Service final : public v1beta1::DevicePlugin::Service {
       std::erase_if(plugin_.remembered_, [&](const auto& kv) { return kv.second == conf.replica; });
       if (!plugin_.config_.podResourcesSocket.empty()) {
         plugin_.handedOut_[sortedKey(conf.deviceIds)] = {conf.replica, conf.gpuIds,
-                                                         std::chrono::steady_clock::now()};
+                                                         std::chrono::steady_clock::now(), ""};
       }
       plugin_.say("allocated " + conf.replica + " on GPUs " + [&] {
         std::string g;
@@ -440,10 +440,12 @@ Result<void> DevicePlugin::checkPodResources() {
     // Twins swapped: the devices handed out as `was`'s booking run pod `c.pod`. Confirming
     // c.pod with those GPUs makes the control plane swap the two bookings' GPUs.
     const std::string was = handed->second.replica;
+    if (handed->second.refusedFor == c.pod) continue;  // said once; the books stay as they are
     Confirmation conf{c.pod, c.deviceIds, handed->second.gpuIds};
     if (auto done = bookings_.confirm(conf); !done) {
       say("PodResources shows pod " + c.pod + " holding the devices handed out for " + was +
           ", but the control plane refused the correction: " + done.error().message);
+      if (done.error().code != ErrorCode::kInternal) handed->second.refusedFor = c.pod;
       continue;
     }
     for (auto& [otherKey, other] : handedOut_) {

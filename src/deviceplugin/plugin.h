@@ -138,6 +138,7 @@ class DevicePlugin {
     std::string replica;
     std::vector<std::string> gpuIds;
     std::chrono::steady_clock::time_point at;
+    std::string refusedFor;  // a pod whose correction the control plane refused (not retried)
   };
   std::map<std::string, HandedOut> handedOut_;
   std::atomic<int> corrections_{0};
