@@ -663,7 +663,7 @@ TEST_F(CliTest, SimulateServingBadFlagsExitTwo) {
         "--gpu K80 --trace " + trace, "--format xml --trace " + trace,
         "--slo-ttft-ms -5 --trace " + trace, "--trace " + quoted(dir_ / "missing.csv"),
         "--model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) + " --trace " + trace,
-        std::string("--policy hpa")}) {
+        std::string("--policy hpa --format qps")}) {  // (no --trace: the built-in trace)
     const Outcome run = tessera("simulate serving " + args);
     EXPECT_TRUE(exitedWith(run, 2)) << args;
     EXPECT_FALSE(run.err.empty()) << args;
