@@ -450,7 +450,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") o.seed = std::stoull(next());
     else if (a == "--dir") o.dir = next();
     else if (a == "--json") o.json = true;
-    else die("unknown argument " + a + " (see the comment at the top of bench/soak.cc)");
+    else die("unknown argument " + a + " (see the comment at the top of bench/soak/soak.cc)");
   }
   if (o.nodes < 1 || o.days < 0 || o.cyclesPerDay < 0 || o.crashes < 0) die("counts must be positive");
   bool ownDir = false;
