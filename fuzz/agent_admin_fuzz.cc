@@ -36,6 +36,7 @@
 #include "api/http_server.h"
 #include "api/log.h"
 #include "fuzz_support.h"
+#include "http_request.h"
 #include "profile/safetensors_writer.h"
 
 namespace {
@@ -175,11 +176,6 @@ struct Node {
   bool drainAsked = false;
 };
 
-std::string stringField(const json& request, const char* key, std::string fallback) {
-  const auto it = request.find(key);
-  return it != request.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
 void checkStatus(Node& n, const std::string& what) {
   auto r = n.admin->Get("/status");
   TESSERA_FUZZ_CHECK(r && r->status == 200, what + ": GET /status did not answer 200");
@@ -201,37 +197,12 @@ void checkStatus(Node& n, const std::string& what) {
 }
 
 void send(Node& n, const json& request, std::size_t index) {
-  if (!request.is_object()) return;
-  const std::string method = stringField(request, "method", "GET");
-  std::string path = stringField(request, "path", "");
-  if (path.empty() || path[0] != '/' || path.size() > 4096) return;
-  path = tessera::fuzz::encodeUrlPath(path);
-  if (const auto q = request.find("query"); q != request.end() && q->is_string()) {
-    path += "?" + tessera::fuzz::encodeUrlPath(q->get<std::string>(), "=&,");
-  }
-  std::string body;
-  if (const auto b = request.find("body"); b != request.end()) {
-    body = b->is_string() ? b->get<std::string>()
-                          : b->dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-  const std::string contentType = stringField(request, "contentType", "application/json");
-  if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" &&
-      method != "DELETE") {
-    return;
-  }
-  const std::string what = "request " + std::to_string(index) + " " + method + " " + path;
-  const httplib::Headers none;
-  httplib::Result r = method == "GET"    ? n.admin->Get(path)
-                      : method == "POST" ? n.admin->Post(path, none, body, contentType)
-                      : method == "PUT"  ? n.admin->Put(path, none, body, contentType)
-                      : method == "PATCH"
-                          ? n.admin->Patch(path, none, body, contentType)
-                          : n.admin->Delete(path, none, body, contentType);
-  TESSERA_FUZZ_CHECK(static_cast<bool>(r),
-                     what + ": no answer (" + httplib::to_string(r.error()) + ")");
-  if (std::getenv("TESSERA_FUZZ_TRACE") != nullptr) {
-    std::fprintf(stderr, "%s -> %d %.200s\n", what.c_str(), r->status, r->body.c_str());
-  }
+  const auto req = tessera::fuzz::readFuzzRequest(request);
+  if (!req) return;  // the admin API takes no token: `auth` does not matter
+  const std::string& path = req->path;
+  const std::string& method = req->method;
+  const std::string what = req->describe(index);
+  const httplib::Result r = tessera::fuzz::sendFuzzRequest(*n.admin, *req, {}, index);
   // /readyz answers 503 until the agent has registered, and while it drains.
   const bool readiness = path == "/readyz" && r->status == 503;
   TESSERA_FUZZ_CHECK(r->status < 500 || readiness,

@@ -39,6 +39,7 @@
 #include "api/control_plane.h"
 #include "api/http_server.h"
 #include "fuzz_support.h"
+#include "http_request.h"
 
 namespace {
 
@@ -123,11 +124,6 @@ struct Server {
   std::unique_ptr<httplib::Client> client;
 };
 
-std::string stringField(const json& request, const char* key, std::string fallback) {
-  const auto it = request.find(key);
-  return it != request.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
 // The codes of the error table in docs/api.md (500 `internal` is a failure here).
 const std::vector<std::string>& documentedCodes() {
   static const std::vector<std::string> kCodes = {
@@ -138,44 +134,17 @@ const std::vector<std::string>& documentedCodes() {
 }
 
 void send(Server& s, const json& request, std::size_t index) {
-  if (!request.is_object()) return;
-  const std::string method = stringField(request, "method", "GET");
-  std::string path = stringField(request, "path", "");
-  if (path.empty() || path[0] != '/' || path.size() > 4096) return;
-  path = tessera::fuzz::encodeUrlPath(path);
-  if (const auto q = request.find("query"); q != request.end() && q->is_string()) {
-    path += "?" + tessera::fuzz::encodeUrlPath(q->get<std::string>(), "=&,");
-  }
-  std::string body;
-  if (const auto b = request.find("body"); b != request.end()) {
-    body = b->is_string() ? b->get<std::string>()
-                          : b->dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-  const std::string contentType = stringField(request, "contentType", "application/json");
+  const auto req = tessera::fuzz::readFuzzRequest(request);
+  if (!req) return;
+  const std::string& path = req->path;
+  const std::string& method = req->method;
   httplib::Headers headers;
-  if (const auto a = request.find("auth"); a == request.end() || *a != false) {
-    headers.emplace("Authorization", std::string("Bearer ") + kToken);
-  }
-
-  const std::string what = "request " + std::to_string(index) + " " + method + " " + path;
+  if (req->auth) headers.emplace("Authorization", std::string("Bearer ") + kToken);
+  const std::string what = req->describe(index);
   const std::string before = s.listings();
   const std::uint64_t generation = s.generation();
-  if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" &&
-      method != "DELETE") {
-    return;
-  }
-  httplib::Result r = method == "GET"    ? s.client->Get(path, headers)
-                      : method == "POST" ? s.client->Post(path, headers, body, contentType)
-                      : method == "PUT"  ? s.client->Put(path, headers, body, contentType)
-                      : method == "PATCH"
-                          ? s.client->Patch(path, headers, body, contentType)
-                          : s.client->Delete(path, headers, body, contentType);
-  TESSERA_FUZZ_CHECK(static_cast<bool>(r),
-                     what + ": no answer (" + httplib::to_string(r.error()) + ")");
+  const httplib::Result r = tessera::fuzz::sendFuzzRequest(*s.client, *req, headers, index);
   const int status = r->status;
-  if (std::getenv("TESSERA_FUZZ_TRACE") != nullptr) {
-    std::fprintf(stderr, "%s -> %d %.200s\n", what.c_str(), status, r->body.c_str());
-  }
   TESSERA_FUZZ_CHECK(status < 500, what + ": answered " + std::to_string(status) + " " + r->body);
   const bool api = path.starts_with("/api/");
   if (status >= 400 && api) {
