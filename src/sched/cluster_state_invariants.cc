@@ -10,8 +10,26 @@
 #include "sched/cluster_state_internal.h"
 
 namespace tessera::sched {
+namespace {
+
 using internal::gpuName;
 using internal::slotMask;
+
+// Whether `free` lists every removed record of `table` once, and nothing else.
+template <typename Record, typename Id>
+bool freeSlotsMatch(const std::vector<Record>& table, std::vector<Id> free) {
+  std::size_t removed = 0;
+  for (const Record& r : table) removed += r.removed ? 1 : 0;
+  std::sort(free.begin(), free.end());
+  const bool unique = std::adjacent_find(free.begin(), free.end()) == free.end();
+  const bool allRemoved = std::all_of(free.begin(), free.end(), [&](Id id) {
+    return id >= 0 && static_cast<std::size_t>(id) < table.size() &&
+           table[static_cast<std::size_t>(id)].removed;
+  });
+  return unique && allRemoved && free.size() == removed;
+}
+
+}  // namespace
 
 // ---- invariants ---------------------------------------------------------------------------
 
@@ -42,34 +60,12 @@ Result<void> ClusterState::checkInvariants() const {
   if (active != activeReservations_ || static_cast<std::size_t>(active) != expiries_.size()) {
     return fail(Error::internal("reservation counters disagree with the replicas"));
   }
-  {
-    // The free slots are exactly the removed replicas', each once.
-    std::size_t removed = 0;
-    for (const ReplicaRecord& rec : replicas_) removed += rec.removed ? 1 : 0;
-    std::vector<ReplicaId> free = freeReplicaSlots_;
-    std::sort(free.begin(), free.end());
-    const bool unique = std::adjacent_find(free.begin(), free.end()) == free.end();
-    const bool allRemoved = std::all_of(free.begin(), free.end(), [this](ReplicaId r) {
-      return r >= 0 && static_cast<std::size_t>(r) < replicas_.size() &&
-             replicas_[static_cast<std::size_t>(r)].removed;
-    });
-    if (!unique || !allRemoved || free.size() != removed) {
-      return fail(Error::internal("the free replica slots disagree with the removed replicas"));
-    }
+  // The free slots are exactly the removed records', each once.
+  if (!freeSlotsMatch(replicas_, freeReplicaSlots_)) {
+    return fail(Error::internal("the free replica slots disagree with the removed replicas"));
   }
-  {
-    std::size_t removed = 0;
-    for (const NodeRecord& n : nodes_) removed += n.removed ? 1 : 0;
-    std::vector<NodeId> free = freeNodeSlots_;
-    std::sort(free.begin(), free.end());
-    const bool unique = std::adjacent_find(free.begin(), free.end()) == free.end();
-    const bool allRemoved = std::all_of(free.begin(), free.end(), [this](NodeId n) {
-      return n >= 0 && static_cast<std::size_t>(n) < nodes_.size() &&
-             nodes_[static_cast<std::size_t>(n)].removed;
-    });
-    if (!unique || !allRemoved || free.size() != removed) {
-      return fail(Error::internal("the free node slots disagree with the removed nodes"));
-    }
+  if (!freeSlotsMatch(nodes_, freeNodeSlots_)) {
+    return fail(Error::internal("the free node slots disagree with the removed nodes"));
   }
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
     const GpuRecord& rec = gpus_[g];
