@@ -348,7 +348,7 @@ std::optional<scale::ShareRule> ControlPlane::shareRuleOf(const Deployment& d) c
   scale::ShareRule rule;
   rule.sloTtftMs = d.sloTtftMs;
   for (const auto& [key, value] : d.config.args) {
-    if (key == "prefillTargetUtilization") rule.prefillTargetUtilization = value;
+    if (key == "sloTarget") rule.sloTarget = value;
   }
   return rule;
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <unordered_set>
 
+#include "scale/queueing.h"
 #include "scale/victims.h"
 
 namespace tessera::scale {
@@ -25,7 +26,7 @@ bool isPlaced(const ReplicaSignals& r) {
 std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int replicasAfter,
                                          const ShareRule& rule) {
   if (!rule.sloTtftMs || *rule.sloTtftMs <= 0 || !s.arrivalRatePerSec || !s.meanPrefillMs ||
-      rule.prefillTargetUtilization <= 0) {
+      *s.meanPrefillMs <= 0) {
     return std::nullopt;
   }
   double fractions = 0, concurrency = 0;
@@ -41,12 +42,20 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int replica
   }
   if (ready == 0 || fractions <= 0) return std::nullopt;
   const double f = fractions / ready;
-  const double wholeMeanMs = *s.meanPrefillMs * f;
-  const double wholeTailMs = s.prefillP99Ms.value_or(*s.meanPrefillMs) * f;
-  const double carry = *s.arrivalRatePerSec * wholeMeanMs / 1000 / rule.prefillTargetUtilization /
-                       std::max(1, replicasAfter);
-  const double tail = 2 * wholeTailMs / *rule.sloTtftMs;
-  const double need = std::max({carry, tail, rule.minShareMilli / 1000.0});
+  const double sloSec = *rule.sloTtftMs / 1000;
+  // A prompt's prefill and its slow prompts' on a whole GPU, s.
+  const double wholeMean = *s.meanPrefillMs * f / 1000;
+  const double wholeTail = s.prefillP99Ms.value_or(*s.meanPrefillMs) * f / 1000;
+  const double cs2 = serviceCs2(wholeMean, wholeTail);
+  const double perReplicaRate = *s.arrivalRatePerSec / std::max(1, replicasAfter);
+  const double eps = 1 - std::clamp(rule.sloTarget, 0.0, 1.0);
+  // On share x a prefill takes 1/x as long: the slow prompts must keep half the target, and
+  // a prompt may wait past what the slow prompt leaves of it with at most 1 - sloTarget
+  // probability (one replica's prompts as an M/G/1 queue, scale/queueing.h).
+  auto keepsTail = [&](double x) { return 2 * wholeTail / x <= sloSec + 1e-12; };
+  auto keepsWait = [&](double x) {
+    return waitTail(perReplicaRate, wholeMean / x, cs2, 1, sloSec - wholeTail / x) <= eps + 1e-12;
+  };
   // Requests in flight per replica (Little's law) against the slots a share would have.
   const bool memoryBound = rule.kvScale && s.meanServiceMs && reportingConcurrency > 0;
   const double inFlight = memoryBound ? *s.arrivalRatePerSec * *s.meanServiceMs / 1000 /
@@ -61,15 +70,19 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int replica
   };
   ShareDecision d;
   for (std::int32_t m = std::max(1, rule.stepMilli); m < 1000; m += std::max(1, rule.stepMilli)) {
-    if (m / 1000.0 + 1e-9 >= need && holds(m)) {
+    const double x = m / 1000.0;
+    if (m >= rule.minShareMilli && keepsTail(x) && keepsWait(x) && holds(m)) {
       d.milli = m;
       break;
     }
   }
-  d.reason = "share " + fixed(d.milli / 1000.0, 2) + ": prompts need " + fixed(carry, 2) +
-             " GPU per replica at " + fixed(100 * rule.prefillTargetUtilization, 0) +
-             " %, the p99 prompt (" + fixed(wholeTailMs, 0) + " ms on a GPU) " + fixed(tail, 2) +
-             " of one to keep half of " + fixed(*rule.sloTtftMs, 0) + " ms" +
+  const double x = d.milli / 1000.0;
+  d.reason = "share " + fixed(x, 2) + ": " + fixed(perReplicaRate, 2) + " prompts/s per replica of " +
+             fixed(1000 * wholeMean, 0) + " ms on a GPU (p99 " + fixed(1000 * wholeTail, 0) +
+             " ms), " + fixed(100 * perReplicaRate * wholeMean / x, 0) + " % busy, P(wait > " +
+             fixed(std::max(0.0, sloSec - wholeTail / x), 2) + " s) " +
+             fixed(100 * waitTail(perReplicaRate, wholeMean / x, cs2, 1, sloSec - wholeTail / x), 2) +
+             " %" +
              (memoryBound ? ", " + fixed(inFlight, 1) + " requests in flight per replica" : "");
   return d;
 }

@@ -12,20 +12,21 @@
 //
 // The share rule (ShareRule) picks the GPU share new replicas hold, from what the deployment
 // measured: a share s stretches a replica's prefill by 1/s (prefill is compute-bound), so s is
-// the smallest allowed share that
-//   - carries a replica's part of the prompts at the prefill target utilisation:
-//       s >= λ × P × f / (u × n)
-//   - leaves the deployment's slow prompts half of the TTFT target for queueing:
-//       s >= 2 × P99 × f / sloTtft
-//   - where memory shrinks with the share (kvScale), still holds a replica's part of the
-//     requests in flight (Little's law) at the concurrency target utilisation:
+// the smallest allowed share on which
+//   - the deployment's slow prompts keep half of the TTFT target:   2 × P99 × f / s <= sloTtft
+//   - a prompt waits past what a slow prompt leaves of the target (sloTtft − P99 × f / s) with
+//     at most 1 − sloTarget probability, a replica's prompts (λ / n per second, P × f / s each)
+//     taken as an M/G/1 queue whose service variability comes from P99 / P
+//     (scale/queueing.h)
+//   - where memory shrinks with the share (kvScale), a replica's part of the requests in
+//     flight (Little's law) still fits at the concurrency target utilisation:
 //       C × kvScale(s) / kvScale(f) × uc >= λ × S / n
 // with λ the arrival rate, P and P99 the mean and 99th-percentile prefill time measured on the
 // ready replicas, f their mean GPU share (so P × f is a prefill on a whole GPU), C their mean
-// maxConcurrency, S the mean service time, u and uc the target utilisations and n the replicas
-// after this step. None fits: a whole GPU. Without λ, P, a ready replica or an SLO there is
-// nothing to size from and the rule says nothing: the caller places what the model's profile
-// asks for.
+// maxConcurrency, S the mean service time, uc the concurrency target utilisation and n the
+// replicas after this step. None fits: a whole GPU. Without λ, P, a ready replica or an SLO
+// there is nothing to size from and the rule says nothing: the caller places what the model's
+// profile asks for.
 
 #include <climits>
 #include <cstdint>
@@ -44,9 +45,8 @@ struct ShareRule {
   // set-ups commonly split a card): 250, 500 and 750 below a whole one.
   std::int32_t stepMilli = 250;
   std::optional<double> sloTtftMs;  // the deployment's TTFT target; none: no share
-  // The part of its share a replica's prompts may keep busy (the tessera recommender's
-  // prefillTargetUtilization, which sizes the replica count from the same measurement).
-  double prefillTargetUtilization = 0.6;
+  // The share of prompts that must meet sloTtftMs (the tessera recommender's sloTarget).
+  double sloTarget = 0.99;
   // The smallest share the model fits on (weights and a KV cache), thousandths; 0: any.
   std::int32_t minShareMilli = 0;
   // The KV cache a replica holds on a share (thousandths) relative to a whole GPU's, where the

@@ -50,6 +50,7 @@
 #include <deque>
 #include <vector>
 
+#include "scale/queueing.h"
 #include "scale/recommenders.h"
 #include "scale/signal_stats.h"
 
@@ -84,25 +85,13 @@ std::string fmt(double v) {
 
 constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
 
+// The prefill stage's service variability for its M/M/c tail: exponential. Measured
+// variability (scale/queueing.h serviceCs2 from the prefill P99) was tried here: on the
+// robustness matrix it held more replicas on long-prompt traffic for no attainment.
+constexpr double kExponential = 1;
+
 int ceilCount(double x) {
   return static_cast<int>(std::ceil(x - 1e-9));
-}
-
-// The fewest servers c of an M/M/c queue (arrivals at `lambda` per second, mean service
-// `service` seconds) for which a request waits longer than `wait` seconds with probability at
-// most `eps`: P(W > t) = ErlangC(c, a) x exp(-(c / service - lambda) t), a = lambda x service.
-// Erlang C from the Erlang B recursion (stable for any c). At most `cap`.
-int tailServers(double lambda, double service, double wait, double eps, int cap) {
-  if (lambda <= 0 || service <= 0) return 0;
-  const double a = lambda * service;
-  double b = 1;  // Erlang B with k servers
-  for (int c = 1; c <= cap; ++c) {
-    b = a * b / (c + a * b);
-    if (c <= a) continue;  // unstable: the queue grows without bound
-    const double erlangC = c * b / (c - a * (1 - b));
-    if (erlangC * std::exp(-(c / service - lambda) * wait) <= eps) return c;
-  }
-  return cap;
 }
 
 class TesseraRecommender final : public Recommender {
@@ -204,8 +193,8 @@ class TesseraRecommender final : public Recommender {
     const auto prefillReplicas = [&](double occupancy) {
       if (occupancy <= 0 || prefillSec <= 0) return 0;
       const double budget = std::max(p_.sloTtftMs / 1000 - prefillSec, prefillSec);
-      const int tail =
-          tailServers(occupancy / prefillSec, prefillSec, budget, 1 - p_.sloTarget, 100000);
+      const int tail = serversForTail(occupancy / prefillSec, prefillSec, kExponential, budget,
+                                      1 - p_.sloTarget, 100000);
       return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
     };
     const bool ttftPressure =

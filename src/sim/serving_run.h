@@ -108,7 +108,6 @@ struct ServingOptions {
   // with); a value in (0, 1] fixes it. Every other policy takes whole GPUs (they have no notion
   // of a share). runServingWith applies a fixed value to its controller; auto is 1 there.
   double replicaShare = 0;
-  double sharePrefillTargetUtilization = 0.6;  // tessera's prefillTargetUtilization default
 };
 
 // The shares auto chooses from (quarter GPUs, as time-slicing/MPS set-ups commonly split).

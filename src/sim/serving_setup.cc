@@ -123,7 +123,7 @@ std::optional<scale::ShareRule> shareRuleFor(std::string_view policy, const Repl
   if (policy != "tessera" || o.replicaShare > 0) return std::nullopt;
   scale::ShareRule rule;
   rule.sloTtftMs = o.sloTtftMs;
-  rule.prefillTargetUtilization = o.sharePrefillTargetUtilization;
+  rule.sloTarget = o.sloTarget;
   // The smallest step the weights fit on with a KV cache; none below a whole GPU: whole.
   rule.minShareMilli = 1000;
   for (std::int32_t m = rule.stepMilli; m < 1000; m += rule.stepMilli) {

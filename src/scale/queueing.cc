@@ -1,0 +1,53 @@
+#include "scale/queueing.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::scale {
+namespace {
+
+constexpr double kZ99 = 2.3263478740408408;  // the standard normal's 0.99 quantile
+
+// Erlang C for c servers at offered load a (< c), from the Erlang B recursion (stable for
+// any c).
+double erlangC(int c, double a) {
+  double b = 1;
+  for (int k = 1; k <= c; ++k) b = a * b / (k + a * b);
+  return c * b / (c - a * (1 - b));
+}
+
+}  // namespace
+
+double serviceCs2(double mean, double p99) {
+  if (!(mean > 0) || !(p99 > mean)) return 0;
+  // Log-normal with log-scale sigma: ln(p99 / mean) = z sigma − sigma² / 2; the smaller root.
+  const double r = std::log(p99 / mean);
+  const double disc = kZ99 * kZ99 - 2 * r;
+  const double sigma = disc > 0 ? kZ99 - std::sqrt(disc) : kZ99;
+  return std::expm1(sigma * sigma);
+}
+
+double waitTail(double lambda, double service, double cs2, int servers, double t) {
+  if (lambda <= 0 || service <= 0) return 0;
+  if (servers <= 0) return 1;
+  const double a = lambda * service;
+  if (a >= servers) return 1;  // unstable: the queue grows without bound
+  const double rate = (servers / service - lambda) * 2 / (1 + std::max(0.0, cs2));
+  return erlangC(servers, a) * std::exp(-rate * std::max(0.0, t));
+}
+
+int serversForTail(double lambda, double service, double cs2, double t, double eps, int cap) {
+  if (lambda <= 0 || service <= 0) return 0;
+  const double a = lambda * service;
+  double b = 1;  // Erlang B with c servers, carried up c by c
+  for (int c = 1; c <= cap; ++c) {
+    b = a * b / (c + a * b);
+    if (c <= a) continue;
+    const double erlang = c * b / (c - a * (1 - b));
+    const double rate = (c / service - lambda) * 2 / (1 + std::max(0.0, cs2));
+    if (erlang * std::exp(-rate * std::max(0.0, t)) <= eps) return c;
+  }
+  return cap;
+}
+
+}  // namespace tessera::scale
