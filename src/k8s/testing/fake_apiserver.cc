@@ -80,13 +80,17 @@ std::optional<Target> parsePath(const std::string& path) {
     i = j + 1;
   }
   std::size_t at = 0;
-  bool core = false;
+  bool core = false, coordination = false;
   if (segs.size() >= 2 && segs[0] == "api" && segs[1] == "v1") {
     core = true;
     at = 2;
   } else if (segs.size() >= 3 && segs[0] == "apis" && segs[1] == "tessera.io" &&
              segs[2] == "v1alpha1") {
     at = 3;
+  } else if (segs.size() >= 3 && segs[0] == "apis" && segs[1] == "coordination.k8s.io" &&
+             segs[2] == "v1") {
+    at = 3;
+    coordination = true;
   } else {
     return std::nullopt;
   }
@@ -100,9 +104,11 @@ std::optional<Target> parsePath(const std::string& path) {
   t.resource = segs[at];
   if (segs.size() > at + 1) t.name = segs[at + 1];
   if (segs.size() > at + 2) t.sub = segs[at + 2];
-  if (core ? (t.resource != "pods" && t.resource != "nodes") : t.resource != "modeldeployments") {
-    return std::nullopt;
-  }
+  const bool known = core           ? t.resource == "pods" || t.resource == "nodes"
+                     : coordination ? t.resource == "leases" && t.nsGiven
+                                    : t.resource == "modeldeployments";
+  if (!known) return std::nullopt;
+  if (t.resource == "leases" && !t.sub.empty()) return std::nullopt;
   if (t.resource == "nodes" && t.nsGiven) return std::nullopt;
   if (!t.sub.empty() && (t.sub != "status" || t.resource == "nodes")) return std::nullopt;
   return t;
@@ -111,10 +117,12 @@ std::optional<Target> parsePath(const std::string& path) {
 std::string kindOf(const std::string& resource) {
   if (resource == "pods") return "Pod";
   if (resource == "nodes") return "Node";
+  if (resource == "leases") return "Lease";
   return "ModelDeployment";
 }
 
 std::string apiVersionOf(const std::string& resource) {
+  if (resource == "leases") return "coordination.k8s.io/v1";
   return resource == "modeldeployments" ? "tessera.io/v1alpha1" : "v1";
 }
 
@@ -439,6 +447,20 @@ void FakeApiServer::sendBookmarks() {
   changed_.notify_all();
 }
 
+void FakeApiServer::refuseWrites(std::function<int(const std::string&, const json&)> rule) {
+  std::lock_guard lock(mu_);
+  refuse_ = std::move(rule);
+}
+
+int FakeApiServer::refusal(const std::string& resource, const json& body) const {
+  std::function<int(const std::string&, const json&)> rule;
+  {
+    std::lock_guard lock(mu_);
+    rule = refuse_;
+  }
+  return rule ? rule(resource, body) : 0;
+}
+
 void FakeApiServer::beforeNextStatusPut(std::function<void()> fn) {
   std::lock_guard lock(mu_);
   beforeStatusPut_["*"] = std::move(fn);
@@ -655,6 +677,9 @@ void FakeApiServer::routes() {
       return reply(res, 400, statusBody(400, "BadRequest", "the body is not a JSON object"));
     }
     if (target->nsGiven) body["metadata"]["namespace"] = target->ns;
+    if (const int refused = refusal(target->resource, body); refused != 0) {
+      return reply(res, refused, statusBody(refused, "ServiceUnavailable", "write refused"));
+    }
     auto made = create(target->resource, std::move(body));
     if (!made) return replyError(res, made.error());
     reply(res, 201, *made);
@@ -673,6 +698,9 @@ void FakeApiServer::routes() {
                    statusBody(400, "BadRequest", "the name of the object does not match the URL"));
     }
     if (target->nsGiven) body["metadata"]["namespace"] = target->ns;
+    if (const int refused = refusal(target->resource, body); refused != 0) {
+      return reply(res, refused, statusBody(refused, "ServiceUnavailable", "write refused"));
+    }
     const bool status = target->sub == "status";
     if (status) {
       std::function<void()> hook;

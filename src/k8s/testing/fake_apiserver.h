@@ -4,10 +4,12 @@
 //
 //  - One store for every resource with a global resourceVersion counter: every write takes
 //    the next value and the object carries it in metadata.resourceVersion (decimal text).
-//  - Resources: core `pods` (namespaced, status subresource), core `nodes` (cluster-wide) and
-//    `modeldeployments` of tessera.io/v1alpha1 (namespaced, status subresource), under the
-//    usual paths (/api/v1/namespaces/{ns}/pods/{name}[/status], /api/v1/pods,
-//    /apis/tessera.io/v1alpha1/namespaces/{ns}/modeldeployments/{name}/status, ...).
+//  - Resources: core `pods` (namespaced, status subresource), core `nodes` (cluster-wide),
+//    `modeldeployments` of tessera.io/v1alpha1 (namespaced, status subresource) and `leases`
+//    of coordination.k8s.io/v1 (namespaced), under the usual paths
+//    (/api/v1/namespaces/{ns}/pods/{name}[/status], /api/v1/pods,
+//    /apis/tessera.io/v1alpha1/namespaces/{ns}/modeldeployments/{name}/status,
+//    /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}, ...).
 //  - GET collection: a List with metadata.resourceVersion; `limit` and `continue` page it
 //    from a snapshot taken at the first page (an expired snapshot answers 410 Expired);
 //    `labelSelector` (k=v, k!=v, k, !k, comma = and) and `fieldSelector` (dotted path =/!=).
@@ -63,7 +65,7 @@ class FakeApiServer {
   void stop();
   std::string url() const;  // "http://127.0.0.1:PORT"
 
-  // ---- the store, directly. `resource` is "pods", "nodes" or "modeldeployments".
+  // ---- the store, directly. `resource` is "pods", "nodes", "modeldeployments" or "leases".
   // As a POST / PUT (main resource) / DELETE would; errors carry the HTTP status in the
   // message ("409 ...").
   Result<nlohmann::json> create(const std::string& resource, nlohmann::json object);
@@ -86,6 +88,10 @@ class FakeApiServer {
   void resumeWatches();
   // Sends a BOOKMARK with the current resourceVersion on every watch that allows them.
   void sendBookmarks();
+  // A partition for writes: every POST and PUT over HTTP is first shown to `rule` (resource,
+  // body); a non-zero answer is the HTTP status it gets instead (503: the server refuses),
+  // nothing stored. An empty rule lets every write through again.
+  void refuseWrites(std::function<int(const std::string& resource, const nlohmann::json& body)> rule);
   // Called (without the lock) before the next status PUT on `resource` is applied.
   void beforeNextStatusPut(std::function<void()> fn);
 
@@ -112,6 +118,7 @@ class FakeApiServer {
                                       const std::string& name);
   void record(const std::string& resource, const std::string& type, const nlohmann::json& obj);
   void routes();
+  int refusal(const std::string& resource, const nlohmann::json& body) const;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
@@ -124,6 +131,7 @@ class FakeApiServer {
   std::uint64_t closeGeneration_ = 0;
   std::uint64_t bookmarkGeneration_ = 0;
   std::map<std::string, std::function<void()>> beforeStatusPut_;
+  std::function<int(const std::string&, const nlohmann::json&)> refuse_;
   std::map<std::string, int> lists_, watches_;
   int conflicts_ = 0;
   int openWatches_ = 0;
