@@ -2,11 +2,13 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "api/http_server.h"
 #include "api/kube_fleet.h"
@@ -17,6 +19,7 @@
 #include "demo/demo.h"
 #include "k8s/controller.h"
 #include "k8s/kube_client.h"
+#include "k8s/leader_election.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
 
@@ -97,6 +100,45 @@ Result<std::unique_ptr<k8s::KubeClient>> kubeClient(const ServeOptions& o) {
   return std::move(*client);
 }
 
+// A Go-style duration as kube-scheduler's flags take it: "15s", "1500ms", "1m" (a bare
+// number is seconds).
+Result<Millis> parseDuration(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1000;
+  if (unit == "ms") scale = 1;
+  if (unit == "m") scale = 60000;
+  if (used == 0 || scale == 0 || !(value > 0)) {
+    return fail(Error::invalid(flag + ": expected a duration such as 15s, 1500ms or 1m, got \"" +
+                               text + "\""));
+  }
+  return static_cast<Millis>(value * scale + 0.5);
+}
+
+Result<k8s::LeaderElectionConfig> electionConfig(const ServeOptions& o) {
+  k8s::LeaderElectionConfig c;
+  c.ns = o.leaseNamespace;
+  c.name = o.leaseName;
+  auto lease = parseDuration("--leader-elect-lease-duration", o.leaseDuration);
+  if (!lease) return fail(lease.error());
+  auto renew = parseDuration("--leader-elect-renew-deadline", o.renewDeadline);
+  if (!renew) return fail(renew.error());
+  auto retry = parseDuration("--leader-elect-retry-period", o.retryPeriod);
+  if (!retry) return fail(retry.error());
+  c.leaseDurationMs = *lease;
+  c.renewDeadlineMs = *renew;
+  c.retryPeriodMs = *retry;
+  if (auto ok = k8s::validate(c); !ok) return fail(ok.error());
+  return c;
+}
+
 }  // namespace
 
 ServeCommand::ServeCommand(CLI::App& app) {
@@ -148,6 +190,23 @@ ServeCommand::ServeCommand(CLI::App& app) {
       ->add_option("--controller", o.controller,
                    "With a Kubernetes API: run the ModelDeployment controller (true or "
                    "false)")
+      ->capture_default_str();
+  command_->add_flag("--leader-elect", o.leaderElect,
+                     "Run as one of several replicas: only the holder of a coordination.k8s.io "
+                     "Lease serves mutating calls and the extender (others answer 503)");
+  command_->add_option("--leader-elect-lease-duration", o.leaseDuration,
+                       "How long a standby waits after the lease last changed")
+      ->capture_default_str();
+  command_->add_option("--leader-elect-renew-deadline", o.renewDeadline,
+                       "The leader steps down (exit 1) when it could not renew for this long")
+      ->capture_default_str();
+  command_->add_option("--leader-elect-retry-period", o.retryPeriod,
+                       "Between two acquire or renew attempts")
+      ->capture_default_str();
+  command_->add_option("--leader-elect-resource-namespace", o.leaseNamespace,
+                       "Namespace of the Lease")
+      ->capture_default_str();
+  command_->add_option("--leader-elect-resource-name", o.leaseName, "Name of the Lease")
       ->capture_default_str();
   command_->add_flag("--demo", o.demo,
                      "Run the built-in demo: a fleet of virtual GPUs, a few models and "
@@ -287,7 +346,44 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   if (!plane) return reportError(err, kCommand, plane.error());
   auto kube = kubeClient(o);
   if (!kube) return reportError(err, kCommand, kube.error());
-  if (*kube) (*plane)->setBinder(k8s::bindingPoster(**kube));
+  // Leader election: its own client, with client-go's per-request timeout, so a slow bind
+  // never holds up a renewal.
+  std::unique_ptr<k8s::KubeClient> electionClient;
+  std::unique_ptr<k8s::LeaderElector> elector;
+  if (o.leaderElect) {
+    if (!*kube) {
+      return reportError(err, kCommand,
+                         Error::invalid("--leader-elect needs the Kubernetes API: give "
+                                        "--kube-api-server, or run in a pod"));
+    }
+    auto ec = electionConfig(o);
+    if (!ec) return reportError(err, kCommand, ec.error());
+    k8s::KubeConfig kc = (*kube)->config();
+    kc.timeoutMs = k8s::leaderElectionTimeoutMs(*ec);
+    auto client = k8s::KubeClient::create(kc);
+    if (!client) return reportError(err, kCommand, client.error());
+    electionClient = std::move(*client);
+    auto made = k8s::LeaderElector::create(*electionClient, *ec, steady);
+    if (!made) return reportError(err, kCommand, made.error());
+    elector = std::move(*made);
+  }
+  if (*kube) {
+    k8s::Binder poster = k8s::bindingPoster(**kube);
+    if (elector) {
+      // The last check before the commit point: no Binding from a replica whose lease is not
+      // fresh.
+      poster = [poster, e = elector.get()](const std::string& ns, const std::string& name,
+                                           const std::string& uid,
+                                           const std::string& node) -> Result<void> {
+        if (!e->isLeader()) {
+          return fail(Error::precondition("not the leader (lease " + e->config().ns + "/" +
+                                          e->config().name + "): binding refused"));
+        }
+        return poster(ns, name, uid, node);
+      };
+    }
+    (*plane)->setBinder(std::move(poster));
+  }
   if (cluster) {
     if (!(*plane)->listNodes()["nodes"].empty()) {
       out << "tessera serve: the store " << o.storePath
@@ -331,6 +427,10 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   serverConfig.tlsCertFile = o.tlsCert;
   serverConfig.tlsKeyFile = o.tlsKey;
   serverConfig.demo = o.demo;
+  if (elector) {
+    serverConfig.leader = [e = elector.get()] { return e->isLeader(); };
+    serverConfig.leaderName = [e = elector.get()] { return e->observedHolder(); };
+  }
   api::HttpServer server(**plane, serverConfig);
   auto port = server.start();
   if (!port) return reportError(err, kCommand, port.error());
@@ -346,13 +446,36 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   // The ModelDeployment controller acts on the plane under the server's lock.
   std::unique_ptr<api::PlaneFleet> fleet;
   std::unique_ptr<k8s::Controller> controller;
-  if (*kube && o.controller) {
+  auto startController = [&] {
+    if (!*kube || !o.controller || controller) return;
     fleet = std::make_unique<api::PlaneFleet>(
         [&server](const std::function<void(api::ControlPlane&)>& fn) { server.withPlane(fn); });
     controller = std::make_unique<k8s::Controller>(**kube, *fleet);
     controller->start();
     out << "tessera serve: watching ModelDeployments, pods and nodes at "
         << (*kube)->config().server << std::endl;
+  };
+  // With leader election the controller starts once this replica leads; losing the lease
+  // ends the process (exit 1), as kube-scheduler does, so a replica never resumes half-way.
+  std::atomic<bool> leading{false}, lostLease{false};
+  std::thread electionThread;
+  if (elector) {
+    out << "tessera serve: leader election on lease " << o.leaseNamespace << "/" << o.leaseName
+        << " as " << elector->identity() << std::endl;
+    electionThread = std::thread([&] {
+      elector->run({.onStartedLeading =
+                        [&] {
+                          leading = true;
+                          logger.info("leading", {{"identity", elector->identity()}});
+                        },
+                    .onStoppedLeading = [&] { lostLease = true; },
+                    .onNewLeader =
+                        [&](const std::string& holder) {
+                          logger.info("leader", {{"holder", holder}});
+                        }});
+    });
+  } else {
+    startController();
   }
   const std::string url =
       std::string(o.tlsCert.empty() ? "http" : "https") + "://" +
@@ -379,16 +502,33 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     const int sig = sigtimedwait(&signals, nullptr, &second);
     if (sig == SIGINT || sig == SIGTERM) break;
     if (sig < 0 && errno != EAGAIN && errno != EINTR) break;
+    if (elector) {
+      if (lostLease) break;
+      if (!elector->isLeader()) continue;  // a standby (or a leader about to step down) acts not
+      if (leading) startController();
+    }
     server.withPlane([&](api::ControlPlane& p) {
       if (demoSim) (void)demoSim->step(p, clock.nowMs());
       p.tick();
     });
   }
+  const bool lost = lostLease.load();
   out << "tessera serve: shutting down (finishing in-flight requests)" << std::endl;
-  logger.info("shutting down", {{"reason", "signal"}});
+  logger.info("shutting down", {{"reason", lost ? "lost the leader lease" : "signal"}});
   if (controller) controller->stop();
   server.stop();
+  // Work has stopped: on a signal the elector hands the lease back (a standby takes over at
+  // its next retry, not after the lease duration).
+  if (elector) {
+    elector->stop();
+    electionThread.join();
+  }
   logger.info("stopped", {{"store", o.storePath}});
+  if (lost) {
+    err << "tessera serve: lost the leader lease " << o.leaseNamespace << "/" << o.leaseName
+        << " (no renewal within " << o.renewDeadline << "); exiting" << std::endl;
+    return kExitInternal;
+  }
   return kExitOk;
 }
 

@@ -29,6 +29,10 @@ struct ServeOptions {
   std::string kubeTokenFile, kubeCaFile;
   // With a Kubernetes API: run the ModelDeployment controller (src/k8s/controller.h).
   bool controller = true;
+  // Lease leader election (k8s/leader_election.h), kube-scheduler's flags and defaults.
+  bool leaderElect = false;
+  std::string leaseDuration = "15s", renewDeadline = "10s", retryPeriod = "2s";
+  std::string leaseNamespace = "tessera-system", leaseName = "tessera-control-plane";
   // The built-in demo (src/demo): virtual GPUs, models and synthetic traffic.
   bool demo = false;
   double demoSpeed = 1;  // the demo's clock runs this many times faster than real time

@@ -152,6 +152,16 @@ void HttpServer::routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
+    if (config_.leader && mutating(req.method) &&
+        (req.path.starts_with("/api/") || req.path.starts_with("/scheduler/")) &&
+        !config_.leader()) {
+      const std::string holder = config_.leaderName ? config_.leaderName() : "";
+      res.set_header("Retry-After", "1");
+      sendError(res, 503, "not_leader",
+                "this replica is a standby" +
+                    (holder.empty() ? std::string(" (no leader yet)") : "; the leader is " + holder));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   s.set_logger([this](const Req& req, const Res& res) {

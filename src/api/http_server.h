@@ -17,6 +17,7 @@
 // stop() finishes in-flight requests and joins it.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,11 @@ struct ServerConfig {
   // Requests answered with a 4xx or 5xx, and every mutating call, are logged here.
   Logger* logger = nullptr;
   bool demo = false;  // the dashboard at / says it shows a demo (`tessera serve --demo`)
+  // Leader election: when set and false, mutating calls under /api/ and the extender's verbs
+  // are answered 503 not_leader (the replica is a standby); reads are served. leaderName
+  // names the holder in that answer.
+  std::function<bool()> leader;
+  std::function<std::string()> leaderName;
 };
 
 class HttpServer {
