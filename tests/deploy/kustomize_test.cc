@@ -261,6 +261,18 @@ void checkCommon(const Built& b, const std::string& where) {
     }
   }
   EXPECT_TRUE(leaseAllowed);
+  // The control plane's lease (tessera serve --leader-elect's default name), in its namespace.
+  const json* cpLease = b.find("Role", "tessera-control-plane-leader-election");
+  ASSERT_NE(cpLease, nullptr);
+  EXPECT_EQ((*cpLease)["metadata"]["namespace"], ns);
+  bool cpLeaseAllowed = false;
+  for (const json& r : (*cpLease)["rules"]) {
+    for (const json& n : r.value("resourceNames", json::array())) {
+      cpLeaseAllowed = cpLeaseAllowed || (n == "tessera-control-plane" &&
+                                          r["verbs"].dump().find("update") != std::string::npos);
+    }
+  }
+  EXPECT_TRUE(cpLeaseAllowed);
 
   // RBAC: no wildcards; the control plane may bind pods and write ModelDeployment status
   // and nothing of the kind on other resources; nothing is bound to the agent.
