@@ -45,8 +45,8 @@ Replica startReplica(const std::string& name, const std::string& apiServer) {
     ::dup2(devnull, STDERR_FILENO);
     ::setenv("POD_NAME", name.c_str(), 1);
     ::execl(TESSERA_BINARY, TESSERA_BINARY, "serve", "--listen", "127.0.0.1:0", "--store",
-            ":memory:", "--threads", "2", "--kube-api-server", apiServer.c_str(),
-            "--controller", "false", "--leader-elect", "--leader-elect-lease-duration", "2s",
+            ":memory:", "--threads", "2", "--kube-api-server", apiServer.c_str(), "--controller",
+            "false", "--leader-elect", "--leader-elect-lease-duration", "2s",
             "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "500ms",
             static_cast<char*>(nullptr));
     ::_exit(127);
@@ -95,7 +95,8 @@ int waitExit(pid_t pid, int ms) {
   const auto until = Clock::now() + std::chrono::milliseconds(ms);
   while (Clock::now() < until) {
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return -1;
@@ -141,8 +142,7 @@ TEST(ServeLeader, OneLeaderServesFailsOverOnKillAndStepsDownWhenCutOff) {
           last = res->body;
           const json body = json::parse(res->body, nullptr, false);
           return body.is_object() && body["error"]["code"] == "not_leader" &&
-                 body["error"]["message"].get<std::string>().find(leader.name) !=
-                     std::string::npos;
+                 body["error"]["message"].get<std::string>().find(leader.name) != std::string::npos;
         },
         3000))
         << last;

@@ -151,7 +151,7 @@ Result<std::optional<json>> LeaderElector::put(const json& lease) {
   if (r->status == 409) return std::optional<json>();
   if (r->status != 200) {
     return fail(Error::internal("renewing lease " + config_.ns + "/" + config_.name + ": " +
-                                   describeFailure(*r)));
+                                describeFailure(*r)));
   }
   json stored = json::parse(r->body, nullptr, false);
   if (stored.is_discarded() || !stored.is_object()) {
@@ -188,7 +188,7 @@ Result<bool> LeaderElector::tryAcquireOrRenew() {
     if (made->status == 409) return false;  // another candidate created it first
     if (made->status != 201 && made->status != 200) {
       return fail(Error::internal("creating lease " + config_.ns + "/" + config_.name + ": " +
-                                     describeFailure(*made)));
+                                  describeFailure(*made)));
     }
     json stored = json::parse(made->body, nullptr, false);
     if (stored.is_discarded() || !stored.is_object()) stored = lease;
@@ -199,7 +199,7 @@ Result<bool> LeaderElector::tryAcquireOrRenew() {
   }
   if (got->status != 200) {
     return fail(Error::internal("reading lease " + config_.ns + "/" + config_.name + ": " +
-                                   describeFailure(*got)));
+                                describeFailure(*got)));
   }
   json current = json::parse(got->body, nullptr, false);
   if (current.is_discarded() || !current.is_object()) {
@@ -246,7 +246,7 @@ Result<void> LeaderElector::release() {
   if (!stored) return fail(stored.error());
   if (!*stored) {
     return fail(Error::precondition("releasing lease " + config_.ns + "/" + config_.name +
-                                ": it changed since this process last renewed it"));
+                                    ": it changed since this process last renewed it"));
   }
   std::lock_guard lock(mu_);
   observe(**stored);
@@ -299,8 +299,8 @@ void LeaderElector::run(const Callbacks& cb, bool releaseOnStop) {
     auto got = tryAcquireOrRenew();
     noteHolder();
     if (got && *got) break;
-    const auto wait = static_cast<Millis>(static_cast<double>(config_.retryPeriodMs) *
-                                          (1 + jitter(rng)));
+    const auto wait =
+        static_cast<Millis>(static_cast<double>(config_.retryPeriodMs) * (1 + jitter(rng)));
     if (!sleepFor(wait)) return;
   }
   if (cb.onStartedLeading) cb.onStartedLeading();

@@ -5,8 +5,8 @@
 #include "k8s/leader_election.h"
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -223,9 +223,8 @@ TEST_F(LeaderElectionTest, ReleaseLetsAStandbyTakeOverAtItsNextTry) {
 TEST_F(LeaderElectionTest, AnAnswerThatIsNeitherSuccessNorConflictIsAnError) {
   ManualClock clock(0);
   auto a = elector(*clientA, "a", clock);
-  server.refuseWrites([](const std::string& resource, const json&) {
-    return resource == "leases" ? 503 : 0;
-  });
+  server.refuseWrites(
+      [](const std::string& resource, const json&) { return resource == "leases" ? 503 : 0; });
   auto got = a->tryAcquireOrRenew();
   ASSERT_FALSE(got);
   EXPECT_NE(got.error().message.find("503"), std::string::npos) << got.error().message;

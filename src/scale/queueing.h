@@ -14,8 +14,8 @@ namespace tessera::scale {
 
 // Squared coefficient of variation of a service time from its mean and 99th percentile,
 // taken as log-normal (the shape prompt lengths and prefill times have): a p99 of 4.6× the
-// mean (an exponential's) reads as cs² ≈ 0.87, 2× as 0.11; a p99 at or below the mean as 0; a p99 beyond the
-// log-normal's reach (about 15× the mean) as the largest it gives (cs² ≈ 222).
+// mean (an exponential's) reads as cs² ≈ 0.87, 2× as 0.11; a p99 at or below the mean as 0; a p99
+// beyond the log-normal's reach (about 15× the mean) as the largest it gives (cs² ≈ 222).
 double serviceCs2(double mean, double p99);
 
 // P(wait > t) for arrivals at `lambda` per second onto `servers` servers of mean service

@@ -46,7 +46,8 @@ TEST(Queueing, ServersForTailIsTheFewestThatMeetIt) {
     const double t = 3 * u(rng), eps = 0.001 + 0.1 * u(rng);
     const int c = serversForTail(lambda, service, cs2, t, eps, 100000);
     ASSERT_LT(c, 100000) << "seed " << seed << " case " << i;
-    EXPECT_LE(waitTail(lambda, service, cs2, c, t), eps + 1e-12) << "seed " << seed << " case " << i;
+    EXPECT_LE(waitTail(lambda, service, cs2, c, t), eps + 1e-12)
+        << "seed " << seed << " case " << i;
     if (c > 1) {
       EXPECT_GT(waitTail(lambda, service, cs2, c - 1, t), eps) << "seed " << seed << " case " << i;
     }
