@@ -185,7 +185,18 @@ Result<bool> LeaderElector::tryAcquireOrRenew() {
     json lease = record(nullptr, false);
     auto made = client_.request("POST", leasePath(true), lease.dump());
     if (!made) return fail(made.error());
-    if (made->status == 409) return false;  // another candidate created it first
+    if (made->status == 409) {
+      // Another candidate created it first: note whose it is (the standby names the leader,
+      // and its lease duration counts from now).
+      if (auto again = client_.request("GET", leasePath(false)); again && again->status == 200) {
+        json current = json::parse(again->body, nullptr, false);
+        if (current.is_object()) {
+          std::lock_guard lock(mu_);
+          observe(current);
+        }
+      }
+      return false;
+    }
     if (made->status != 201 && made->status != 200) {
       return fail(Error::internal("creating lease " + config_.ns + "/" + config_.name + ": " +
                                   describeFailure(*made)));

@@ -119,6 +119,35 @@ TEST_F(LeaderElectionTest, TheFirstCandidateCreatesTheLeaseTheSecondWaits) {
   EXPECT_NE(l["metadata"]["resourceVersion"], rv);
 }
 
+TEST_F(LeaderElectionTest, LosingTheCreateRaceReadsWhoWon) {
+  // B reads no lease, and another candidate creates one before B's POST lands: B gets 409
+  // AlreadyExists, is not leader, and knows the holder at once.
+  ManualClock clock(0);
+  auto b = elector(*clientB, "b", clock);
+  bool raced = false;
+  server.refuseWrites([&](const std::string& resource, const json&) {
+    if (resource == "leases" && !raced) {
+      raced = true;
+      json other = {
+          {"metadata", {{"name", "tessera-control-plane"}, {"namespace", "tessera-system"}}},
+          {"spec", {{"holderIdentity", "a"}, {"leaseDurationSeconds", 15}}}};
+      EXPECT_TRUE(server.create("leases", other));
+    }
+    return 0;
+  });
+  auto got = b->tryAcquireOrRenew();
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_FALSE(*got);
+  EXPECT_TRUE(raced);
+  EXPECT_EQ(b->observedHolder(), "a");
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "a");
+  // Its 15 s count from that read.
+  clock.advance(14999);
+  EXPECT_FALSE(*b->tryAcquireOrRenew());
+  clock.advance(1);
+  EXPECT_TRUE(*b->tryAcquireOrRenew());
+}
+
 TEST_F(LeaderElectionTest, ExpiryRunsOnTheCandidatesClockFromTheLastChangeItSaw) {
   ManualClock clockA(0), clockB(500000);  // far apart: only B's own elapsed time counts
   auto a = elector(*clientA, "a", clockA);
