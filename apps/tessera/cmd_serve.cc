@@ -457,17 +457,14 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   };
   // With leader election the controller starts once this replica leads; losing the lease
   // ends the process (exit 1), as kube-scheduler does, so a replica never resumes half-way.
-  std::atomic<bool> leading{false}, lostLease{false};
+  std::atomic<bool> lostLease{false};
   std::thread electionThread;
   if (elector) {
     out << "tessera serve: leader election on lease " << o.leaseNamespace << "/" << o.leaseName
         << " as " << elector->identity() << std::endl;
     electionThread = std::thread([&] {
       elector->run({.onStartedLeading =
-                        [&] {
-                          leading = true;
-                          logger.info("leading", {{"identity", elector->identity()}});
-                        },
+                        [&] { logger.info("leading", {{"identity", elector->identity()}}); },
                     .onStoppedLeading = [&] { lostLease = true; },
                     .onNewLeader =
                         [&](const std::string& holder) {
@@ -504,8 +501,8 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     if (sig < 0 && errno != EAGAIN && errno != EINTR) break;
     if (elector) {
       if (lostLease) break;
-      if (!elector->isLeader()) continue;  // a standby (or a leader about to step down) acts not
-      if (leading) startController();
+      if (!elector->isLeader()) continue;  // a standby, or a leader about to step down: hands off
+      startController();  // once: it returns at once when the controller runs
     }
     server.withPlane([&](api::ControlPlane& p) {
       if (demoSim) (void)demoSim->step(p, clock.nowMs());

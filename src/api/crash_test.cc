@@ -23,42 +23,19 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "api/serve_test_support.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Server {
-  pid_t pid = -1;
-  int port = 0;
-};
+using Server = tessera::testing::ServeProcess;
 
-// Starts `tessera serve` on a free port; reads the port from its first line of output.
+// `tessera serve` on a free port with the store file `db`.
 Server startServer(const fs::path& db) {
-  int out[2];
-  if (::pipe(out) != 0) return {};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], STDOUT_FILENO);
-    ::close(out[0]);
-    ::close(out[1]);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, STDERR_FILENO);
-    const std::string store = db.string();
-    ::execl(TESSERA_BINARY, TESSERA_BINARY, "serve", "--listen", "127.0.0.1:0", "--store",
-            store.c_str(), "--threads", "2", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  Server s;
-  s.pid = pid;
-  std::string line;
-  char c = 0;
-  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
-  ::close(out[0]);
-  const auto at = line.find("127.0.0.1:");
-  if (at != std::string::npos) s.port = std::atoi(line.c_str() + at + 10);
-  return s;
+  return tessera::testing::startServe(
+      {"--listen", "127.0.0.1:0", "--store", db.string(), "--threads", "2"});
 }
 
 void killHard(const Server& s) {

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "api/serve_test_support.h"
 #include "k8s/testing/fake_apiserver.h"
 
 namespace {
@@ -34,40 +35,12 @@ struct Replica {
 };
 
 Replica startReplica(const std::string& name, const std::string& apiServer) {
-  int out[2];
-  if (::pipe(out) != 0) return {};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], STDOUT_FILENO);
-    ::close(out[0]);
-    ::close(out[1]);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, STDERR_FILENO);
-    ::setenv("POD_NAME", name.c_str(), 1);
-    ::execl(TESSERA_BINARY, TESSERA_BINARY, "serve", "--listen", "127.0.0.1:0", "--store",
-            ":memory:", "--threads", "2", "--kube-api-server", apiServer.c_str(), "--controller",
-            "false", "--leader-elect", "--leader-elect-lease-duration", "2s",
-            "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "500ms",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  Replica r;
-  r.pid = pid;
-  r.name = name;
-  std::string line;
-  char c = 0;
-  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
-  // Keep draining its output so that it never blocks on a full pipe.
-  std::thread([fd = out[0]] {
-    char buf[512];
-    while (::read(fd, buf, sizeof buf) > 0) {
-    }
-    ::close(fd);
-  }).detach();
-  const auto at = line.find("127.0.0.1:");
-  if (at != std::string::npos) r.port = std::atoi(line.c_str() + at + 10);
-  return r;
+  const auto p = tessera::testing::startServe(
+      {"--listen", "127.0.0.1:0", "--store", ":memory:", "--threads", "2", "--kube-api-server",
+       apiServer, "--controller", "false", "--leader-elect", "--leader-elect-lease-duration", "2s",
+       "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "500ms"},
+      {{"POD_NAME", name}});
+  return {p.pid, p.port, name};
 }
 
 // The status a mutating call gets (a node with a bad body: 400 from a leader, 503 from a

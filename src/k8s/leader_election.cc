@@ -98,6 +98,10 @@ Result<std::unique_ptr<LeaderElector>> LeaderElector::create(KubeClient& client,
 LeaderElector::LeaderElector(KubeClient& client, LeaderElectionConfig config, const Clock& clock)
     : client_(client), config_(std::move(config)), clock_(clock) {}
 
+std::string LeaderElector::leaseName() const {
+  return config_.ns + "/" + config_.name;
+}
+
 std::string LeaderElector::leasePath(bool collection) const {
   std::string p = "/apis/coordination.k8s.io/v1/namespaces/" + config_.ns + "/leases";
   if (!collection) p += "/" + config_.name;
@@ -150,15 +154,30 @@ Result<std::optional<json>> LeaderElector::put(const json& lease) {
   if (!r) return fail(r.error());
   if (r->status == 409) return std::optional<json>();
   if (r->status != 200) {
-    return fail(Error::internal("renewing lease " + config_.ns + "/" + config_.name + ": " +
-                                describeFailure(*r)));
+    return fail(Error::internal("renewing lease " + leaseName() + ": " + describeFailure(*r)));
   }
   json stored = json::parse(r->body, nullptr, false);
   if (stored.is_discarded() || !stored.is_object()) {
-    return fail(Error::internal("lease " + config_.ns + "/" + config_.name +
-                                ": the API server answered a PUT with no object"));
+    return fail(
+        Error::internal("lease " + leaseName() + ": the API server answered a PUT with no object"));
   }
   return std::optional<json>(std::move(stored));
+}
+
+// GET: the lease on 200, nullopt on 404.
+Result<std::optional<json>> LeaderElector::get() {
+  auto r = client_.request("GET", leasePath(false));
+  if (!r) return fail(r.error());
+  if (r->status == 404) return std::optional<json>();
+  if (r->status != 200) {
+    return fail(Error::internal("reading lease " + leaseName() + ": " + describeFailure(*r)));
+  }
+  json lease = json::parse(r->body, nullptr, false);
+  if (lease.is_discarded() || !lease.is_object()) {
+    return fail(
+        Error::internal("lease " + leaseName() + ": the API server's answer is not a JSON object"));
+  }
+  return std::optional<json>(std::move(lease));
 }
 
 Result<bool> LeaderElector::tryAcquireOrRenew() {
@@ -179,27 +198,23 @@ Result<bool> LeaderElector::tryAcquireOrRenew() {
     // Conflict or failure: read the lease and decide from what it holds now.
   }
   // 2. Read it; create it when absent.
-  auto got = client_.request("GET", leasePath(false));
+  auto got = get();
   if (!got) return fail(got.error());
-  if (got->status == 404) {
+  if (!*got) {
     json lease = record(nullptr, false);
     auto made = client_.request("POST", leasePath(true), lease.dump());
     if (!made) return fail(made.error());
     if (made->status == 409) {
       // Another candidate created it first: note whose it is (the standby names the leader,
       // and its lease duration counts from now).
-      if (auto again = client_.request("GET", leasePath(false)); again && again->status == 200) {
-        json current = json::parse(again->body, nullptr, false);
-        if (current.is_object()) {
-          std::lock_guard lock(mu_);
-          observe(current);
-        }
+      if (auto again = get(); again && *again) {
+        std::lock_guard lock(mu_);
+        observe(**again);
       }
       return false;
     }
     if (made->status != 201 && made->status != 200) {
-      return fail(Error::internal("creating lease " + config_.ns + "/" + config_.name + ": " +
-                                  describeFailure(*made)));
+      return fail(Error::internal("creating lease " + leaseName() + ": " + describeFailure(*made)));
     }
     json stored = json::parse(made->body, nullptr, false);
     if (stored.is_discarded() || !stored.is_object()) stored = lease;
@@ -208,22 +223,14 @@ Result<bool> LeaderElector::tryAcquireOrRenew() {
     renewedAtMs_ = clock_.nowMs();
     return true;
   }
-  if (got->status != 200) {
-    return fail(Error::internal("reading lease " + config_.ns + "/" + config_.name + ": " +
-                                describeFailure(*got)));
-  }
-  json current = json::parse(got->body, nullptr, false);
-  if (current.is_discarded() || !current.is_object()) {
-    return fail(Error::internal("lease " + config_.ns + "/" + config_.name +
-                                ": the API server's answer is not a JSON object"));
-  }
+  json& current = **got;
   // 3. and 4. Another holder keeps an unexpired lease (expiry on our clock, from the change).
   const std::string holder = holderOf(current);
   {
     std::lock_guard lock(mu_);
     observe(current);
     if (!holder.empty() && holder != config_.identity) {
-      const json& spec = current["spec"];
+      const json spec = current.value("spec", json::object());
       const Millis duration =
           1000 * (spec.is_object() ? spec.value("leaseDurationSeconds", std::int64_t{0}) : 0);
       if (observedAtMs_ + duration > clock_.nowMs()) {
@@ -256,7 +263,7 @@ Result<void> LeaderElector::release() {
   auto stored = put(record(&*previous, true));
   if (!stored) return fail(stored.error());
   if (!*stored) {
-    return fail(Error::precondition("releasing lease " + config_.ns + "/" + config_.name +
+    return fail(Error::precondition("releasing lease " + leaseName() +
                                     ": it changed since this process last renewed it"));
   }
   std::lock_guard lock(mu_);

@@ -103,6 +103,8 @@ class LeaderElector {
  private:
   LeaderElector(KubeClient& client, LeaderElectionConfig config, const Clock& clock);
   std::string leasePath(bool collection) const;
+  std::string leaseName() const;  // "namespace/name", for messages
+  Result<std::optional<nlohmann::json>> get();
   nlohmann::json record(const nlohmann::json* previous, bool releasing) const;
   Result<std::optional<nlohmann::json>> put(const nlohmann::json& lease);
   void observe(const nlohmann::json& lease);

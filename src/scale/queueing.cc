@@ -8,12 +8,15 @@ namespace {
 
 constexpr double kZ99 = 2.3263478740408408;  // the standard normal's 0.99 quantile
 
-// Erlang C for c servers at offered load a (< c), from the Erlang B recursion (stable for
-// any c).
-double erlangC(int c, double a) {
-  double b = 1;
-  for (int k = 1; k <= c; ++k) b = a * b / (k + a * b);
+// Erlang C for c servers at offered load a (< c), from Erlang B with c servers (b).
+double erlangCFromB(int c, double a, double b) {
   return c * b / (c - a * (1 - b));
+}
+
+// P(wait > t) given Erlang C: the M/M/c decay rate scaled by 2 / (1 + cs²).
+double tailFrom(double erlangC, int c, double lambda, double service, double cs2, double t) {
+  const double rate = (c / service - lambda) * 2 / (1 + std::max(0.0, cs2));
+  return erlangC * std::exp(-rate * std::max(0.0, t));
 }
 
 }  // namespace
@@ -32,8 +35,9 @@ double waitTail(double lambda, double service, double cs2, int servers, double t
   if (servers <= 0) return 1;
   const double a = lambda * service;
   if (a >= servers) return 1;  // unstable: the queue grows without bound
-  const double rate = (servers / service - lambda) * 2 / (1 + std::max(0.0, cs2));
-  return erlangC(servers, a) * std::exp(-rate * std::max(0.0, t));
+  double b = 1;                // Erlang B, by its recursion (stable for any c)
+  for (int k = 1; k <= servers; ++k) b = a * b / (k + a * b);
+  return tailFrom(erlangCFromB(servers, a, b), servers, lambda, service, cs2, t);
 }
 
 int serversForTail(double lambda, double service, double cs2, double t, double eps, int cap) {
@@ -43,9 +47,7 @@ int serversForTail(double lambda, double service, double cs2, double t, double e
   for (int c = 1; c <= cap; ++c) {
     b = a * b / (c + a * b);
     if (c <= a) continue;
-    const double erlang = c * b / (c - a * (1 - b));
-    const double rate = (c / service - lambda) * 2 / (1 + std::max(0.0, cs2));
-    if (erlang * std::exp(-rate * std::max(0.0, t)) <= eps) return c;
+    if (tailFrom(erlangCFromB(c, a, b), c, lambda, service, cs2, t) <= eps) return c;
   }
   return cap;
 }
