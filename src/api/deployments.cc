@@ -319,6 +319,8 @@ scale::DeploymentSignals ControlPlane::signalsOf(const Deployment& d, Millis now
         rs.running = rt->second.signals.running;
         rs.kvCacheUsage = rt->second.signals.kvCacheUsage;
         rs.gpuUtilization = rt->second.signals.gpuUtilization;
+        rs.computeActive = rt->second.signals.computeActive;
+        rs.prefillsPerSec = rt->second.signals.prefillsPerSec;
       }
     }
     s.replicas.push_back(std::move(rs));
@@ -423,14 +425,17 @@ Result<json> ControlPlane::replicaSignals(std::string_view id, const json& body)
   }
   TESSERA_RETURN_IF_ERROR(onlyKeys(body, "",
                                    {"waiting", "running", "kvCacheUsage", "gpuUtilization",
-                                    "maxConcurrency", "expectedReadyMs"}));
+                                    "computeActive", "prefillsPerSec", "maxConcurrency",
+                                    "expectedReadyMs"}));
   auto waiting = readNumber(body, "waiting", 0, 1e9);
   auto running = readNumber(body, "running", 0, 1e9);
   auto kv = readNumber(body, "kvCacheUsage", 0, 1);
   auto gpu = readNumber(body, "gpuUtilization", 0, 1);
+  auto compute = readNumber(body, "computeActive", 0, 1);
+  auto prefills = readNumber(body, "prefillsPerSec", 0, 1e9);
   auto maxC = readInt(body, "maxConcurrency", 0, 1'000'000, -1);
   auto ready = readNumber(body, "expectedReadyMs", 0, 9e15);
-  for (auto* r : {&waiting, &running, &kv, &gpu, &ready}) {
+  for (auto* r : {&waiting, &running, &kv, &gpu, &compute, &prefills, &ready}) {
     if (!*r) return fail(r->error());
   }
   if (!maxC) return fail(maxC.error());
@@ -439,6 +444,8 @@ Result<json> ControlPlane::replicaSignals(std::string_view id, const json& body)
   rt.signals.running = *running;
   rt.signals.kvCacheUsage = *kv;
   rt.signals.gpuUtilization = *gpu;
+  rt.signals.computeActive = *compute;
+  rt.signals.prefillsPerSec = *prefills;
   if (*maxC >= 0) rt.signals.maxConcurrency = *maxC;
   if (*ready) rt.expectedReadyMs = static_cast<Millis>(**ready);
   rt.signalsAtMs = clock_.nowMs();

@@ -277,6 +277,37 @@ TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
   }
 }
 
+TEST_F(DeploymentTest, ComputeActivityReachesTheRecommenderAsThePromptsOwnWork) {
+  addNodes(1, 2);
+  ASSERT_TRUE(
+      plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 1000}}));
+  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
+                                     {"model", "llama-8b"},
+                                     {"minReplicas", 1},
+                                     {"maxReplicas", 2},
+                                     {"autoscaling", {{"recommender", "tessera"}}}}));
+  ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
+  // Out of range: refused, naming the field; what was stored stays.
+  auto bad = plane_->replicaSignals("chat-0", {{"computeActive", 1.5}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("computeActive"), std::string::npos) << bad.error().message;
+  // 2.6 prompts/s each reading 750 ms (the step its batch shared); the replica's compute units
+  // worked 78 % of the time for 2.6 prefills/s: 0.3 s of its own work per prompt.
+  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 0},
+                                                {"running", 2},
+                                                {"maxConcurrency", 10},
+                                                {"computeActive", 0.78},
+                                                {"prefillsPerSec", 2.6}}));
+  ASSERT_TRUE(plane_->deploymentSignals("chat", {{"arrivalRatePerSec", 2.6},
+                                                 {"meanServiceMs", 2000},
+                                                 {"meanPrefillMs", 750},
+                                                 {"ttftP99Ms", 900}}));
+  run(15);
+  const std::string why = status("chat")["lastDecision"];
+  EXPECT_NE(why.find("prefill 0.78"), std::string::npos) << why;
+  EXPECT_EQ(status("chat")["desired"], 2) << why;  // ceil(0.78 / 0.6)
+}
+
 TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {
   addNodes(1, 1);
   ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));

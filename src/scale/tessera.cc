@@ -13,7 +13,10 @@
 //   H       when a replica added now could serve: max(cold start, latest expectedReadyMs − now),
 //           where cold start = the last seen load time (expectedReadyMs − createdMs of a
 //           loading replica, when at most 15 min), else `coldStartSeconds`
-//   P       meanPrefillMs (when measured): the mean time a prompt holds its replica's prefill
+//   P       meanPrefillMs (when measured): the mean time a prompt holds its replica's prefill;
+//           when every ready replica reports computeActive and prefillsPerSec, at most
+//           Σ computeActive / Σ prefillsPerSec (the prompt's own compute: the measured time
+//           counts the whole step each prompt of a batch shared)
 //   λ       the arrival rate measured now; for the up-sizing terms the forecast one cold start
 //           ahead instead, when higher: the least-squares trend of the rates this recommender
 //           saw over forecastWindowSeconds, carried H ahead, at most 3 λ (down-sizing keeps
@@ -147,6 +150,7 @@ class TesseraRecommender final : public Recommender {
     const double meanWaiting = ready > 0 ? (backlog - buffered) / ready : 0;
 
     double prefillSec = 0;  // P (0: not measured)
+    bool ownPrefill = false;  // P is the prompts' own compute, not the steps they shared
     double need = 0;
     double prefill = 0;                    // prefill occupancy, in replicas (0: not measured)
     double needDown = 0, prefillDown = 0;  // the same at the measured rate
@@ -163,6 +167,16 @@ class TesseraRecommender final : public Recommender {
       const double serviceSec = *signals.meanServiceMs / 1000.0;
       prefillSec =
           signals.meanPrefillMs && *signals.meanPrefillMs > 0 ? *signals.meanPrefillMs / 1000 : 0;
+      // A prompt's own work: the compute the ready replicas did per prompt they prefilled,
+      // when every ready replica reports both. The measured P counts the whole step a batch of
+      // prompts shared (each prompt of the batch reads the step), the compute does not.
+      const ReadySum compute = sumOverReady(signals, &ReplicaSignals::computeActive);
+      const ReadySum prefills = sumOverReady(signals, &ReplicaSignals::prefillsPerSec);
+      if (prefillSec > 0 && ready > 0 && compute.reporting == ready &&
+          prefills.reporting == ready && compute.sum > 0 && prefills.sum > 0) {
+        prefillSec = std::min(prefillSec, compute.sum / prefills.sum);
+        ownPrefill = true;
+      }
       double perReplicaRate = mc / serviceSec;
       if (prefillSec > 0) perReplicaRate = std::min(perReplicaRate, 1 / prefillSec);
       const double projected =
@@ -186,9 +200,10 @@ class TesseraRecommender final : public Recommender {
     // hold a replica for P; enough replicas that a prompt waits beyond its budget (the TTFT SLO
     // less its own prefill, at least P) with at most 1 - sloTarget probability (M/M/c), and at
     // most prefillTargetUtilization occupancy. It adds replicas only while TTFT shows pressure
-    // (p99 above half the SLO): P as engines report it is per request, so prompts batched in
-    // one step each count the whole step, and without the gate short batched prompts read as a
-    // prefill load they are not. It always holds the replicas there on a scale-down, with the
+    // (p99 above half the SLO) unless P is the prompts' own compute: P as engines report it is
+    // per request, so prompts batched in one step each count the whole step, and without the
+    // gate short batched prompts read as a prefill load they are not. It always holds the
+    // replicas there on a scale-down, with the
     // tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
     const auto prefillReplicas = [&](double occupancy) {
       if (occupancy <= 0 || prefillSec <= 0) return 0;
@@ -197,8 +212,8 @@ class TesseraRecommender final : public Recommender {
                                       1 - p_.sloTarget, 100000);
       return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
     };
-    const bool ttftPressure =
-        p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
+    const bool ttftPressure = ownPrefill || p_.sloTtftMs <= 0 || !signals.ttftP99Ms ||
+                              *signals.ttftP99Ms > p_.sloTtftMs / 2;
     const int up =
         std::max(ceilCount(need / perReplica), ttftPressure ? prefillReplicas(prefill) : 0);
     const int down =

@@ -281,6 +281,30 @@ TEST(Tessera, PrefillAddsReplicasOnlyUnderTtftPressure) {
   EXPECT_EQ(lax->recommend(prefillSignals(0, 3, 2.6, 1500), 3).replicas, 3);
 }
 
+TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
+  auto r = tessera();
+  // 2.6 prompts/s read P = 750 ms each (the whole step the batch shared), but the 3 replicas'
+  // compute units worked 0.26 of the time while each prefilled 0.8667 prompts/s: a prompt's own
+  // work is 0.78 / 2.6 = 0.3 s. Prefill 2.6 × 0.3 = 0.78 → ceil(0.78 / 0.6) = 2; the M/M/c tail
+  // (budget 2 − 0.3 = 1.7 s) is met by 2 as well. Without the TTFT gate: it is the prompts' work.
+  DeploymentSignals s = prefillSignals(0, 3, 2.6, 900);
+  for (ReplicaSignals& x : s.replicas) {
+    x.computeActive = 0.26;
+    x.prefillsPerSec = 2.6 / 3;
+  }
+  const Recommendation rec = r->recommend(s, 1);
+  EXPECT_EQ(rec.replicas, 2);
+  EXPECT_NE(rec.reason.find("prefill 0.78"), std::string::npos) << rec.reason;
+  // The own work is never above the measured P: compute 0.9 per replica would read 1.04 s.
+  for (ReplicaSignals& x : s.replicas) x.computeActive = 0.9;
+  s.nowMs = 15 * kSec;
+  EXPECT_NE(r->recommend(s, 1).reason.find("prefill 1.95"), std::string::npos);
+  // One ready replica without the metric: the measured P, with the gate (p99 900 ms: 1 → hold).
+  s.replicas[0].computeActive.reset();
+  s.nowMs = 30 * kSec;
+  EXPECT_EQ(r->recommend(s, 1).replicas, 1);
+}
+
 TEST(Tessera, ArgumentsAreValidated) {
   for (const auto& [key, value] :
        std::vector<std::pair<std::string, double>>{{"targetUtilization", 1.5},

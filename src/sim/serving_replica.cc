@@ -26,6 +26,14 @@ Micros ReplicaEngine::busyUsUntil(Micros nowUs) const {
   return busyDoneUs_ + std::clamp(nowUs, iterationStartUs_, *iterationEndUs_) - iterationStartUs_;
 }
 
+Micros ReplicaEngine::computeUsUntil(Micros nowUs) const {
+  if (!iterationEndUs_) return computeDoneUs_;
+  // Spread evenly over the iteration in flight.
+  const Micros length = *iterationEndUs_ - iterationStartUs_;
+  const Micros elapsed = std::clamp(nowUs, iterationStartUs_, *iterationEndUs_) - iterationStartUs_;
+  return computeDoneUs_ + (length > 0 ? iterationComputeUs_ * elapsed / length : 0);
+}
+
 std::int64_t ReplicaEngine::cachedTokensOf(const ReplicaJob& job) const {
   if (cacheCapacity_ <= 0) return 0;
   std::int64_t hits = 0;
@@ -90,6 +98,8 @@ std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<in
   bytes += perf_.weightsBytes;
   const double seconds = std::max(flops / perf_.flopsPerSec, bytes / perf_.bytesPerSec);
   const auto us = std::max<Micros>(1, static_cast<Micros>(std::ceil(seconds * 1e6 - 1e-6)));
+  iterationComputeUs_ =
+      std::min(us, static_cast<Micros>(std::llround(flops / perf_.flopsPerSec * 1e6)));
   iterationStartUs_ = nowUs;
   iterationEndUs_ = nowUs + us;
   prefillingTokens_ = promptTokens;
@@ -99,6 +109,7 @@ std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<in
 void ReplicaEngine::finishIteration(std::vector<int>& firstTokens, std::vector<int>& completed) {
   if (!iterationEndUs_) return;
   busyDoneUs_ += *iterationEndUs_ - iterationStartUs_;
+  computeDoneUs_ += iterationComputeUs_;
   iterationEndUs_.reset();
   prefillingTokens_ = 0;
   for (Sequence& s : running_) {
@@ -129,6 +140,7 @@ ReplicaEngine::Abort ReplicaEngine::abortAll() {
   prefillingTokens_ = 0;
   if (iterationEndUs_) {
     busyDoneUs_ += *iterationEndUs_ - iterationStartUs_;  // the GPU did the work anyway
+    computeDoneUs_ += iterationComputeUs_;
     iterationEndUs_.reset();
   }
   return out;

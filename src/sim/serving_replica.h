@@ -89,6 +89,11 @@ class ReplicaEngine {
   double kvCacheUsage() const;
   // Microseconds spent iterating up to `nowUs` (GPU busy time; DCGM's GPU_UTIL over a window).
   Micros busyUsUntil(Micros nowUs) const;
+  // Microseconds of that busy time the compute units worked (each iteration's FLOPs at the
+  // effective FLOP/s, at most its duration): the tensor-pipe activity DCGM reports
+  // (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE) over a window. Prefill is compute-bound and decode
+  // memory-bound, so this counts a prompt's own work, not the whole step it shared.
+  Micros computeUsUntil(Micros nowUs) const;
   // Requests here: queued + running.
   int outstanding() const { return waiting() + running(); }
   // Prompt tokens not yet prefilled: queued ones and those in the iteration in flight (what a
@@ -127,6 +132,8 @@ class ReplicaEngine {
   std::optional<Micros> iterationEndUs_;
   Micros iterationStartUs_ = 0;
   Micros busyDoneUs_ = 0;  // busy time of finished iterations
+  Micros computeDoneUs_ = 0;   // compute time of finished iterations
+  Micros iterationComputeUs_ = 0;  // the in-flight iteration's compute time
 };
 
 }  // namespace tessera::sim

@@ -110,6 +110,27 @@ TEST(ReplicaEngine, PromptsShareAnIterationUpToTheTokenBudget) {
   EXPECT_EQ(d.times[2].first, 110'000);
 }
 
+TEST(ReplicaEngine, ComputeTimeCountsEachPromptsOwnWork) {
+  ReplicaPerf p = testPerf();
+  Driver d(p);
+  // Prompts of 60, 30 and 10 tokens share one 100-ms step: each reads 100 ms from its
+  // scheduling to its first token, but the compute units worked 100 ms for the three (60 + 30 +
+  // 10 ms of their own). Then one decode step of 3 sequences: memory-bound, 5 ms + 103 us of KV
+  // (61 + 31 + 11 tokens of context), of which 3 ms are compute.
+  d.run({{0, 60, 2}, {0, 30, 2}, {0, 10, 2}});
+  EXPECT_EQ(d.times[0].first, 100'000);
+  EXPECT_EQ(d.times[2].first, 100'000);
+  EXPECT_EQ(d.engine.busyUsUntil(d.now), 100'000 + 5'000 + 103);
+  EXPECT_EQ(d.engine.computeUsUntil(d.now), 100'000 + 3'000);
+  // Halfway through an iteration in flight: half its compute.
+  ReplicaEngine e(p);
+  e.enqueue({0, 40, 1});
+  std::vector<int> admitted;
+  ASSERT_EQ(e.startIteration(0, admitted), std::optional<Micros>(40'000));
+  EXPECT_EQ(e.computeUsUntil(20'000), 20'000);
+  EXPECT_EQ(e.computeUsUntil(90'000), 40'000);
+}
+
 TEST(ReplicaEngine, APromptLongerThanTheBudgetGoesAlone) {
   ReplicaPerf p = testPerf();
   p.maxBatchedTokens = 100;

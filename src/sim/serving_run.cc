@@ -44,6 +44,9 @@ struct Replica {
   Micros nextLifecycleUs = -1;                      // the lifecycle event scheduled
   Micros scrapedAtUs = 0;  // the last scrape, for GPU utilisation over the scrape interval
   Micros scrapedBusyUs = 0;
+  Micros scrapedComputeUs = 0;
+  std::int64_t prefilled = 0;  // prompts that got their first token here
+  std::int64_t scrapedPrefilled = 0;
 };
 
 enum class EventType : std::uint8_t {
@@ -313,6 +316,8 @@ Result<void> ServingRun::onReady(int index, Micros now) {
   setPhase(r, Phase::kReady);
   r.scrapedAtUs = now;
   r.scrapedBusyUs = 0;
+  r.scrapedComputeUs = 0;
+  r.scrapedPrefilled = r.prefilled;
   std::deque<int> waiting;
   waiting.swap(buffer_);
   for (int req : waiting) route(req);
@@ -361,6 +366,7 @@ Result<void> ServingRun::onIterationEnd(int index, Micros now) {
   scratchA_.clear();
   scratchB_.clear();
   r.engine.finishIteration(scratchA_, scratchB_);
+  r.prefilled += static_cast<std::int64_t>(scratchA_.size());
   for (int id : scratchA_) {
     RequestState& s = requests_[static_cast<std::size_t>(id)];
     s.firstTokenUs = now;
@@ -457,13 +463,19 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
       x.running = r.engine.running();
       x.kvCacheUsage = r.engine.kvCacheUsage();
       const Micros busy = r.engine.busyUsUntil(now);
+      const Micros compute = r.engine.computeUsUntil(now);
       if (now > r.scrapedAtUs) {
-        x.gpuUtilization = std::clamp(
-            static_cast<double>(busy - r.scrapedBusyUs) / static_cast<double>(now - r.scrapedAtUs),
-            0.0, 1.0);
+        const auto interval = static_cast<double>(now - r.scrapedAtUs);
+        x.gpuUtilization =
+            std::clamp(static_cast<double>(busy - r.scrapedBusyUs) / interval, 0.0, 1.0);
+        x.computeActive =
+            std::clamp(static_cast<double>(compute - r.scrapedComputeUs) / interval, 0.0, 1.0);
+        x.prefillsPerSec = static_cast<double>(r.prefilled - r.scrapedPrefilled) / (interval / 1e6);
       }
       r.scrapedAtUs = now;
       r.scrapedBusyUs = busy;
+      r.scrapedComputeUs = compute;
+      r.scrapedPrefilled = r.prefilled;
     }
     s.replicas.push_back(std::move(x));
   }
