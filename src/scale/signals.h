@@ -9,8 +9,9 @@
 //   running          vllm:num_requests_running    (in-flight executions)               tgi_batch_current_size
 //   kvCacheUsage     vllm:kv_cache_usage_perc     —                                    —
 //   gpuUtilization   DCGM_FI_DEV_GPU_UTIL / 100 or nv_gpu_utilization (0..1)
-//   computeActive    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (0..1; per MIG instance, per process under MPS)
-//   prefillsPerSec   rate of vllm:request_prefill_time_seconds_count over the same interval
+//   computeActive    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE averaged over the window (0..1; per MIG
+//                    instance, per process under MPS)
+//   prefillsPerSec   rate of vllm:request_prefill_time_seconds_count over the same window
 //   ttft / tpot      vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds
 //   meanPrefillMs    vllm:request_prefill_time_seconds (rate of _sum / rate of _count)
 //   prefillP99Ms     the same histogram's 0.99 quantile over the window
@@ -52,9 +53,8 @@ struct ReplicaSignals {
   std::optional<double> running;         // requests being served
   std::optional<double> kvCacheUsage;    // 0..1
   std::optional<double> gpuUtilization;  // 0..1
-  // Share of the scrape interval the replica's compute units (tensor pipes) were working,
-  // relative to the GPU share it holds, and the prompts it prefilled per second over the same
-  // interval. Prefill is compute-bound and decode memory-bound, so their ratio is a prompt's
+  // Share of the window the replica's compute units (tensor pipes) were working, relative to
+  // the GPU share it holds, and the prompts it prefilled per second over the same window. Prefill is compute-bound and decode memory-bound, so their ratio is a prompt's
   // own work on the replica, where the measured prefill time counts the whole engine step
   // every prompt of a batch shared (scale/tessera.cc).
   std::optional<double> computeActive;   // 0..1

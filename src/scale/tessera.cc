@@ -14,9 +14,10 @@
 //           where cold start = the last seen load time (expectedReadyMs − createdMs of a
 //           loading replica, when at most 15 min), else `coldStartSeconds`
 //   P       meanPrefillMs (when measured): the mean time a prompt holds its replica's prefill;
-//           when every ready replica reports computeActive and prefillsPerSec, at most
+//           when every ready replica reports computeActive and prefillsPerSec and their ratio
 //           Σ computeActive / Σ prefillsPerSec (the prompt's own compute: the measured time
-//           counts the whole step each prompt of a batch shared)
+//           counts the whole step each prompt of a batch shared) is at most half of it, that
+//           ratio; the tail's wait budget still leaves the measured P (the step waited for)
 //   λ       the arrival rate measured now; for the up-sizing terms the forecast one cold start
 //           ahead instead, when higher: the least-squares trend of the rates this recommender
 //           saw over forecastWindowSeconds, carried H ahead, at most 3 λ (down-sizing keeps
@@ -150,6 +151,7 @@ class TesseraRecommender final : public Recommender {
     const double meanWaiting = ready > 0 ? (backlog - buffered) / ready : 0;
 
     double prefillSec = 0;  // P (0: not measured)
+    double stepSec = 0;     // the measured P: the step a prompt waits for (the tail's budget)
     bool ownPrefill = false;  // P is the prompts' own compute, not the steps they shared
     double need = 0;
     double prefill = 0;                    // prefill occupancy, in replicas (0: not measured)
@@ -172,10 +174,17 @@ class TesseraRecommender final : public Recommender {
       // prompts shared (each prompt of the batch reads the step), the compute does not.
       const ReadySum compute = sumOverReady(signals, &ReplicaSignals::computeActive);
       const ReadySum prefills = sumOverReady(signals, &ReplicaSignals::prefillsPerSec);
+      stepSec = prefillSec;
       if (prefillSec > 0 && ready > 0 && compute.reporting == ready &&
           prefills.reporting == ready && compute.sum > 0 && prefills.sum > 0) {
-        prefillSec = std::min(prefillSec, compute.sum / prefills.sum);
-        ownPrefill = true;
+        const double own = compute.sum / prefills.sum;
+        // Only where batching is what the measured P shows: two or more prompts to a step on
+        // average. Where prompts mostly run alone (long ones) the step is their own work plus
+        // the decode it stalls, and that is what the next prompt waits for.
+        if (own <= prefillSec / 2) {
+          prefillSec = own;
+          ownPrefill = true;
+        }
       }
       double perReplicaRate = mc / serviceSec;
       if (prefillSec > 0) perReplicaRate = std::min(perReplicaRate, 1 / prefillSec);
@@ -187,8 +196,11 @@ class TesseraRecommender final : public Recommender {
             fmt(p_.backlogDrainSeconds) + " s";
       if (lambda > measured) how += ", λ " + fmt(measured) + " → " + fmt(lambda) + " forecast";
       needDown = measured * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
-      prefillDown = (measured + projected / p_.backlogDrainSeconds) * prefillSec;
+      // A scale-down holds what the measured P says: the shared steps are what the prompts
+      // wait for, and the own work alone let long-prompt traffic slip below its target.
+      prefillDown = (measured + projected / p_.backlogDrainSeconds) * stepSec;
       if (prefillSec > 0) how += ", prefill " + fmt(prefill);
+      if (ownPrefill) how += " (own " + fmt(prefillSec) + " s of a " + fmt(stepSec) + "-s step)";
     } else {
       need = running + backlog;
       needDown = need;
@@ -205,19 +217,20 @@ class TesseraRecommender final : public Recommender {
     // gate short batched prompts read as a prefill load they are not. It always holds the
     // replicas there on a scale-down, with the
     // tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
-    const auto prefillReplicas = [&](double occupancy) {
-      if (occupancy <= 0 || prefillSec <= 0) return 0;
-      const double budget = std::max(p_.sloTtftMs / 1000 - prefillSec, prefillSec);
-      const int tail = serversForTail(occupancy / prefillSec, prefillSec, kExponential, budget,
+    const auto prefillReplicas = [&](double occupancy, double service) {
+      if (occupancy <= 0 || service <= 0) return 0;
+      // The wait a prompt may take is what its SLO leaves after the step it is prefilled in.
+      const double budget = std::max(p_.sloTtftMs / 1000 - stepSec, service);
+      const int tail = serversForTail(occupancy / service, service, kExponential, budget,
                                       1 - p_.sloTarget, 100000);
       return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
     };
     const bool ttftPressure = ownPrefill || p_.sloTtftMs <= 0 || !signals.ttftP99Ms ||
                               *signals.ttftP99Ms > p_.sloTtftMs / 2;
     const int up =
-        std::max(ceilCount(need / perReplica), ttftPressure ? prefillReplicas(prefill) : 0);
+        std::max(ceilCount(need / perReplica), ttftPressure ? prefillReplicas(prefill, prefillSec) : 0);
     const int down =
-        std::max(ceilCount(needDown / (perReplica * keep)), prefillReplicas(prefillDown / keep));
+        std::max(ceilCount(needDown / (perReplica * keep)), prefillReplicas(prefillDown / keep, stepSec));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));

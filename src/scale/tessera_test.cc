@@ -295,13 +295,20 @@ TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
   const Recommendation rec = r->recommend(s, 1);
   EXPECT_EQ(rec.replicas, 2);
   EXPECT_NE(rec.reason.find("prefill 0.78"), std::string::npos) << rec.reason;
-  // The own work is never above the measured P: compute 0.9 per replica would read 1.04 s.
-  for (ReplicaSignals& x : s.replicas) x.computeActive = 0.9;
-  s.nowMs = 15 * kSec;
-  EXPECT_NE(r->recommend(s, 1).reason.find("prefill 1.95"), std::string::npos);
+  EXPECT_NE(rec.reason.find("own 0.3 s of a 0.75-s step"), std::string::npos) << rec.reason;
+  // Above half the measured P the prompts mostly run alone: the measured P (compute 0.5 per
+  // replica reads 0.58 s; 0.9 would read 1.04 s).
+  for (const double active : {0.5, 0.9}) {
+    for (ReplicaSignals& x : s.replicas) x.computeActive = active;
+    s.nowMs += 15 * kSec;
+    const std::string why = r->recommend(s, 1).reason;
+    EXPECT_NE(why.find("prefill 1.95"), std::string::npos) << why;
+    EXPECT_EQ(why.find("own"), std::string::npos) << why;
+  }
   // One ready replica without the metric: the measured P, with the gate (p99 900 ms: 1 → hold).
+  for (ReplicaSignals& x : s.replicas) x.computeActive = 0.26;
   s.replicas[0].computeActive.reset();
-  s.nowMs = 30 * kSec;
+  s.nowMs += 15 * kSec;
   EXPECT_EQ(r->recommend(s, 1).replicas, 1);
 }
 

@@ -44,9 +44,15 @@ struct Replica {
   Micros nextLifecycleUs = -1;                      // the lifecycle event scheduled
   Micros scrapedAtUs = 0;  // the last scrape, for GPU utilisation over the scrape interval
   Micros scrapedBusyUs = 0;
-  Micros scrapedComputeUs = 0;
   std::int64_t prefilled = 0;  // prompts that got their first token here
-  std::int64_t scrapedPrefilled = 0;
+  // Compute time and prefilled prompts at each scrape within the signal window, as a
+  // Prometheus rate over the window reads the counters (oldest first).
+  struct Counters {
+    Micros atUs;
+    Micros computeUs;
+    std::int64_t prefilled;
+  };
+  std::deque<Counters> counters;
 };
 
 enum class EventType : std::uint8_t {
@@ -316,8 +322,7 @@ Result<void> ServingRun::onReady(int index, Micros now) {
   setPhase(r, Phase::kReady);
   r.scrapedAtUs = now;
   r.scrapedBusyUs = 0;
-  r.scrapedComputeUs = 0;
-  r.scrapedPrefilled = r.prefilled;
+  r.counters.assign(1, {now, r.engine.computeUsUntil(now), r.prefilled});
   std::deque<int> waiting;
   waiting.swap(buffer_);
   for (int req : waiting) route(req);
@@ -463,19 +468,23 @@ scale::DeploymentSignals ServingRun::signals(Micros now) {
       x.running = r.engine.running();
       x.kvCacheUsage = r.engine.kvCacheUsage();
       const Micros busy = r.engine.busyUsUntil(now);
-      const Micros compute = r.engine.computeUsUntil(now);
       if (now > r.scrapedAtUs) {
         const auto interval = static_cast<double>(now - r.scrapedAtUs);
         x.gpuUtilization =
             std::clamp(static_cast<double>(busy - r.scrapedBusyUs) / interval, 0.0, 1.0);
-        x.computeActive =
-            std::clamp(static_cast<double>(compute - r.scrapedComputeUs) / interval, 0.0, 1.0);
-        x.prefillsPerSec = static_cast<double>(r.prefilled - r.scrapedPrefilled) / (interval / 1e6);
       }
       r.scrapedAtUs = now;
       r.scrapedBusyUs = busy;
-      r.scrapedComputeUs = compute;
-      r.scrapedPrefilled = r.prefilled;
+      // Tensor activity and prefills over the signal window, like the prefill histogram.
+      r.counters.push_back({now, r.engine.computeUsUntil(now), r.prefilled});
+      while (r.counters.size() > 2 && r.counters[1].atUs <= from) r.counters.pop_front();
+      const Replica::Counters& first = r.counters.front();
+      if (now > first.atUs) {
+        const auto span = static_cast<double>(now - first.atUs);
+        x.computeActive = std::clamp(
+            static_cast<double>(r.counters.back().computeUs - first.computeUs) / span, 0.0, 1.0);
+        x.prefillsPerSec = static_cast<double>(r.prefilled - first.prefilled) / (span / 1e6);
+      }
     }
     s.replicas.push_back(std::move(x));
   }
