@@ -20,6 +20,7 @@
 #include "k8s/controller.h"
 #include "k8s/kube_client.h"
 #include "k8s/leader_election.h"
+#include "k8s/pod_role.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
 
@@ -350,6 +351,8 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   // never holds up a renewal.
   std::unique_ptr<k8s::KubeClient> electionClient;
   std::unique_ptr<k8s::LeaderElector> elector;
+  std::unique_ptr<k8s::KubeClient> roleClient;
+  std::optional<k8s::PodRef> selfPod;
   if (o.leaderElect) {
     if (!*kube) {
       return reportError(err, kCommand,
@@ -366,6 +369,19 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     auto made = k8s::LeaderElector::create(*electionClient, *ec, steady);
     if (!made) return reportError(err, kCommand, made.error());
     elector = std::move(*made);
+    // The pod's tessera.io/role label, for a Service that selects the leader: its own client,
+    // so a slow patch holds up neither a renewal nor a bind.
+    if (auto pod = k8s::selfPodFromEnv(); pod) {
+      auto client = k8s::KubeClient::create((*kube)->config());
+      if (!client) return reportError(err, kCommand, client.error());
+      roleClient = std::move(*client);
+      selfPod = *pod;
+    } else {
+      err << "tessera serve: warning: " << pod.error().message
+          << "; the pod's tessera.io/role label is not kept, so a Service cannot select the "
+             "leader"
+          << std::endl;
+    }
   }
   if (*kube) {
     k8s::Binder poster = k8s::bindingPoster(**kube);
@@ -495,7 +511,26 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   // The upkeep loop: once a second, lapse reservations, run the autoscalers and move drains
   // along, until a signal arrives.
   const timespec second{1, 0};
+  // The role last written on this replica's pod (retried every second until it lands).
+  std::string podRole;
+  auto labelPod = [&](std::string_view role) {
+    if (!selfPod || podRole == role) return;
+    if (role == k8s::kRoleLeader) {
+      // A leader killed or hung before it stepped down still carries the label.
+      if (auto demoted = k8s::demoteOtherLeaders(*roleClient, *selfPod); !demoted) {
+        logger.info("pod role", {{"error", demoted.error().message}});
+        return;
+      }
+    }
+    if (auto ok = k8s::setPodRole(*roleClient, *selfPod, role); !ok) {
+      logger.info("pod role", {{"error", ok.error().message}});
+      return;
+    }
+    podRole = role;
+    logger.info("pod role", {{"pod", selfPod->ns + "/" + selfPod->name}, {"role", podRole}});
+  };
   for (;;) {
+    if (elector) labelPod(elector->isLeader() ? k8s::kRoleLeader : k8s::kRoleStandby);
     const int sig = sigtimedwait(&signals, nullptr, &second);
     if (sig == SIGINT || sig == SIGTERM) break;
     if (sig < 0 && errno != EAGAIN && errno != EINTR) break;
@@ -519,6 +554,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   if (elector) {
     elector->stop();
     electionThread.join();
+    labelPod(k8s::kRoleStandby);  // best effort: the next leader demotes it anyway
   }
   logger.info("stopped", {{"store", o.storePath}});
   if (lost) {

@@ -39,8 +39,21 @@ Replica startReplica(const std::string& name, const std::string& apiServer) {
       {"--listen", "127.0.0.1:0", "--store", ":memory:", "--threads", "2", "--kube-api-server",
        apiServer, "--controller", "false", "--leader-elect", "--leader-elect-lease-duration", "2s",
        "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "500ms"},
-      {{"POD_NAME", name}});
+      {{"POD_NAME", name}, {"POD_NAMESPACE", "tessera-system"}});
   return {p.pid, p.port, name};
+}
+
+// The replica's pod, as the Deployment would have made it (the tessera.io/role label is
+// what the replicas keep on it).
+void addPod(FakeApiServer& api, const std::string& name) {
+  ASSERT_TRUE(api.create("pods", {{"metadata", {{"name", name}, {"namespace", "tessera-system"}}},
+                                  {"spec", {{"nodeName", "cp-node"}}}}));
+}
+
+std::string role(FakeApiServer& api, const std::string& pod) {
+  auto p = api.get("pods", "tessera-system", pod);
+  if (!p) return "";
+  return p->value("/metadata/labels"_json_pointer, json::object()).value("tessera.io/role", "");
 }
 
 // The status a mutating call gets (a node with a bad body: 400 from a leader, 503 from a
@@ -92,6 +105,7 @@ long long msSince(Clock::time_point t) {
 TEST(ServeLeader, OneLeaderServesFailsOverOnKillAndStepsDownWhenCutOff) {
   FakeApiServer api;
   ASSERT_TRUE(api.start());
+  for (const char* pod : {"replica-a", "replica-b", "replica-c"}) addPod(api, pod);
   Replica a = startReplica("replica-a", api.url());
   Replica b = startReplica("replica-b", api.url());
   ASSERT_GT(a.port, 0);
@@ -104,6 +118,9 @@ TEST(ServeLeader, OneLeaderServesFailsOverOnKillAndStepsDownWhenCutOff) {
   // The leader serves the call (and refuses the bad body), the standby refuses to act.
   ASSERT_TRUE(waitFor([&] { return mutate(leader) == 400; }, 5000));
   EXPECT_EQ(mutate(standby), 503);
+  // The pods say who leads: what the Service selects (tessera.io/role=leader).
+  EXPECT_TRUE(waitFor([&] { return role(api, leader.name) == "leader"; }, 3000));
+  EXPECT_TRUE(waitFor([&] { return role(api, standby.name) == "standby"; }, 3000));
   {
     // The refusal names the leader once the standby has read the lease (its next retry).
     httplib::Client client("127.0.0.1", standby.port);
@@ -133,6 +150,9 @@ TEST(ServeLeader, OneLeaderServesFailsOverOnKillAndStepsDownWhenCutOff) {
   std::printf("failover after kill -9: %lld ms (lease 2 s, retry 0.5 s)\n", failover);
   EXPECT_GE(failover, 1000);  // not before the lease could have expired (2 s from its last renew)
   EXPECT_TRUE(startsWith(holder(api), standby.name + "_"));
+  // The new leader takes the label, and the killed one's pod (it could not step down) loses it.
+  EXPECT_TRUE(waitFor([&] { return role(api, standby.name) == "leader"; }, 3000));
+  EXPECT_EQ(role(api, leader.name), "standby");
 
   // Cut off: the API server refuses the new leader's lease writes. It stops acting within
   // its renew deadline and exits 1.
@@ -155,9 +175,11 @@ TEST(ServeLeader, OneLeaderServesFailsOverOnKillAndStepsDownWhenCutOff) {
   ASSERT_GT(c.port, 0);
   ASSERT_TRUE(waitFor([&] { return startsWith(holder(api), "replica-c_"); }, 10000));
   ASSERT_TRUE(waitFor([&] { return mutate(c) == 400; }, 5000));
+  EXPECT_TRUE(waitFor([&] { return role(api, "replica-c") == "leader"; }, 3000));
   ::kill(c.pid, SIGTERM);
   EXPECT_EQ(waitExit(c.pid, 8000), 0);
   EXPECT_EQ(holder(api), "");
+  EXPECT_EQ(role(api, "replica-c"), "standby");  // stepped down on SIGTERM
 }
 
 }  // namespace

@@ -301,6 +301,7 @@ void checkCommon(const Built& b, const std::string& where) {
     return false;
   };
   EXPECT_TRUE(allows("pods/binding", "create"));
+  EXPECT_TRUE(allows("pods", "patch")) << "--leader-elect labels the replica's pod";
   EXPECT_TRUE(allows("modeldeployments/status", "update"));
   EXPECT_TRUE(allows("modeldeployments", "watch"));
   EXPECT_FALSE(allows("modeldeployments", "update")) << "the spec is the user's";

@@ -719,6 +719,56 @@ void FakeApiServer::routes() {
     reply(res, 200, *done);
   });
 
+  // PATCH with a JSON merge patch (RFC 7386, application/merge-patch+json), on the main
+  // resource or /status: the patch is merged into the stored object and written as a PUT of
+  // the result would be; a metadata.resourceVersion in the patch is a precondition (409 when
+  // stale), none patches whatever is stored. Other patch types answer 415, as kube-apiserver
+  // does for a type it does not accept.
+  server_->Patch(R"(/.*)", [this, reply, replyError, notFound](const httplib::Request& req,
+                                                               httplib::Response& res) {
+    const auto target = parsePath(req.path);
+    if (!target || target->name.empty()) return notFound(res, req.path);
+    const std::string type = req.get_header_value("Content-Type");
+    if (type.rfind("application/merge-patch+json", 0) != 0) {
+      return reply(res, 415,
+                   statusBody(415, "UnsupportedMediaType",
+                              "the body of the request was in an unknown format - accepted "
+                              "media types include: application/merge-patch+json"));
+    }
+    json patch = json::parse(req.body, nullptr, false);
+    if (patch.is_discarded() || !patch.is_object()) {
+      return reply(res, 400, statusBody(400, "BadRequest", "the patch is not a JSON object"));
+    }
+    if (const int refused = refusal(target->resource, patch); refused != 0) {
+      return reply(res, refused, statusBody(refused, "ServiceUnavailable", "write refused"));
+    }
+    Result<json> done = fail(Error::internal("unset"));
+    {
+      std::lock_guard lock(mu_);
+      const std::string ns =
+          namespaced(target->resource) ? (target->nsGiven ? target->ns : "default") : "";
+      auto& table = objects_[target->resource];
+      const auto it = table.find(keyOf(target->resource, ns, target->name));
+      if (it == table.end()) {
+        done = fail(
+            Error::notFound(target->resource + " \"" + target->name + "\" not found"));
+      } else {
+        json merged = it->second;
+        const std::string stored = merged["metadata"]["resourceVersion"].get<std::string>();
+        merged.merge_patch(patch);
+        if (!patch.contains("metadata") || !patch["metadata"].is_object() ||
+            !patch["metadata"].contains("resourceVersion")) {
+          merged["metadata"]["resourceVersion"] = stored;
+        }
+        merged["metadata"]["name"] = target->name;
+        if (!ns.empty()) merged["metadata"]["namespace"] = ns;
+        done = updateLocked(target->resource, std::move(merged), target->sub == "status");
+      }
+    }
+    if (!done) return replyError(res, done.error());
+    reply(res, 200, *done);
+  });
+
   server_->Delete(R"(/.*)", [this, reply, replyError, notFound](const httplib::Request& req,
                                                                 httplib::Response& res) {
     const auto target = parsePath(req.path);
