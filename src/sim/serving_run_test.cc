@@ -221,6 +221,17 @@ TEST(ServingRun, MeanPrefillIsScheduledToFirstToken) {
       1000;
   ASSERT_TRUE(rec.seen[1].meanPrefillMs);
   EXPECT_NEAR(*rec.seen[1].meanPrefillMs, (alone + 2 * together) / 3, 1e-9);
+  // The tensor-pipe activity per prefilled prompt over the window (30 s since the replica was
+  // ready) counts each prompt's own compute once: (alone + together) / 3, plus the few decode
+  // steps' matrix work (well under a millisecond here).
+  ASSERT_EQ(rec.seen[1].replicas.size(), 1u);
+  const scale::ReplicaSignals& x = rec.seen[1].replicas[0];
+  ASSERT_TRUE(x.computeActive && x.prefillsPerSec);
+  EXPECT_DOUBLE_EQ(*x.prefillsPerSec, 3.0 / 30);
+  const double ownMs = *x.computeActive / *x.prefillsPerSec * 1000;
+  EXPECT_GE(ownMs, (alone + together) / 3 - 0.01);
+  EXPECT_LE(ownMs, (alone + together) / 3 + 0.5);
+  EXPECT_LT(ownMs, *rec.seen[1].meanPrefillMs);
 }
 
 // Two replicas until a minute in, then one.
