@@ -423,10 +423,10 @@ Result<json> ControlPlane::replicaSignals(std::string_view id, const json& body)
   if (!state_.findReplica(id)) {
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
   }
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "",
-                                   {"waiting", "running", "kvCacheUsage", "gpuUtilization",
-                                    "computeActive", "prefillsPerSec", "maxConcurrency",
-                                    "expectedReadyMs"}));
+  TESSERA_RETURN_IF_ERROR(
+      onlyKeys(body, "",
+               {"waiting", "running", "kvCacheUsage", "gpuUtilization", "computeActive",
+                "prefillsPerSec", "maxConcurrency", "expectedReadyMs"}));
   auto waiting = readNumber(body, "waiting", 0, 1e9);
   auto running = readNumber(body, "running", 0, 1e9);
   auto kv = readNumber(body, "kvCacheUsage", 0, 1);

@@ -54,19 +54,19 @@ Result<void> setPodRole(KubeClient& client, const PodRef& pod, std::string_view 
   auto r = client.request("PATCH", podPath(pod), patch.dump(), "application/merge-patch+json");
   if (!r) {
     return fail(Error::internal("labelling pod " + pod.ns + "/" + pod.name + " " +
-                                   std::string(role) + ": " + r.error().message));
+                                std::string(role) + ": " + r.error().message));
   }
   if (r->status != 200) {
     return fail(Error::internal("labelling pod " + pod.ns + "/" + pod.name + " " +
-                                   std::string(role) + ": " + answer(*r)));
+                                std::string(role) + ": " + answer(*r)));
   }
   return {};
 }
 
 Result<int> demoteOtherLeaders(KubeClient& client, const PodRef& self) {
   // labelSelector=tessera.io/role=leader, percent-encoded.
-  auto r = client.request("GET", "/api/v1/namespaces/" + self.ns +
-                                     "/pods?labelSelector=tessera.io%2Frole%3Dleader");
+  auto r = client.request(
+      "GET", "/api/v1/namespaces/" + self.ns + "/pods?labelSelector=tessera.io%2Frole%3Dleader");
   if (!r) return fail(Error::internal("listing leader pods: " + r.error().message));
   if (r->status != 200) return fail(Error::internal("listing leader pods: " + answer(*r)));
   const json list = json::parse(r->body, nullptr, false);

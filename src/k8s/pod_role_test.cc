@@ -50,7 +50,8 @@ TEST_F(PodRoleTest, LabelsOnlyTheRoleAndDemotesAStaleLeader) {
   ASSERT_TRUE(api.create("pods", pod("cp-a", "")));
   ASSERT_TRUE(api.create("pods", pod("cp-b", "leader")));  // killed before it stepped down
   ASSERT_TRUE(api.create("pods", pod("cp-c", "standby")));
-  const std::string rvBefore = (*api.get("pods", "tessera-system", "cp-a"))["metadata"]["resourceVersion"];
+  const std::string rvBefore =
+      (*api.get("pods", "tessera-system", "cp-a"))["metadata"]["resourceVersion"];
 
   const PodRef a{"tessera-system", "cp-a"};
   auto demoted = demoteOtherLeaders(*client, a);
@@ -100,7 +101,8 @@ TEST_F(PodRoleTest, MergePatchAnswersAsTheApiServerDoes) {
   r = http.Patch(path, "{nope", "application/merge-patch+json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
-  r = http.Patch("/api/v1/namespaces/tessera-system/pods/cp-z", "{}", "application/merge-patch+json");
+  r = http.Patch("/api/v1/namespaces/tessera-system/pods/cp-z", "{}",
+                 "application/merge-patch+json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
   EXPECT_FALSE((*api.get("pods", "tessera-system", "cp-a"))["metadata"]["labels"].contains("x"));

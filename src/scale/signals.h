@@ -54,9 +54,10 @@ struct ReplicaSignals {
   std::optional<double> kvCacheUsage;    // 0..1
   std::optional<double> gpuUtilization;  // 0..1
   // Share of the window the replica's compute units (tensor pipes) were working, relative to
-  // the GPU share it holds, and the prompts it prefilled per second over the same window. Prefill is compute-bound and decode memory-bound, so their ratio is a prompt's
-  // own work on the replica, where the measured prefill time counts the whole engine step
-  // every prompt of a batch shared (scale/tessera.cc).
+  // the GPU share it holds, and the prompts it prefilled per second over the same window.
+  // Prefill is compute-bound and decode memory-bound, so their ratio is a prompt's own work on
+  // the replica, where the measured prefill time counts the whole engine step every prompt of
+  // a batch shared (scale/tessera.cc).
   std::optional<double> computeActive;   // 0..1
   std::optional<double> prefillsPerSec;  // >= 0
 };

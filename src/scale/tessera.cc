@@ -210,12 +210,12 @@ class TesseraRecommender final : public Recommender {
     const double keep = 1 - p_.scaleDownTolerance;
     // The prefill stage as a queue of replicas: prompts arrive at prefill / P per second and
     // hold a replica for P; enough replicas that a prompt waits beyond its budget (the TTFT SLO
-    // less its own prefill, at least P) with at most 1 - sloTarget probability (M/M/c), and at
-    // most prefillTargetUtilization occupancy. It adds replicas only while TTFT shows pressure
-    // (p99 above half the SLO) unless P is the prompts' own compute: P as engines report it is
-    // per request, so prompts batched in one step each count the whole step, and without the
-    // gate short batched prompts read as a prefill load they are not. It always holds the
-    // replicas there on a scale-down, with the
+    // less the measured prefill step, at least P) with at most 1 - sloTarget probability
+    // (M/M/c), and at most prefillTargetUtilization occupancy. It adds replicas only while TTFT
+    // shows pressure (p99 above half the SLO) unless P is the prompts' own compute: P as
+    // engines report it is per request, so prompts batched in one step each count the whole
+    // step, and without the gate short batched prompts read as a prefill load they are not. It
+    // always holds the replicas there on a scale-down (sized with the measured P), with the
     // tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
     const auto prefillReplicas = [&](double occupancy, double service) {
       if (occupancy <= 0 || service <= 0) return 0;
@@ -227,10 +227,10 @@ class TesseraRecommender final : public Recommender {
     };
     const bool ttftPressure = ownPrefill || p_.sloTtftMs <= 0 || !signals.ttftP99Ms ||
                               *signals.ttftP99Ms > p_.sloTtftMs / 2;
-    const int up =
-        std::max(ceilCount(need / perReplica), ttftPressure ? prefillReplicas(prefill, prefillSec) : 0);
-    const int down =
-        std::max(ceilCount(needDown / (perReplica * keep)), prefillReplicas(prefillDown / keep, stepSec));
+    const int up = std::max(ceilCount(need / perReplica),
+                            ttftPressure ? prefillReplicas(prefill, prefillSec) : 0);
+    const int down = std::max(ceilCount(needDown / (perReplica * keep)),
+                              prefillReplicas(prefillDown / keep, stepSec));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));

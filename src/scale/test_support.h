@@ -28,12 +28,6 @@ class Rep {
     s_.gpuUtilization = v;
     return *this;
   }
-  // Tensor-pipe activity and prompts prefilled per second over the scrape interval.
-  Rep& compute(double active, double prefillsPerSec) {
-    s_.computeActive = active;
-    s_.prefillsPerSec = prefillsPerSec;
-    return *this;
-  }
   Rep& maxConcurrency(int v) {
     s_.maxConcurrency = v;
     return *this;

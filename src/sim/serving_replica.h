@@ -132,7 +132,7 @@ class ReplicaEngine {
   std::optional<Micros> iterationEndUs_;
   Micros iterationStartUs_ = 0;
   Micros busyDoneUs_ = 0;  // busy time of finished iterations
-  Micros computeDoneUs_ = 0;   // compute time of finished iterations
+  Micros computeDoneUs_ = 0;       // compute time of finished iterations
   Micros iterationComputeUs_ = 0;  // the in-flight iteration's compute time
 };
 

@@ -750,8 +750,7 @@ void FakeApiServer::routes() {
       auto& table = objects_[target->resource];
       const auto it = table.find(keyOf(target->resource, ns, target->name));
       if (it == table.end()) {
-        done = fail(
-            Error::notFound(target->resource + " \"" + target->name + "\" not found"));
+        done = fail(Error::notFound(target->resource + " \"" + target->name + "\" not found"));
       } else {
         json merged = it->second;
         const std::string stored = merged["metadata"]["resourceVersion"].get<std::string>();
