@@ -513,20 +513,23 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   const timespec second{1, 0};
   // The role last written on this replica's pod (retried every second until it lands).
   std::string podRole;
+  std::string podRoleError;  // logged once until it changes, not every second
   auto labelPod = [&](std::string_view role) {
     if (!selfPod || podRole == role) return;
+    auto failed = [&](const Error& e) {
+      if (e.message == podRoleError) return;
+      podRoleError = e.message;
+      logger.info("pod role", {{"error", e.message}});
+    };
     if (role == k8s::kRoleLeader) {
       // A leader killed or hung before it stepped down still carries the label.
       if (auto demoted = k8s::demoteOtherLeaders(*roleClient, *selfPod); !demoted) {
-        logger.info("pod role", {{"error", demoted.error().message}});
-        return;
+        return failed(demoted.error());
       }
     }
-    if (auto ok = k8s::setPodRole(*roleClient, *selfPod, role); !ok) {
-      logger.info("pod role", {{"error", ok.error().message}});
-      return;
-    }
+    if (auto ok = k8s::setPodRole(*roleClient, *selfPod, role); !ok) return failed(ok.error());
     podRole = role;
+    podRoleError.clear();
     logger.info("pod role", {{"pod", selfPod->ns + "/" + selfPod->name}, {"role", podRole}});
   };
   for (;;) {
