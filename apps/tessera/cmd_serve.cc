@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -28,6 +29,10 @@ namespace tessera::cli {
 namespace {
 
 constexpr std::string_view kCommand = "serve";
+// The longest a v1.Binding POST may take: below kube-scheduler's extender httpTimeout (5 s in
+// the manifests), with room for the extender's own work, so a bind that lands is never one
+// kube-scheduler has already given up on.
+constexpr int kBindTimeoutMs = 3000;
 
 bool loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "::1" || host == "localhost";
@@ -383,8 +388,17 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
           << std::endl;
     }
   }
+  std::unique_ptr<k8s::KubeClient> bindClient;
   if (*kube) {
-    k8s::Binder poster = k8s::bindingPoster(**kube);
+    // Bindings on their own client: they do not queue behind the controller's calls, and each
+    // gets at most kBindTimeoutMs, so the extender's bind answers within kube-scheduler's
+    // httpTimeout (5 s in deploy/base/kube-scheduler) even when the API server is slow.
+    k8s::KubeConfig bc = (*kube)->config();
+    bc.timeoutMs = std::min(bc.timeoutMs, kBindTimeoutMs);
+    auto client = k8s::KubeClient::create(bc);
+    if (!client) return reportError(err, kCommand, client.error());
+    bindClient = std::move(*client);
+    k8s::Binder poster = k8s::bindingPoster(*bindClient);
     if (elector) {
       // The last check before the commit point: no Binding from a replica whose lease is not
       // fresh.
