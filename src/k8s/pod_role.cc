@@ -24,12 +24,6 @@ std::string podPath(const PodRef& pod) {
   return "/api/v1/namespaces/" + pod.ns + "/pods/" + pod.name;
 }
 
-std::string answer(const KubeResponse& r) {
-  const json body = json::parse(r.body, nullptr, false);
-  const std::string message = body.is_object() ? body.value("message", "") : "";
-  return std::to_string(r.status) + (message.empty() ? "" : " " + message);
-}
-
 }  // namespace
 
 Result<PodRef> selfPodFromEnv() {
@@ -52,14 +46,9 @@ Result<PodRef> selfPodFromEnv() {
 Result<void> setPodRole(KubeClient& client, const PodRef& pod, std::string_view role) {
   const json patch = {{"metadata", {{"labels", {{std::string(kRoleLabel), std::string(role)}}}}}};
   auto r = client.request("PATCH", podPath(pod), patch.dump(), "application/merge-patch+json");
-  if (!r) {
-    return fail(Error::internal("labelling pod " + pod.ns + "/" + pod.name + " " +
-                                std::string(role) + ": " + r.error().message));
-  }
-  if (r->status != 200) {
-    return fail(Error::internal("labelling pod " + pod.ns + "/" + pod.name + " " +
-                                std::string(role) + ": " + answer(*r)));
-  }
+  const std::string what = "labelling pod " + pod.ns + "/" + pod.name + " " + std::string(role);
+  if (!r) return fail(Error::internal(what + ": " + r.error().message));
+  if (r->status != 200) return fail(Error::internal(what + ": " + describeFailure(*r)));
   return {};
 }
 
@@ -68,7 +57,9 @@ Result<int> demoteOtherLeaders(KubeClient& client, const PodRef& self) {
   auto r = client.request(
       "GET", "/api/v1/namespaces/" + self.ns + "/pods?labelSelector=tessera.io%2Frole%3Dleader");
   if (!r) return fail(Error::internal("listing leader pods: " + r.error().message));
-  if (r->status != 200) return fail(Error::internal("listing leader pods: " + answer(*r)));
+  if (r->status != 200) {
+    return fail(Error::internal("listing leader pods: " + describeFailure(*r)));
+  }
   const json list = json::parse(r->body, nullptr, false);
   if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
     return fail(Error::internal("listing leader pods: the answer is not a List"));

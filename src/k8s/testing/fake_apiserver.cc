@@ -742,28 +742,26 @@ void FakeApiServer::routes() {
     if (const int refused = refusal(target->resource, patch); refused != 0) {
       return reply(res, refused, statusBody(refused, "ServiceUnavailable", "write refused"));
     }
-    Result<json> done = fail(Error::internal("unset"));
-    {
+    const auto done = [&]() -> Result<json> {
       std::lock_guard lock(mu_);
       const std::string ns =
           namespaced(target->resource) ? (target->nsGiven ? target->ns : "default") : "";
       auto& table = objects_[target->resource];
       const auto it = table.find(keyOf(target->resource, ns, target->name));
       if (it == table.end()) {
-        done = fail(Error::notFound(target->resource + " \"" + target->name + "\" not found"));
-      } else {
-        json merged = it->second;
-        const std::string stored = merged["metadata"]["resourceVersion"].get<std::string>();
-        merged.merge_patch(patch);
-        if (!patch.contains("metadata") || !patch["metadata"].is_object() ||
-            !patch["metadata"].contains("resourceVersion")) {
-          merged["metadata"]["resourceVersion"] = stored;
-        }
-        merged["metadata"]["name"] = target->name;
-        if (!ns.empty()) merged["metadata"]["namespace"] = ns;
-        done = updateLocked(target->resource, std::move(merged), target->sub == "status");
+        return fail(Error::notFound(target->resource + " \"" + target->name + "\" not found"));
       }
-    }
+      json merged = it->second;
+      const std::string stored = merged["metadata"]["resourceVersion"].get<std::string>();
+      merged.merge_patch(patch);
+      if (!patch.contains("metadata") || !patch["metadata"].is_object() ||
+          !patch["metadata"].contains("resourceVersion")) {
+        merged["metadata"]["resourceVersion"] = stored;  // no precondition asked for
+      }
+      merged["metadata"]["name"] = target->name;
+      if (!ns.empty()) merged["metadata"]["namespace"] = ns;
+      return updateLocked(target->resource, std::move(merged), target->sub == "status");
+    }();
     if (!done) return replyError(res, done.error());
     reply(res, 200, *done);
   });
