@@ -1,5 +1,6 @@
 #include "cmd_serve.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "demo/demo.h"
 #include "k8s/controller.h"
 #include "k8s/kube_client.h"
+#include "k8s/kube_state_store.h"
 #include "k8s/leader_election.h"
 #include "k8s/pod_role.h"
 #include "model/gpu_catalog.h"
@@ -164,6 +167,15 @@ ServeCommand::ServeCommand(CLI::App& app) {
                    "SQLite database holding the state (created if missing; :memory: for none)")
       ->capture_default_str();
   command_
+      ->add_option("--state-backend", o.stateBackend,
+                   "Where the state lives: sqlite (the --store file) or kubernetes (the API "
+                   "server: bookings on the pods, the rest as ConfigMaps; nothing on disk)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sqlite", "kubernetes"}));
+  command_->add_option("--state-namespace", o.stateNamespace,
+                       "With --state-backend kubernetes: the namespace of the ConfigMaps "
+                       "(default: $POD_NAMESPACE, else --leader-elect-resource-namespace)");
+  command_
       ->add_option("--cluster", o.clusterPath,
                    "Cluster file to seed an empty store with (nodes, models, running replicas)")
       ->check(CLI::ExistingFile);
@@ -227,7 +239,7 @@ ServeCommand::ServeCommand(CLI::App& app) {
       "$TESSERA_TOKEN_FILE, $TESSERA_CLUSTER, $TESSERA_PROFILE, $TESSERA_TLS_CERT, "
       "$TESSERA_TLS_KEY, $TESSERA_MAX_BODY_BYTES, $TESSERA_THREADS, $TESSERA_LOG_FORMAT, "
       "$TESSERA_KUBE_API_SERVER, $TESSERA_KUBE_TOKEN_FILE, $TESSERA_KUBE_CA_FILE, "
-      "$TESSERA_CONTROLLER, "
+      "$TESSERA_CONTROLLER, $TESSERA_STATE_BACKEND, $TESSERA_STATE_NAMESPACE, "
       "$TESSERA_INSECURE_NO_AUTH=true) or the --config file; flags win, then the environment.\n\n"
       "Exit codes: 0 success, 1 internal error, 2 bad input. See docs/cli.md.");
 }
@@ -252,6 +264,10 @@ Result<void> ServeCommand::resolve() {
   };
   text("--listen", "TESSERA_LISTEN", file.listen, [&](std::string v) { o.listen = v; });
   text("--store", "TESSERA_STORE", file.store, [&](std::string v) { o.storePath = v; });
+  text("--state-backend", "TESSERA_STATE_BACKEND", std::nullopt,
+       [&](std::string v) { o.stateBackend = v; });
+  text("--state-namespace", "TESSERA_STATE_NAMESPACE", std::nullopt,
+       [&](std::string v) { o.stateNamespace = v; });
   text("--token-file", "TESSERA_TOKEN_FILE", file.tokenFile,
        [&](std::string v) { o.tokenFile = v; });
   text("--cluster", "TESSERA_CLUSTER", file.cluster, [&](std::string v) { o.clusterPath = v; });
@@ -303,6 +319,10 @@ Result<void> ServeCommand::resolve() {
     o.controller = v != "false";
   });
   if (!bad.message.empty()) return fail(bad);
+  if (o.stateBackend != "sqlite" && o.stateBackend != "kubernetes") {
+    return fail(Error::invalid("state backend: expected sqlite or kubernetes, got \"" +
+                               o.stateBackend + "\""));
+  }
   if (o.logFormat != "text" && o.logFormat != "json") {
     return fail(Error::invalid("log format: expected text or json, got \"" + o.logFormat + "\""));
   }
@@ -346,12 +366,45 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   SteadyClock steady;
   demo::FastClock fast(o.demoSpeed);
   const Clock& clock = o.demo ? static_cast<const Clock&>(fast) : steady;
-  auto store = store::Store::open(o.storePath);
-  if (!store) return reportError(err, kCommand, store.error());
-  auto plane = api::ControlPlane::create(catalog, clock, std::move(planeConfig), store->get());
-  if (!plane) return reportError(err, kCommand, plane.error());
   auto kube = kubeClient(o);
   if (!kube) return reportError(err, kCommand, kube.error());
+  // The state: a SQLite file, or the Kubernetes API server (through its own client, so the
+  // controller's and the elector's calls do not queue behind it).
+  std::unique_ptr<store::StateStore> stateStore;
+  std::unique_ptr<k8s::KubeClient> stateClient;
+  if (o.stateBackend == "kubernetes") {
+    if (!*kube) {
+      return reportError(err, kCommand,
+                         Error::invalid("--state-backend kubernetes needs the Kubernetes API: "
+                                        "give --kube-api-server, or run in a pod"));
+    }
+    if (o.demo || o.clusterPath) {
+      return reportError(err, kCommand,
+                         Error::invalid(std::string(o.demo ? "--demo" : "--cluster") +
+                                        " seeds a local store: use --state-backend sqlite"));
+    }
+    std::string ns = o.stateNamespace;
+    if (ns.empty()) {
+      const char* podNs = std::getenv("POD_NAMESPACE");
+      ns = podNs != nullptr && *podNs != '\0' ? podNs : o.leaseNamespace;
+    }
+    auto client = k8s::KubeClient::create((*kube)->config());
+    if (!client) return reportError(err, kCommand, client.error());
+    stateClient = std::move(*client);
+    stateStore = std::make_unique<k8s::KubeStateStore>(*stateClient, ns);
+  } else {
+    auto opened = store::Store::open(o.storePath);
+    if (!opened) return reportError(err, kCommand, opened.error());
+    stateStore = std::move(*opened);
+  }
+  const std::string stateWhere = stateStore->describe();
+  // A plane restored from the store: at start, and again whenever this replica becomes the
+  // leader (a standby's view is as old as its start).
+  auto makePlane = [&] {
+    return api::ControlPlane::create(catalog, clock, planeConfig, stateStore.get());
+  };
+  auto plane = makePlane();
+  if (!plane) return reportError(err, kCommand, plane.error());
   // Leader election: its own client, with client-go's per-request timeout, so a slow bind
   // never holds up a renewal.
   std::unique_ptr<k8s::KubeClient> electionClient;
@@ -389,6 +442,8 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     }
   }
   std::unique_ptr<k8s::KubeClient> bindClient;
+  k8s::Binder binder;
+  k8s::PodSource podSource;
   if (*kube) {
     // Bindings on their own client: they do not queue behind the controller's calls, and each
     // gets at most kBindTimeoutMs, so the extender's bind answers within kube-scheduler's
@@ -412,11 +467,14 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
         return poster(ns, name, uid, node);
       };
     }
-    (*plane)->setBinder(std::move(poster));
+    binder = std::move(poster);
+    (*plane)->setBinder(binder);
+    podSource = k8s::podReader(*bindClient);
+    (*plane)->extender().setPodSource(podSource);
   }
   if (cluster) {
     if (!(*plane)->listNodes()["nodes"].empty()) {
-      out << "tessera serve: the store " << o.storePath
+      out << "tessera serve: the store " << stateWhere
           << " already holds nodes; --cluster is only used to seed an empty store" << std::endl;
     } else if (auto seeded = (*plane)->loadCluster(*cluster, *o.clusterPath); !seeded) {
       return reportError(err, kCommand, seeded.error());
@@ -438,15 +496,25 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // SIGUSR1: the elector's thread wakes the upkeep loop when this replica starts leading.
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const pthread_t upkeepThread = pthread_self();
 
   api::Logger logger(o.logFormat == "json" ? api::LogFormat::kJson : api::LogFormat::kText, err);
-  (*plane)->setEventSink([&logger](const nlohmann::json& e) {
+  auto logEvents = [&logger](const nlohmann::json& e) {
     logger.info("event", {{"seq", e["seq"]},
                           {"type", e["type"]},
                           {"subject", e["subject"]},
                           {"detail", e["message"]}});
-  });
+  };
+  (*plane)->setEventSink(logEvents);
+  // Every plane this process served, alive until it exits (a request may still hold one).
+  std::vector<std::unique_ptr<api::ControlPlane>> planes;
+  planes.push_back(std::move(*plane));
+  // With leader election, mutating calls and the extender wait until the new leader's plane
+  // was rebuilt from the store.
+  std::atomic<bool> planeReady{!elector};
   api::ServerConfig serverConfig;
   serverConfig.logger = &logger;
   serverConfig.host = listen->first;
@@ -458,16 +526,17 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   serverConfig.tlsKeyFile = o.tlsKey;
   serverConfig.demo = o.demo;
   if (elector) {
-    serverConfig.leader = [e = elector.get()] { return e->isLeader(); };
+    serverConfig.leader = [e = elector.get(), &planeReady] {
+      return e->isLeader() && planeReady.load();
+    };
     serverConfig.leaderName = [e = elector.get()] { return e->observedHolder(); };
   }
-  api::HttpServer server(**plane, serverConfig);
+  api::HttpServer server(*planes.front(), serverConfig);
   auto port = server.start();
   if (!port) return reportError(err, kCommand, port.error());
   out << "tessera serve: listening on " << (o.tlsCert.empty() ? "http" : "https") << "://"
       << listen->first << ":" << *port << " (" << (*token ? "bearer token required" : "no token")
-      << " for mutating calls; extender at /scheduler; state in " << o.storePath << ")"
-      << std::endl;
+      << " for mutating calls; extender at /scheduler; state in " << stateWhere << ")" << std::endl;
   out << "tessera serve: "
       << (*kube ? "the extender's bind posts bindings to " + (*kube)->config().server
                 : std::string("no Kubernetes API: the extender's bind books but binds nothing "
@@ -494,7 +563,10 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
         << " as " << elector->identity() << std::endl;
     electionThread = std::thread([&] {
       elector->run({.onStartedLeading =
-                        [&] { logger.info("leading", {{"identity", elector->identity()}}); },
+                        [&] {
+                          logger.info("leading", {{"identity", elector->identity()}});
+                          pthread_kill(upkeepThread, SIGUSR1);  // rebuild at once
+                        },
                     .onStoppedLeading = [&] { lostLease = true; },
                     .onNewLeader =
                         [&](const std::string& holder) {
@@ -514,13 +586,14 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
         << " virtual GPUs, 4 models, synthetic traffic at " << o.demoSpeed
         << "x real time; nothing here is real hardware. Open " << url << std::endl;
   }
-  logger.info("serving", {{"address", listen->first + ":" + std::to_string(*port)},
-                          {"tls", !o.tlsCert.empty()},
-                          {"auth", token->has_value()},
-                          {"store", o.storePath},
-                          {"kubernetesApi", *kube ? (*kube)->config().server : "none"},
-                          {"nodes", (*plane)->listNodes()["nodes"].size()},
-                          {"deployments", (*plane)->listDeployments()["deployments"].size()}});
+  logger.info("serving",
+              {{"address", listen->first + ":" + std::to_string(*port)},
+               {"tls", !o.tlsCert.empty()},
+               {"auth", token->has_value()},
+               {"store", stateWhere},
+               {"kubernetesApi", *kube ? (*kube)->config().server : "none"},
+               {"nodes", planes.front()->listNodes()["nodes"].size()},
+               {"deployments", planes.front()->listDeployments()["deployments"].size()}});
 
   // The upkeep loop: once a second, lapse reservations, run the autoscalers and move drains
   // along, until a signal arrives.
@@ -546,14 +619,41 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     podRoleError.clear();
     logger.info("pod role", {{"pod", selfPod->ns + "/" + selfPod->name}, {"role", podRole}});
   };
+  // A new leader's state, read again from the store (retried every second until it loads).
+  std::string rebuildError;
+  auto rebuild = [&] {
+    if (planeReady) return;
+    auto fresh = makePlane();
+    if (!fresh) {
+      if (fresh.error().message != rebuildError) {
+        rebuildError = fresh.error().message;
+        logger.error("rebuilding the state", {{"from", stateWhere}, {"error", rebuildError}});
+      }
+      return;
+    }
+    if (binder) (*fresh)->setBinder(binder);
+    if (podSource) (*fresh)->extender().setPodSource(podSource);
+    (*fresh)->setEventSink(logEvents);
+    const auto nodes = (*fresh)->listNodes()["nodes"].size();
+    const auto replicas = (*fresh)->listReplicas()["replicas"].size();
+    server.replacePlane(**fresh);
+    planes.push_back(std::move(*fresh));
+    planeReady = true;
+    logger.info("state rebuilt", {{"from", stateWhere}, {"nodes", nodes}, {"replicas", replicas}});
+  };
   for (;;) {
-    if (elector) labelPod(elector->isLeader() ? k8s::kRoleLeader : k8s::kRoleStandby);
+    if (elector) {
+      labelPod(elector->isLeader() && planeReady ? k8s::kRoleLeader : k8s::kRoleStandby);
+    }
     const int sig = sigtimedwait(&signals, nullptr, &second);
     if (sig == SIGINT || sig == SIGTERM) break;
     if (sig < 0 && errno != EAGAIN && errno != EINTR) break;
     if (elector) {
       if (lostLease) break;
       if (!elector->isLeader()) continue;  // a standby, or a leader about to step down: hands off
+      rebuild();
+      if (!planeReady) continue;
+      labelPod(k8s::kRoleLeader);  // at once, not a second later: the Service follows it
       startController();  // once: it returns at once when the controller runs
     }
     server.withPlane([&](api::ControlPlane& p) {
@@ -573,7 +673,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     electionThread.join();
     labelPod(k8s::kRoleStandby);  // best effort: the next leader demotes it anyway
   }
-  logger.info("stopped", {{"store", o.storePath}});
+  logger.info("stopped", {{"store", stateWhere}});
   if (lost) {
     err << "tessera serve: lost the leader lease " << o.leaseNamespace << "/" << o.leaseName
         << " (no renewal within " << o.renewDeadline << "); exiting" << std::endl;

@@ -17,6 +17,10 @@ struct ServeOptions {
   std::optional<std::string> tokenFile;  // else $TESSERA_API_TOKEN
   bool insecureNoAuth = false;
   std::string storePath = "tessera.db";  // ":memory:" keeps nothing across restarts
+  // Where the state lives: "sqlite" (storePath) or "kubernetes" (the API server: pod
+  // annotations and ConfigMaps in stateNamespace; k8s/kube_state_store.h).
+  std::string stateBackend = "sqlite";
+  std::string stateNamespace;  // "": $POD_NAMESPACE, else the lease's namespace
   std::optional<std::string> clusterPath;
   std::optional<std::string> profilePath;
   std::string tlsCert, tlsKey;

@@ -42,7 +42,7 @@ const char* phaseName(sched::ReplicaPhase p) {
 Result<std::unique_ptr<ControlPlane>> ControlPlane::create(const model::GpuCatalog& catalog,
                                                            const Clock& clock,
                                                            ControlPlaneConfig config,
-                                                           store::Store* store) {
+                                                           store::StateStore* store) {
   sched::PluginRegistry registry;
   sched::registerBuiltinPlugins(registry);
   auto plugins = sched::buildPlugins(config.profile, registry);
@@ -54,7 +54,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(const model::GpuCatal
 }
 
 ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
-                           ControlPlaneConfig config, sched::PluginSet plugins, store::Store* store)
+                           ControlPlaneConfig config, sched::PluginSet plugins,
+                           store::StateStore* store)
     : catalog_(catalog),
       clock_(clock),
       config_(std::move(config)),
@@ -64,6 +65,10 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   extender_ = std::make_unique<k8s::Extender>(
       state_, engine_, [this](std::string_view name) { return findModel(name); });
   extender_->setConfirmTtlMs(config_.allocationGuardTtlMs);
+  extender_->setBookingStore(
+      {.persist = [this](const std::string& id,
+                         const std::string& resource) { return persistBooking(id, resource); },
+       .forget = [this](const std::string& id) { forgetBooking(id); }});
   // The series exist from the start, for increase().
   reservationsExpired_.add({{"telemetry", "none"}}, 0);
   reservationsExpired_.add({{"telemetry", "unattributed"}}, 0);
@@ -167,7 +172,7 @@ std::int64_t ControlPlane::rankOf(std::string_view node) const {
 Result<void> ControlPlane::restore() {
   auto snapshot = store_->loadAll();
   if (!snapshot) return fail(snapshot.error());
-  const std::string where = "store " + store_->path();
+  const std::string where = "store " + store_->describe();
   // Nodes in their rank order (ranks are stored), then models, then replicas.
   std::vector<std::pair<std::int64_t, model::NodeSpec>> nodes;
   for (const store::Document& d : snapshot->documents) {
@@ -215,6 +220,7 @@ Result<void> ControlPlane::restore() {
       TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{stored->placement.replicaId}));
     }
     const json doc = json::parse(d.json, nullptr, false);
+    if (doc.contains("pod")) pods_.insert(stored->placement.replicaId);
     if (const auto a = doc.find("allocation"); a != doc.end() && a->is_object()) {
       PodAllocation alloc;
       alloc.resource = a->value("resource", std::string(k8s::kResourceGpus));
@@ -658,6 +664,7 @@ Result<json> ControlPlane::removeReplica(std::string_view id) {
   TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaRemoved", std::string(id), ""));
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaUnloaded{std::string(id)}));
   if (const auto a = podAllocations_.find(id); a != podAllocations_.end()) podAllocations_.erase(a);
+  if (const auto p = pods_.find(id); p != pods_.end()) pods_.erase(p);
   return json{{"replica", std::string(id)}, {"removed", true}};
 }
 
@@ -719,9 +726,9 @@ Result<json> ControlPlane::explain(const json& body) {
 }
 
 Result<json> ControlPlane::extenderBind(const json& args) {
+  // The extender assumes, persists through persistBooking() and then posts the Binding.
   auto out = extender_->bind(args);
   if (!out || !(*out)["Error"].get<std::string>().empty()) return out;
-  // The pod's replica id, as the extender books it.
   const json* ns = k8s::fieldIgnoringCase(args, "PodNamespace");
   const json* name = k8s::fieldIgnoringCase(args, "PodName");
   const std::string id = (ns != nullptr && ns->is_string() && !ns->get<std::string>().empty()
@@ -731,22 +738,51 @@ Result<json> ControlPlane::extenderBind(const json& args) {
                          (name != nullptr && name->is_string() ? name->get<std::string>() : "");
   const auto rid = state_.findReplica(id);
   if (!rid) return out;  // not a pod Tessera books
+  note("ReplicaBound", id, "on " + state_.node(state_.replica(*rid).placement.node).spec.name);
+  return out;
+}
+
+Result<void> ControlPlane::persistBooking(const std::string& id, const std::string& resource) {
+  const auto rid = state_.findReplica(id);
+  if (!rid) return fail(Error::internal("pod " + id + " is not booked"));
   const sched::ReplicaRecord& rec = state_.replica(*rid);
-  // The pod's container gets its GPUs from the node's device plugin, which confirms it.
-  // A fresh bind (the extender guards it) starts unconfirmed, also where a pod of the same
-  // name held a confirmed allocation before (a StatefulSet pod created again).
-  if (const k8s::Extender::Unconfirmed* u = extender_->unconfirmed(id); u != nullptr) {
-    podAllocations_[id] = PodAllocation{u->resource, false, {}};
-  }
+  // The pod's container gets its GPUs from the node's device plugin, which confirms it. A
+  // fresh bind starts unconfirmed, also where a pod of the same name held a confirmed
+  // allocation before (a StatefulSet pod created again).
+  std::optional<PodAllocation> previous;
+  if (const auto a = podAllocations_.find(id); a != podAllocations_.end()) previous = a->second;
+  if (!resource.empty()) podAllocations_[id] = PodAllocation{resource, false, {}};
+  const bool wasPod = !pods_.insert(id).second;
   store::Batch batch;
   batch.upsert("replica", id,
                replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
-  if (auto saved = commit(std::move(batch), "ReplicaBound", id,
-                          "on " + state_.node(rec.placement.node).spec.name);
-      !saved) {
-    return json{{"Error", saved.error().message}};
+  auto saved = commit(std::move(batch), "ReplicaBooked", id,
+                      "on " + state_.node(rec.placement.node).spec.name + ", before its Binding");
+  if (!saved) {
+    if (previous) {
+      podAllocations_[id] = *previous;
+    } else {
+      podAllocations_.erase(id);
+    }
+    if (!wasPod) pods_.erase(id);
   }
-  return out;
+  return saved;
+}
+
+void ControlPlane::forgetBooking(const std::string& id) {
+  podAllocations_.erase(id);
+  store::Batch batch;
+  batch.remove("replica", id);
+  pods_.erase(id);
+  if (auto removed = commit(std::move(batch), "BookingForgotten", id, "its Binding failed");
+      !removed) {
+    // The stored booking outlives the pod's failed Binding until the pod is deleted (or, in
+    // the API server, until the next leader drops bookings of unbound pods).
+    internalErrors_.add({{"where", "forget-booking"}});
+    alert("InternalError", id,
+          "the booking of a pod whose Binding failed could not be removed: " +
+              removed.error().message);
+  }
 }
 
 }  // namespace tessera::api

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -30,12 +31,12 @@
 #include "config/loaders.h"
 #include "k8s/extender.h"
 #include "model/gpu_catalog.h"
-#include "scale/reconcile.h"
 #include "scale/drain.h"
+#include "scale/reconcile.h"
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
 #include "sched/profile.h"
-#include "store/store.h"
+#include "store/state_store.h"
 
 namespace tessera::api {
 
@@ -74,7 +75,7 @@ class ControlPlane {
   static Result<std::unique_ptr<ControlPlane>> create(const model::GpuCatalog& catalog,
                                                       const Clock& clock,
                                                       ControlPlaneConfig config = {},
-                                                      store::Store* store = nullptr);
+                                                      store::StateStore* store = nullptr);
 
   // Seeds the books from a cluster file (nodes, model profiles, replicas already running);
   // for `tessera serve --cluster`. Errors name the file.
@@ -175,8 +176,12 @@ class ControlPlane {
 
  private:
   ControlPlane(const model::GpuCatalog& catalog, const Clock& clock, ControlPlaneConfig config,
-               sched::PluginSet plugins, store::Store* store);
+               sched::PluginSet plugins, store::StateStore* store);
   Result<void> restore();
+  // The extender's BookingStore: a pod's booking is stored before its Binding is posted, and
+  // removed again when the Binding failed.
+  Result<void> persistBooking(const std::string& id, const std::string& resource);
+  void forgetBooking(const std::string& id);
   // Commits `batch` plus the event (when there is a store), then adds the event to the
   // history. On error nothing was written.
   Result<void> commit(store::Batch batch, std::string type, std::string subject,
@@ -230,7 +235,7 @@ class ControlPlane {
   model::GpuCatalog catalog_;
   const Clock& clock_;
   ControlPlaneConfig config_;
-  store::Store* store_;
+  store::StateStore* store_;
   sched::ClusterState state_;
   sched::PlacementEngine engine_;
   std::unique_ptr<k8s::Extender> extender_;
@@ -252,6 +257,8 @@ class ControlPlane {
     std::vector<std::string> devices;  // kubelet's device IDs, once confirmed
   };
   std::map<std::string, PodAllocation, std::less<>> podAllocations_;
+  // Replicas that are pods bound through the extender ("namespace/name").
+  std::set<std::string, std::less<>> pods_;
   // The replica's store document, with its pod allocation when it has one.
   nlohmann::json replicaDoc(const sched::Placement& placement, bool loaded) const;
 

@@ -17,6 +17,12 @@ using nlohmann::json;
 
 json ControlPlane::replicaDoc(const sched::Placement& placement, bool loaded) const {
   json doc = replicaDocument(state_, placement, loaded);
+  if (pods_.contains(placement.replicaId)) {
+    // A pod bound through the extender: in the API server its booking lives on the pod.
+    const std::string& id = placement.replicaId;
+    const std::size_t slash = id.find('/');
+    doc["pod"] = {{"namespace", id.substr(0, slash)}, {"name", id.substr(slash + 1)}};
+  }
   if (const auto a = podAllocations_.find(placement.replicaId); a != podAllocations_.end()) {
     doc["allocation"] = {{"resource", a->second.resource},
                          {"confirmed", a->second.confirmed},

@@ -544,7 +544,7 @@ Result<void> ControlPlane::restoreDeployments(const std::vector<store::Document>
     // first tick reconciles (and persists) whatever is missing.
     auto parsed = parseDeployment(json::parse(doc.json, nullptr, false));
     if (!parsed) {
-      return fail(Error::invalid("store " + store_->path() + ": deployment " + doc.name + ": " +
+      return fail(Error::invalid("store " + store_->describe() + ": deployment " + doc.name + ": " +
                                  parsed.error().message));
     }
     std::unique_ptr<Deployment> d = std::move(*parsed);

@@ -82,7 +82,12 @@ bool sameToken(std::string_view a, std::string_view b) {
 }  // namespace
 
 HttpServer::HttpServer(ControlPlane& plane, ServerConfig config)
-    : plane_(plane), config_(std::move(config)) {}
+    : plane_(&plane), config_(std::move(config)) {}
+
+void HttpServer::replacePlane(ControlPlane& plane) {
+  std::lock_guard lock(mu_);
+  plane_.store(&plane);
+}
 
 HttpServer::~HttpServer() {
   stop();
@@ -176,7 +181,7 @@ void HttpServer::routes() {
         route != "/healthz" && route != "/readyz") {
       route = "other";
     }
-    plane_.httpRequests.add(
+    plane().httpRequests.add(
         {{"method", req.method}, {"route", route}, {"code", std::to_string(res.status)}});
     if (config_.logger != nullptr && (res.status >= 400 || mutating(req.method))) {
       const nlohmann::json fields = {{"method", req.method},
@@ -216,7 +221,7 @@ void HttpServer::routes() {
   });
   s.Get("/metrics", [this](const Req&, Res& res) {
     std::lock_guard lock(mu_);
-    res.set_content(plane_.metricsText(), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(plane().metricsText(), "text/plain; version=0.0.4; charset=utf-8");
   });
 
   // A handler that takes the JSON body and returns a Result<json>.
@@ -240,81 +245,82 @@ void HttpServer::routes() {
   };
   using R = Result<json>;
 
-  s.Get("/api/v1/nodes", noBody(200, [this](const Req&) -> R { return plane_.listNodes(); }));
+  s.Get("/api/v1/nodes", noBody(200, [this](const Req&) -> R { return plane().listNodes(); }));
   s.Get(R"(/api/v1/nodes/([^/]+))",
-        noBody(200, [this](const Req& r) { return plane_.getNode(r.matches[1].str()); }));
+        noBody(200, [this](const Req& r) { return plane().getNode(r.matches[1].str()); }));
   s.Post("/api/v1/nodes",
-         withBody(201, [this](const Req&, const json& b) { return plane_.registerNode(b); }));
+         withBody(201, [this](const Req&, const json& b) { return plane().registerNode(b); }));
   s.Post(R"(/api/v1/nodes/([^/]+)/heartbeat)", withBody(200, [this](const Req& r, const json& b) {
-           return plane_.heartbeat(r.matches[1].str(), b);
+           return plane().heartbeat(r.matches[1].str(), b);
          }));
   s.Post(R"(/api/v1/nodes/([^/]+)/cordon)", noBody(200, [this](const Req& r) {
-           return plane_.setCordoned(r.matches[1].str(), true);
+           return plane().setCordoned(r.matches[1].str(), true);
          }));
   s.Post(R"(/api/v1/nodes/([^/]+)/drain)",
-         noBody(200, [this](const Req& r) { return plane_.drainNode(r.matches[1].str()); }));
+         noBody(200, [this](const Req& r) { return plane().drainNode(r.matches[1].str()); }));
   s.Post(R"(/api/v1/nodes/([^/]+)/uncordon)", noBody(200, [this](const Req& r) {
-           return plane_.setCordoned(r.matches[1].str(), false);
+           return plane().setCordoned(r.matches[1].str(), false);
          }));
   s.Get(R"(/api/v1/nodes/([^/]+)/allocations)",
-        noBody(200, [this](const Req& r) { return plane_.nodeAllocations(r.matches[1].str()); }));
+        noBody(200, [this](const Req& r) { return plane().nodeAllocations(r.matches[1].str()); }));
   s.Post(R"(/api/v1/nodes/([^/]+)/allocations)", withBody(200, [this](const Req& r, const json& b) {
-           return plane_.confirmAllocation(r.matches[1].str(), b);
+           return plane().confirmAllocation(r.matches[1].str(), b);
          }));
   s.Delete(R"(/api/v1/nodes/([^/]+))", noBody(200, [this](const Req& r) {
-             return plane_.removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
+             return plane().removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
            }));
 
-  s.Get("/api/v1/models", noBody(200, [this](const Req&) -> R { return plane_.listModels(); }));
+  s.Get("/api/v1/models", noBody(200, [this](const Req&) -> R { return plane().listModels(); }));
   s.Get(R"(/api/v1/models/([^/]+))",
-        noBody(200, [this](const Req& r) { return plane_.getModel(r.matches[1].str()); }));
+        noBody(200, [this](const Req& r) { return plane().getModel(r.matches[1].str()); }));
   s.Post("/api/v1/models",
-         withBody(200, [this](const Req&, const json& b) { return plane_.putModel(b); }));
+         withBody(200, [this](const Req&, const json& b) { return plane().putModel(b); }));
   s.Delete(R"(/api/v1/models/([^/]+))",
-           noBody(200, [this](const Req& r) { return plane_.deleteModel(r.matches[1].str()); }));
+           noBody(200, [this](const Req& r) { return plane().deleteModel(r.matches[1].str()); }));
 
-  s.Get("/api/v1/replicas", noBody(200, [this](const Req&) -> R { return plane_.listReplicas(); }));
+  s.Get("/api/v1/replicas",
+        noBody(200, [this](const Req&) -> R { return plane().listReplicas(); }));
   s.Post("/api/v1/replicas", [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
     std::lock_guard lock(mu_);
-    auto out = plane_.placeReplicas(*parsed);
+    auto out = plane().placeReplicas(*parsed);
     if (!out) return sendError(res, out.error().error, out.error().detail);
     sendJson(res, 201, *out);
   });
   s.Post(R"(/api/v1/replicas/(.+)/loaded)",
-         noBody(200, [this](const Req& r) { return plane_.replicaLoaded(r.matches[1].str()); }));
+         noBody(200, [this](const Req& r) { return plane().replicaLoaded(r.matches[1].str()); }));
   s.Get(R"(/api/v1/replicas/(.+))",
-        noBody(200, [this](const Req& r) { return plane_.getReplica(r.matches[1].str()); }));
+        noBody(200, [this](const Req& r) { return plane().getReplica(r.matches[1].str()); }));
   s.Delete(R"(/api/v1/replicas/(.+))",
-           noBody(200, [this](const Req& r) { return plane_.removeReplica(r.matches[1].str()); }));
+           noBody(200, [this](const Req& r) { return plane().removeReplica(r.matches[1].str()); }));
   s.Get("/api/v1/deployments",
-        noBody(200, [this](const Req&) -> R { return plane_.listDeployments(); }));
+        noBody(200, [this](const Req&) -> R { return plane().listDeployments(); }));
   s.Get(R"(/api/v1/deployments/([^/]+))",
-        noBody(200, [this](const Req& r) { return plane_.getDeployment(r.matches[1].str()); }));
+        noBody(200, [this](const Req& r) { return plane().getDeployment(r.matches[1].str()); }));
   s.Post("/api/v1/deployments", [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
     std::lock_guard lock(mu_);
     const bool existed = parsed->is_object() && parsed->contains("name") &&
                          (*parsed)["name"].is_string() &&
-                         plane_.hasDeployment((*parsed)["name"].get<std::string>());
-    auto out = plane_.putDeployment(*parsed);
+                         plane().hasDeployment((*parsed)["name"].get<std::string>());
+    auto out = plane().putDeployment(*parsed);
     if (!out) return sendError(res, out.error());
     sendJson(res, existed ? 200 : 201, *out);
   });
   s.Delete(R"(/api/v1/deployments/([^/]+))", noBody(200, [this](const Req& r) {
-             return plane_.deleteDeployment(r.matches[1].str());
+             return plane().deleteDeployment(r.matches[1].str());
            }));
   s.Post(R"(/api/v1/deployments/([^/]+)/signals)",
          withBody(200, [this](const Req& r, const json& b) {
-           return plane_.deploymentSignals(r.matches[1].str(), b);
+           return plane().deploymentSignals(r.matches[1].str(), b);
          }));
   s.Post(R"(/api/v1/replicas/(.+)/signals)", withBody(200, [this](const Req& r, const json& b) {
-           return plane_.replicaSignals(r.matches[1].str(), b);
+           return plane().replicaSignals(r.matches[1].str(), b);
          }));
   s.Post("/api/v1/explain",
-         withBody(200, [this](const Req&, const json& b) { return plane_.explain(b); }));
+         withBody(200, [this](const Req&, const json& b) { return plane().explain(b); }));
   s.Get("/api/v1/events", [this](const Req& req, Res& res) {
     std::int64_t after = 0;
     std::size_t limit = 500;
@@ -325,7 +331,7 @@ void HttpServer::routes() {
       return sendError(res, 400, "invalid_argument", "after and limit must be whole numbers");
     }
     std::lock_guard lock(mu_);
-    sendJson(res, 200, plane_.events(after, std::min<std::size_t>(limit, 5000)));
+    sendJson(res, 200, plane().events(after, std::min<std::size_t>(limit, 5000)));
   });
 
   // kube-scheduler extender (KubeSchedulerConfiguration extenders[].urlPrefix = .../scheduler).
@@ -346,19 +352,19 @@ void HttpServer::routes() {
         sendJson(res, 200, *out);
       }
       std::lock_guard lock(mu_);
-      plane_.extenderLatency.observe(
+      plane().extenderLatency.observe(
           {{"verb", name}},
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     };
   };
   s.Post("/scheduler/filter",
-         verb("filter", [this](const json& b) { return plane_.extender().filter(b); }));
+         verb("filter", [this](const json& b) { return plane().extender().filter(b); }));
   s.Post("/scheduler/prioritize",
-         verb("prioritize", [this](const json& b) { return plane_.extender().prioritize(b); }));
+         verb("prioritize", [this](const json& b) { return plane().extender().prioritize(b); }));
   s.Post("/scheduler/preempt",
-         verb("preempt", [this](const json& b) { return plane_.extender().preempt(b); }));
+         verb("preempt", [this](const json& b) { return plane().extender().preempt(b); }));
   s.Post("/scheduler/bind",
-         verb("bind", [this](const json& b) { return plane_.extenderBind(b); }));
+         verb("bind", [this](const json& b) { return plane().extenderBind(b); }));
 }
 
 }  // namespace tessera::api

@@ -63,17 +63,22 @@ class HttpServer {
   void stop();
   bool ready() const { return ready_.load(); }
   void setReady(bool ready) { ready_.store(ready); }
+  // Serves `plane` from now on (a new leader's, rebuilt from the store); the caller keeps the
+  // previous one alive until the server stops (a request may still be reading it).
+  void replacePlane(ControlPlane& plane);
   // Runs `fn` under the same mutex as the handlers (for the server's own timers).
   template <typename Fn>
   void withPlane(Fn&& fn) {
     std::lock_guard lock(mu_);
-    fn(plane_);
+    fn(*plane_.load());
   }
 
  private:
   void routes();
 
-  ControlPlane& plane_;
+  ControlPlane& plane() { return *plane_.load(); }
+  // Swapped only under mu_ (replacePlane); read without it by the request logger's metrics.
+  std::atomic<ControlPlane*> plane_;
   ServerConfig config_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

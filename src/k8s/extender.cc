@@ -530,7 +530,25 @@ Result<json> Extender::bind(const json& args) {
   const std::string podNs = ns->empty() ? "default" : *ns;
   auto answer = [](std::string error) { return json{{"Error", std::move(error)}}; };
 
-  const auto known = pods_.find(*uid);
+  auto known = pods_.find(*uid);
+  if (!uid->empty() && known == pods_.end() && podSource_) {
+    // Filtered by another replica (a failover in between) or forgotten: book it from the pod
+    // itself rather than bind it with no booking.
+    auto fetched = podSource_(podNs, *name);
+    if (!fetched) {
+      return answer("pod " + podNs + "/" + *name +
+                    " was not filtered here and could not be read (" + fetched.error().message +
+                    "): retry");
+    }
+    const json* meta = fieldIgnoringCase(*fetched, "metadata");
+    const json* have = meta != nullptr ? fieldIgnoringCase(*meta, "uid") : nullptr;
+    if (have == nullptr || !have->is_string() || have->get<std::string>() != *uid) {
+      return answer("pod " + podNs + "/" + *name + " is not the pod with UID " + *uid);
+    }
+    auto read = pod(json{{"Pod", *fetched}});
+    if (!read) return answer("pod " + podNs + "/" + *name + ": " + read.error().message);
+    known = pods_.find(*uid);
+  }
   if (uid->empty() || known == pods_.end()) {
     // Not a pod Tessera filtered: nothing to book, only the binding to post.
     if (!binder_) return answer("tessera has no binder configured for pods it did not filter");
@@ -581,10 +599,22 @@ Result<json> Extender::bind(const json& args) {
                   "different GPU share cannot be told apart from it until then: retry in a few "
                   "seconds");
   }
+  // Persist, then post the Binding (the commit point); forget the booking when either fails.
+  if (bookings_.persist) {
+    if (auto saved = bookings_.persist(request.request.replicaId, resource); !saved) {
+      if (bookedNow)
+        (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});  // as above
+      return answer("the booking could not be stored, so the pod is not bound: " +
+                    saved.error().message);
+    }
+  }
   if (binder_) {
     auto bound = binder_(podNs, *name, *uid, *node);
     if (!bound) {
-      if (bookedNow) (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});  // as above
+      if (bookedNow) {
+        (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});  // as above
+        if (bookings_.forget) bookings_.forget(request.request.replicaId);
+      }
       return answer("binding failed: " + bound.error().message);
     }
   }

@@ -23,9 +23,12 @@
 //  - preempt: keeps the nodes where the pod's GPU request fits once the victims the
 //    scheduler proposes are gone (victims are mapped to Tessera replicas by namespace/name,
 //    or by UID for meta victims); answers with NodeNameToMetaVictims.
-//  - bind: books the pod on the chosen node (the engine picks the GPUs there), hands the
-//    binding to the Binder (which POSTs the v1.Binding), and rolls the booking back if that
-//    fails. The booked GPUs are what the node's device plugin gives the container.
+//  - bind: kube-scheduler's cache discipline. It assumes (books the pod on the chosen node in
+//    memory; the engine picks the GPUs there), persists (the BookingStore writes the booking,
+//    in a cluster onto the pod itself), then hands the binding to the Binder (which POSTs the
+//    v1.Binding: the commit point). When persisting fails the booking is forgotten and no
+//    Binding is posted; when the Binding fails the booking is forgotten in memory and in the
+//    store. The booked GPUs are what the node's device plugin gives the container.
 //  - Pods that ask for no GPU through Tessera (see pod.h) pass filter unchanged and score 0.
 //  - The device plugin hand-off (docs/device-plugin.md): kubelet's Allocate names device IDs,
 //    not the pod, so the node's plugin matches containers to bookings by GPU count, oldest
@@ -64,8 +67,21 @@ namespace tessera::k8s {
 using Binder = std::function<Result<void>(const std::string& ns, const std::string& name,
                                           const std::string& uid, const std::string& node)>;
 
+// Reads a pod from the API server (namespace, name): for a bind whose filter this replica did
+// not see (it became the leader in between, or forgot the pod).
+using PodSource =
+    std::function<Result<nlohmann::json>(const std::string& ns, const std::string& name)>;
+
 // The member of `obj` whose key equals `key` ignoring ASCII case; nullptr if none.
 const nlohmann::json* fieldIgnoringCase(const nlohmann::json& obj, std::string_view key);
+
+// Makes a booking durable before its Binding is posted (persist), and takes it back when the
+// Binding failed (forget). `resource` is the extended resource that carries the pod's GPUs to
+// its container ("" when no device plugin is involved).
+struct BookingStore {
+  std::function<Result<void>(const std::string& replicaId, const std::string& resource)> persist;
+  std::function<void(const std::string& replicaId)> forget;
+};
 
 class Extender {
  public:
@@ -79,6 +95,11 @@ class Extender {
 
   // Who posts the v1.Binding from now on (nullptr: bind books but posts nothing).
   void setBinder(Binder binder) { binder_ = std::move(binder); }
+  const Binder& binder() const { return binder_; }
+  // Where bind reads a pod it did not filter (nullptr: such a bind only posts the Binding).
+  void setPodSource(PodSource source) { podSource_ = std::move(source); }
+  // Where bind persists its bookings (empty hooks: memory only).
+  void setBookingStore(BookingStore store) { bookings_ = std::move(store); }
 
   // ---- the device plugin hand-off guard
   // A pod bound and not yet given its GPUs by the node's device plugin.
@@ -127,6 +148,8 @@ class Extender {
   sched::PlacementEngine& engine_;
   ModelLookup models_;
   Binder binder_;
+  BookingStore bookings_;
+  PodSource podSource_;
   // UID → pod request (for bind), oldest first in order_.
   std::unordered_map<std::string, PodRequest> pods_;
   std::list<std::string> order_;

@@ -104,6 +104,8 @@ class KubeClient {
 
 // The extender's Binder, posting through `client` (borrowed; it must outlive the binder).
 Binder bindingPoster(KubeClient& client);
+// The extender's PodSource: GET /api/v1/namespaces/{ns}/pods/{name} through `client`.
+PodSource podReader(KubeClient& client);
 
 // "409 Conflict: <message>" from a non-2xx answer whose body may be a v1.Status.
 std::string describeFailure(const KubeResponse& response);

@@ -29,101 +29,9 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "store/state_store.h"
 
 namespace tessera::store {
-
-// A stored document. `revision` is the revision of the commit that last wrote it (>= 1);
-// `updatedMs` is the store clock's time at that commit.
-struct Document {
-  std::string kind;
-  std::string name;
-  std::string json;
-  std::int64_t revision = 0;
-  Millis updatedMs = 0;
-
-  bool operator==(const Document&) const = default;
-};
-
-// An entry of the event log. `seq` numbers events from 1 in commit order; a seq is never
-// reused, not even after compaction removed the events before it.
-struct Event {
-  std::int64_t seq = 0;
-  Millis timeMs = 0;
-  std::string kind;
-  std::string json;
-
-  bool operator==(const Event&) const = default;
-};
-
-// Expected revision meaning "the document must not exist yet" (a create).
-inline constexpr std::int64_t kMustNotExist = 0;
-
-// Writes committed together, all or nothing. Kinds and names must be non-empty (kinds: at most
-// 64 of [A-Za-z0-9._-]; names: at most 512 bytes of UTF-8, no control characters), every JSON
-// text must parse (and be at most 16 MiB), and a (kind, name) may appear at most once per batch;
-// otherwise commit() fails with kInvalidArgument and writes nothing.
-class Batch {
- public:
-  struct Upsert {
-    std::string kind;
-    std::string name;
-    std::string json;
-    // nullopt: write unconditionally; kMustNotExist: create only; n > 0: the document must
-    // exist with revision n.
-    std::optional<std::int64_t> expectedRevision;
-  };
-  struct Delete {
-    std::string kind;
-    std::string name;
-    // nullopt: delete if present (deleting a missing document is not an error); n > 0: the
-    // document must exist with revision n.
-    std::optional<std::int64_t> expectedRevision;
-  };
-  struct Append {
-    std::string kind;
-    std::string json;
-    std::optional<Millis> timeMs;  // nullopt: the store clock's time at commit
-  };
-
-  Batch& upsert(std::string kind, std::string name, std::string json,
-                std::optional<std::int64_t> expectedRevision = std::nullopt);
-  Batch& remove(std::string kind, std::string name,
-                std::optional<std::int64_t> expectedRevision = std::nullopt);
-  Batch& appendEvent(std::string kind, std::string json,
-                     std::optional<Millis> timeMs = std::nullopt);
-
-  bool empty() const { return upserts_.empty() && deletes_.empty() && events_.empty(); }
-  const std::vector<Upsert>& upserts() const { return upserts_; }
-  const std::vector<Delete>& deletes() const { return deletes_; }
-  const std::vector<Append>& events() const { return events_; }
-
- private:
-  std::vector<Upsert> upserts_;
-  std::vector<Delete> deletes_;
-  std::vector<Append> events_;
-};
-
-// What a durable commit produced.
-struct CommitResult {
-  std::int64_t revision = 0;       // the commit's revision: every upserted document now has it
-  std::int64_t firstEventSeq = 0;  // seqs of the batch's events, in batch order; 0 when none
-  std::int64_t lastEventSeq = 0;
-};
-
-struct EventPage {
-  std::vector<Event> events;  // ascending seq
-  bool more = false;          // more events follow the last one returned
-};
-
-// Everything the store holds, read in one transaction (for a restart).
-struct Snapshot {
-  std::vector<Document> documents;  // ordered by kind, then name
-  std::vector<Event> events;        // every retained event, ascending seq
-  std::int64_t revision = 0;        // the last commit's revision; 0 for a new store
-  std::int64_t lastEventSeq = 0;    // the highest seq ever assigned; 0 when none
-  // Events with a lower seq were removed by compactEventsBefore(); 1 when none were.
-  std::int64_t firstRetainedSeq = 1;
-};
 
 struct StoreOptions {
   // How long a write waits for another connection's write lock before failing.
@@ -135,7 +43,7 @@ struct StoreOptions {
   const Clock* clock = nullptr;
 };
 
-class Store {
+class Store final : public StateStore {
  public:
   // The schema version this binary writes; open() migrates older databases up to it.
   static int latestSchemaVersion();
@@ -155,7 +63,7 @@ class Store {
   // kInvalidArgument for a malformed batch (empty, bad kind/name/JSON, a key twice);
   // kFailedPrecondition for a revision conflict (and only for that); kInternal when SQLite
   // fails (I/O error, disk full, lock wait timed out).
-  Result<CommitResult> commit(const Batch& batch);
+  Result<CommitResult> commit(const Batch& batch) override;
 
   // One document; kNotFound when absent.
   Result<Document> get(std::string_view kind, std::string_view name) const;
@@ -166,17 +74,18 @@ class Store {
   // missed some and must start over from loadAll()).
   Result<EventPage> eventsAfter(std::int64_t afterSeq, int limit, std::string_view kind = {}) const;
   // Documents, retained events and counters, consistent with each other.
-  Result<Snapshot> loadAll() const;
+  Result<Snapshot> loadAll() const override;
 
   // Removes the events with seq < `seq` (the documents are the snapshot they lead to);
   // returns how many were removed. `seq` may be at most lastEventSeq + 1. Compacting below
   // an earlier compaction point removes nothing.
-  Result<std::int64_t> compactEventsBefore(std::int64_t seq);
+  Result<std::int64_t> compactEventsBefore(std::int64_t seq) override;
 
   // Writes a consistent copy of the database to `path` (which must not exist), for backups.
   Result<void> backupTo(const std::string& path) const;
 
   const std::string& path() const;
+  std::string describe() const override { return path(); }
   int schemaVersion() const;
 
  private:

@@ -137,8 +137,13 @@ void checkCommon(const Built& b, const std::string& where) {
   // The control plane.
   const json* cp = b.find("Deployment", "tessera");
   ASSERT_NE(cp, nullptr);
-  EXPECT_EQ((*cp)["spec"]["replicas"], 1) << "SQLite has one writer";
-  EXPECT_EQ((*cp)["spec"]["strategy"]["type"], "Recreate");
+  // Three replicas, one leader, the state in the API server: nothing holds a rollout back.
+  EXPECT_EQ((*cp)["spec"]["replicas"], 3);
+  EXPECT_EQ((*cp)["spec"]["strategy"]["type"], "RollingUpdate");
+  EXPECT_EQ(
+      (*cp)["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+           ["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"],
+      "kubernetes.io/hostname");
   const json& podSpec = (*cp)["spec"]["template"]["spec"];
   EXPECT_GT(podSpec.value("terminationGracePeriodSeconds", 0), 0);
   EXPECT_TRUE(podSpec["securityContext"].value("runAsNonRoot", false));
@@ -165,8 +170,14 @@ void checkCommon(const Built& b, const std::string& where) {
   ASSERT_FALSE(serveYaml.empty()) << "serve.yaml is not mounted at " << *(configAt + 1);
   auto file = config::parseServeYaml(serveYaml, "serve.yaml");
   ASSERT_TRUE(file) << file.error().message;
-  ASSERT_TRUE(file->store && file->listen && file->tlsCert && file->tlsKey && file->tokenFile);
-  // The store is on the PersistentVolumeClaim; the files it names are mounted.
+  ASSERT_TRUE(file->listen && file->tlsCert && file->tlsKey && file->tokenFile);
+  EXPECT_FALSE(file->store) << "the state is in the API server, not in a file";
+  EXPECT_NE(std::find(args.begin(), args.end(), "--leader-elect"), args.end());
+  const auto backend = std::find(args.begin(), args.end(), "--state-backend");
+  ASSERT_NE(backend, args.end());
+  ASSERT_NE(backend + 1, args.end());
+  EXPECT_EQ(*(backend + 1), "kubernetes");
+  // The files it names are mounted, and no volume outlives the pod.
   auto mountedFrom = [&](const std::string& path) -> std::string {
     std::string best, volume;
     for (const auto& [at, vol] : mounts) {
@@ -177,14 +188,10 @@ void checkCommon(const Built& b, const std::string& where) {
     }
     return volume;
   };
-  std::string pvcVolume;
   for (const json& v : podSpec["volumes"]) {
-    if (v.contains("persistentVolumeClaim")) {
-      pvcVolume = v["name"];
-      EXPECT_NE(b.find("PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"]), nullptr);
-    }
+    EXPECT_FALSE(v.contains("persistentVolumeClaim")) << v.dump();
   }
-  EXPECT_EQ(mountedFrom(*file->store), pvcVolume) << *file->store;
+  EXPECT_TRUE(b.ofKind("PersistentVolumeClaim").empty());
   for (const std::string* f : {&*file->tlsCert, &*file->tlsKey, &*file->tokenFile}) {
     EXPECT_FALSE(mountedFrom(*f).empty()) << *f << " is not mounted";
   }
@@ -194,8 +201,17 @@ void checkCommon(const Built& b, const std::string& where) {
   const int port = std::stoi(listen.substr(listen.rfind(':') + 1));
   const json* svc = b.find("Service", "tessera");
   ASSERT_NE(svc, nullptr);
-  EXPECT_TRUE(
-      labelsMatch((*svc)["spec"]["selector"], (*cp)["spec"]["template"]["metadata"]["labels"]));
+  // It selects the leader alone: the replicas' pods plus the role label the leader sets.
+  json selector = (*svc)["spec"]["selector"];
+  EXPECT_EQ(selector.value("tessera.io/role", ""), "leader");
+  selector.erase("tessera.io/role");
+  EXPECT_TRUE(labelsMatch(selector, (*cp)["spec"]["template"]["metadata"]["labels"]));
+  // A budget keeps two of the three through drains.
+  const json* cpPdb = b.find("PodDisruptionBudget", "tessera");
+  ASSERT_NE(cpPdb, nullptr);
+  EXPECT_EQ((*cpPdb)["spec"]["minAvailable"], 2);
+  EXPECT_TRUE(labelsMatch((*cpPdb)["spec"]["selector"]["matchLabels"],
+                          (*cp)["spec"]["template"]["metadata"]["labels"]));
   EXPECT_EQ(serve["ports"][0]["containerPort"], port);
   EXPECT_EQ((*svc)["spec"]["ports"][0]["port"], port);
 
@@ -302,6 +318,16 @@ void checkCommon(const Built& b, const std::string& where) {
   };
   EXPECT_TRUE(allows("pods/binding", "create"));
   EXPECT_TRUE(allows("pods", "patch")) << "--leader-elect labels the replica's pod";
+  // --state-backend kubernetes: ConfigMaps in the control plane's namespace, nowhere else.
+  const json* stateRole = b.find("Role", "tessera-control-plane-state");
+  ASSERT_NE(stateRole, nullptr);
+  EXPECT_EQ((*stateRole)["metadata"]["namespace"], "tessera-system");
+  EXPECT_EQ((*stateRole)["rules"][0]["resources"], json::array({"configmaps"}));
+  for (const char* verb : {"get", "list", "create", "update", "delete"}) {
+    const json& verbs = (*stateRole)["rules"][0]["verbs"];
+    EXPECT_NE(std::find(verbs.begin(), verbs.end(), verb), verbs.end()) << verb;
+  }
+  EXPECT_FALSE(allows("configmaps", "create")) << "not cluster-wide";
   EXPECT_TRUE(allows("modeldeployments/status", "update"));
   EXPECT_TRUE(allows("modeldeployments", "watch"));
   EXPECT_FALSE(allows("modeldeployments", "update")) << "the spec is the user's";
@@ -358,7 +384,9 @@ TEST_F(KustomizeTest, ProductionRunsTwoSchedulersWithABudgetAndIssuesItsCertific
   const json* sched = b.find("Deployment", "tessera-scheduler");
   ASSERT_NE(sched, nullptr);
   EXPECT_EQ((*sched)["spec"]["replicas"], 2);
-  ASSERT_EQ(b.ofKind("PodDisruptionBudget").size(), 1u);
+  // The control plane's budget (the base's) and the schedulers'.
+  ASSERT_EQ(b.ofKind("PodDisruptionBudget").size(), 2u);
+  EXPECT_NE(b.find("PodDisruptionBudget", "tessera-scheduler"), nullptr);
   bool tls = false;
   for (const json* c : b.ofKind("Certificate"))
     tls = tls || (*c)["spec"]["secretName"] == "tessera-tls";

@@ -104,13 +104,19 @@ std::optional<Target> parsePath(const std::string& path) {
   t.resource = segs[at];
   if (segs.size() > at + 1) t.name = segs[at + 1];
   if (segs.size() > at + 2) t.sub = segs[at + 2];
-  const bool known = core           ? t.resource == "pods" || t.resource == "nodes"
+  const bool known = core ? t.resource == "pods" || t.resource == "nodes" ||
+                                (t.resource == "configmaps" && (t.nsGiven || t.name.empty()))
                      : coordination ? t.resource == "leases" && t.nsGiven
                                     : t.resource == "modeldeployments";
   if (!known) return std::nullopt;
-  if (t.resource == "leases" && !t.sub.empty()) return std::nullopt;
+  if ((t.resource == "leases" || t.resource == "configmaps") && !t.sub.empty()) {
+    return std::nullopt;
+  }
   if (t.resource == "nodes" && t.nsGiven) return std::nullopt;
-  if (!t.sub.empty() && (t.sub != "status" || t.resource == "nodes")) return std::nullopt;
+  const bool binding = t.sub == "binding" && t.resource == "pods" && t.nsGiven;
+  if (!t.sub.empty() && !binding && (t.sub != "status" || t.resource == "nodes")) {
+    return std::nullopt;
+  }
   return t;
 }
 
@@ -118,6 +124,7 @@ std::string kindOf(const std::string& resource) {
   if (resource == "pods") return "Pod";
   if (resource == "nodes") return "Node";
   if (resource == "leases") return "Lease";
+  if (resource == "configmaps") return "ConfigMap";
   return "ModelDeployment";
 }
 
@@ -225,6 +232,7 @@ Result<int> FakeApiServer::start() {
   // A watch written to after its client left must not kill the test process.
   ::signal(SIGPIPE, SIG_IGN);
   server_ = std::make_unique<httplib::Server>();
+  server_->set_tcp_nodelay(true);  // as kube-apiserver's Go net/http does by default
   // Every open watch holds a worker.
   server_->new_task_queue = [] { return new httplib::ThreadPool(32); };
   routes();
@@ -483,6 +491,11 @@ int FakeApiServer::conflicts() const {
   return conflicts_;
 }
 
+int FakeApiServer::bindings() const {
+  std::lock_guard lock(mu_);
+  return bindings_;
+}
+
 int FakeApiServer::openWatches() const {
   std::lock_guard lock(mu_);
   return openWatches_;
@@ -671,6 +684,48 @@ void FakeApiServer::routes() {
   server_->Post(R"(/.*)", [this, reply, replyError, notFound](const httplib::Request& req,
                                                               httplib::Response& res) {
     const auto target = parsePath(req.path);
+    if (target && target->sub == "binding") {
+      // pods/{name}/binding: sets spec.nodeName once, with the pod's UID as a precondition.
+      json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) {
+        return reply(res, 400, statusBody(400, "BadRequest", "the body is not a JSON object"));
+      }
+      const json to = body.value("target", json::object());
+      const std::string node = to.is_object() ? to.value("name", "") : "";
+      if (node.empty()) {
+        return reply(res, 422, statusBody(422, "Invalid", "target.name: Required value"));
+      }
+      if (const int refused = refusal("bindings", body); refused != 0) {
+        return reply(res, refused, statusBody(refused, "ServiceUnavailable", "write refused"));
+      }
+      const std::string uid = text(body, "metadata", "uid");
+      auto bound = [&]() -> Result<json> {
+        std::lock_guard lock(mu_);
+        auto& pods = objects_["pods"];
+        const auto it = pods.find(keyOf("pods", target->ns, target->name));
+        if (it == pods.end()) {
+          return fail(Error::notFound("pods \"" + target->name + "\" not found"));
+        }
+        const std::string have = text(it->second, "metadata", "uid");
+        if (!uid.empty() && uid != have) {
+          return fail(Error::precondition("Precondition failed: UID in precondition: " + uid +
+                                          ", UID in object meta: " + have));
+        }
+        const json spec = it->second.value("spec", json::object());
+        if (const std::string on = spec.value("nodeName", ""); !on.empty()) {
+          return fail(Error::precondition("pod " + target->name +
+                                          " is already assigned to node \"" + on + "\""));
+        }
+        json next = it->second;
+        next["spec"]["nodeName"] = node;
+        ++bindings_;
+        return updateLocked("pods", std::move(next), false);
+      }();
+      if (!bound) return replyError(res, bound.error());
+      return reply(
+          res, 201,
+          {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}, {"code", 201}});
+    }
     if (!target || !target->name.empty()) return notFound(res, req.path);
     json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
@@ -772,7 +827,31 @@ void FakeApiServer::routes() {
     if (!target || target->name.empty() || !target->sub.empty()) {
       return notFound(res, req.path);
     }
-    auto gone = remove(target->resource, target->nsGiven ? target->ns : "", target->name);
+    // DeleteOptions.preconditions.resourceVersion, as kube-apiserver checks it.
+    const json options = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+    std::string expected;
+    if (options.is_object() && options.contains("preconditions") &&
+        options["preconditions"].is_object()) {
+      expected = options["preconditions"].value("resourceVersion", "");
+    }
+    auto gone = [&]() -> Result<json> {
+      std::lock_guard lock(mu_);
+      const std::string ns =
+          namespaced(target->resource) ? (target->nsGiven ? target->ns : "default") : "";
+      if (!expected.empty()) {
+        auto& table = objects_[target->resource];
+        const auto it = table.find(keyOf(target->resource, ns, target->name));
+        if (it != table.end() &&
+            it->second["metadata"]["resourceVersion"].get<std::string>() != expected) {
+          ++conflicts_;
+          return fail(Error::precondition(
+              "Operation cannot be fulfilled on " + target->resource + " \"" + target->name +
+              "\": the object has been modified; please apply your changes to the latest "
+              "version and try again"));
+        }
+      }
+      return removeLocked(target->resource, ns, target->name);
+    }();
     if (!gone) return replyError(res, gone.error());
     reply(res, 200, *gone);
   });

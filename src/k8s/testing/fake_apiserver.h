@@ -4,7 +4,9 @@
 //
 //  - One store for every resource with a global resourceVersion counter: every write takes
 //    the next value and the object carries it in metadata.resourceVersion (decimal text).
-//  - Resources: core `pods` (namespaced, status subresource), core `nodes` (cluster-wide),
+//  - Resources: core `pods` (namespaced, status and binding subresources: a Binding sets
+//    spec.nodeName once, 409 when the pod is already assigned or its UID differs), core
+//    `configmaps` (namespaced), core `nodes` (cluster-wide),
 //    `modeldeployments` of tessera.io/v1alpha1 (namespaced, status subresource) and `leases`
 //    of coordination.k8s.io/v1 (namespaced), under the usual paths
 //    (/api/v1/namespaces/{ns}/pods/{name}[/status], /api/v1/pods,
@@ -23,7 +25,8 @@
 //  - PUT: metadata.resourceVersion, when given, must be the stored one, else 409 Conflict.
 //    On the main resource the stored status is kept and a changed spec bumps
 //    metadata.generation; on /status only the status is taken.
-//  - DELETE: 200 with the object, a DELETED event. No garbage collector, no kubelet.
+//  - DELETE: 200 with the object, a DELETED event; DeleteOptions.preconditions.resourceVersion
+//    is checked (409). No garbage collector, no kubelet.
 //
 // Test hooks change the store directly (as another client would), end open watches, compact
 // the event log, and run a callback before a status write (a concurrent writer).
@@ -65,7 +68,8 @@ class FakeApiServer {
   void stop();
   std::string url() const;  // "http://127.0.0.1:PORT"
 
-  // ---- the store, directly. `resource` is "pods", "nodes", "modeldeployments" or "leases".
+  // ---- the store, directly. `resource` is "pods", "nodes", "configmaps", "modeldeployments" or
+  // "leases".
   // As a POST / PUT (main resource) / DELETE would; errors carry the HTTP status in the
   // message ("409 ...").
   Result<nlohmann::json> create(const std::string& resource, nlohmann::json object);
@@ -99,6 +103,7 @@ class FakeApiServer {
   int lists(const std::string& resource) const;    // LIST requests (first pages)
   int watches(const std::string& resource) const;  // WATCH requests
   int conflicts() const;                           // 409 Conflict answers to PUTs
+  int bindings() const;                            // pods/binding POSTs that bound a pod
   int openWatches() const;
 
  private:
@@ -134,6 +139,7 @@ class FakeApiServer {
   std::function<int(const std::string&, const nlohmann::json&)> refuse_;
   std::map<std::string, int> lists_, watches_;
   int conflicts_ = 0;
+  int bindings_ = 0;
   int openWatches_ = 0;
   bool stopping_ = false;
   bool paused_ = false;
