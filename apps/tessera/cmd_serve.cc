@@ -450,6 +450,9 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     // httpTimeout (5 s in deploy/base/kube-scheduler) even when the API server is slow.
     k8s::KubeConfig bc = (*kube)->config();
     bc.timeoutMs = std::min(bc.timeoutMs, kBindTimeoutMs);
+    // Who posted each Binding, in the API server's audit log: the lease identity.
+    bc.userAgent = std::string("tessera-serve/") + TESSERA_VERSION +
+                   (elector ? " (" + elector->identity() + ")" : std::string());
     auto client = k8s::KubeClient::create(bc);
     if (!client) return reportError(err, kCommand, client.error());
     bindClient = std::move(*client);

@@ -125,43 +125,49 @@ class Failover : public ::testing::Test {
     return bound && (*bound)["Error"] == "";
   }
 
+  // Waits for a leader, registers the GPU nodes with it and creates the pending pods.
+  void prepare(std::vector<std::string>& nodes, int pods) {
+    const auto began = Clock::now();
+    while (routed().empty() && Clock::now() - began < std::chrono::seconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_FALSE(routed().empty()) << "no replica became the leader";
+    for (int n = 0; n < kNodes; ++n) {
+      json gpus = json::array();
+      for (int g = 0; g < kGpusPerNode; ++g) {
+        gpus.push_back({{"type", "A100-80GB"}, {"nvlinkGroup", 0}});
+      }
+      const std::string name = "gpu-" + std::to_string(n);
+      nodes.push_back(name);
+      ASSERT_TRUE(post(replicas_[routed()].port, "/api/v1/nodes",
+                       {{"name", name}, {"cpu", 96}, {"hostMemory", "1Ti"}, {"gpus", gpus}}))
+          << name;
+    }
+    for (int i = 0; i < pods; ++i) {
+      ASSERT_TRUE(api_.create(
+          "pods",
+          {{"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "ml"}}},
+           {"spec",
+            {{"containers",
+              {{{"name", "c"},
+                {"resources",
+                 {{"limits", {{"tessera.io/gpu-memory", std::to_string(kPodMib)}}}}}}}}}}}));
+    }
+  }
+  // The pod is bound: by this attempt, or by an earlier one whose answer was lost.
+  bool bindPod(int i, const std::vector<std::string>& nodes) {
+    const std::string name = "p" + std::to_string(i);
+    return !nodeOf(pod(name)).empty() || scheduleOnce(name, nodes);
+  }
+
   FakeApiServer api_;
   std::map<std::string, Replica> replicas_;
 };
 
 TEST_F(Failover, LeaderKilledTenTimesUnderLoadLosesNoBookingAndOverCommitsNothing) {
-  // The leader first.
-  const auto began = Clock::now();
-  while (routed().empty() && Clock::now() - began < std::chrono::seconds(20)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_FALSE(routed().empty()) << "no replica became the leader";
   std::vector<std::string> nodes;
-  for (int n = 0; n < kNodes; ++n) {
-    json gpus = json::array();
-    for (int g = 0; g < kGpusPerNode; ++g)
-      gpus.push_back({{"type", "A100-80GB"}, {"nvlinkGroup", 0}});
-    const std::string name = "gpu-" + std::to_string(n);
-    nodes.push_back(name);
-    ASSERT_TRUE(post(replicas_[routed()].port, "/api/v1/nodes",
-                     {{"name", name}, {"cpu", 96}, {"hostMemory", "1Ti"}, {"gpus", gpus}}))
-        << name;
-  }
-  {
-    httplib::Client c("127.0.0.1", replicas_[routed()].port);
-    auto listed = c.Get("/api/v1/nodes");
-    ASSERT_TRUE(listed);
-    ASSERT_EQ(json::parse(listed->body)["nodes"].size(), static_cast<std::size_t>(kNodes));
-  }
-  for (int i = 0; i < kPods; ++i) {
-    ASSERT_TRUE(api_.create(
-        "pods", {{"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "ml"}}},
-                 {"spec",
-                  {{"containers",
-                    {{{"name", "c"},
-                      {"resources",
-                       {{"limits", {{"tessera.io/gpu-memory", std::to_string(kPodMib)}}}}}}}}}}}));
-  }
+  prepare(nodes, kPods);
+  if (HasFatalFailure()) return;
 
   // Drive every pod to bound, killing the leader every kPods / (kKills + 1) pods.
   std::vector<long long> failovers;
@@ -179,9 +185,7 @@ TEST_F(Failover, LeaderKilledTenTimesUnderLoadLosesNoBookingAndOverCommitsNothin
         start(leader);  // its Deployment starts it again, with empty disks
       }
     }
-    const std::string name = "p" + std::to_string(i);
-    if (!nodeOf(pod(name)).empty() || scheduleOnce(name, nodes)) {
-      // Bound: by this attempt, or by an earlier one whose answer was lost with its leader.
+    if (bindPod(i, nodes)) {
       ++bound;
       ++i;
       if (killedAt) {
@@ -242,6 +246,88 @@ TEST_F(Failover, LeaderKilledTenTimesUnderLoadLosesNoBookingAndOverCommitsNothin
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(restored, static_cast<std::size_t>(kPods));
+}
+
+}  // namespace
+
+namespace {
+
+// Cut off: the API server refuses the leader's Lease renewals while pods keep coming. It stops
+// binding within its renew deadline and exits 1, a standby takes over once the lease has run
+// out, and the API server's log of Bindings shows every one posted by the holder of the Lease
+// at that moment (the User-Agent carries the lease identity): no two leaders bound in the same
+// window.
+TEST_F(Failover, ALeaderCutOffStopsBindingBeforeAStandbyStarts) {
+  constexpr int kCutPods = 300;
+  std::vector<std::string> nodes;
+  prepare(nodes, kCutPods);
+  if (HasFatalFailure()) return;
+  auto holder = [&] {
+    const auto l = api_.get("leases", "tessera-system", "tessera-control-plane");
+    return l ? (*l)["spec"].value("holderIdentity", "") : std::string();
+  };
+  std::string cut;
+  std::optional<Clock::time_point> cutAt;
+  for (int i = 0; i < kCutPods;) {
+    if (i == kCutPods / 3 && !cutAt) {
+      cut = holder();
+      ASSERT_FALSE(cut.empty());
+      api_.refuseWrites([cut](const std::string& resource, const json& body) {
+        return resource == "leases" && body["spec"].value("holderIdentity", "") == cut ? 503 : 0;
+      });
+      cutAt = Clock::now();
+    }
+    if (bindPod(i, nodes)) {
+      ++i;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // After the cut, a pod every 20 ms: the rest spans the renew deadline and the takeover.
+    if (cutAt) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // The cut-off leader exited 1 (the refusal stays until then: lifting it earlier would let a
+  // late renewal through).
+  const std::string cutPod = cut.substr(0, cut.rfind('_'));
+  ASSERT_TRUE(replicas_.contains(cutPod)) << cut;
+  int status = -1;
+  const auto waitUntil = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < waitUntil && ::waitpid(replicas_[cutPod].pid, &status, WNOHANG) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  api_.refuseWrites(nullptr);
+  ASSERT_NE(status, -1) << "the cut-off leader is still running";
+  replicas_[cutPod].pid = -1;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_NE(holder(), cut);
+
+  const auto log = api_.bindLog();
+  ASSERT_EQ(log.size(), static_cast<std::size_t>(kCutPods));
+  std::size_t byCut = 0, byOthers = 0;
+  bool othersStarted = false;
+  Clock::time_point lastByCut = *cutAt;
+  for (const auto& b : log) {
+    const std::string leaseHolder = b.leaseHolders.at("tessera-system/tessera-control-plane");
+    ASSERT_NE(b.userAgent.find("(" + leaseHolder + ")"), std::string::npos)
+        << b.pod << " was bound by " << b.userAgent << " while " << leaseHolder
+        << " held the lease";
+    if (leaseHolder == cut) {
+      EXPECT_FALSE(othersStarted) << b.pod << ": the cut-off leader bound after a successor";
+      ++byCut;
+      lastByCut = std::max(lastByCut, b.at);
+    } else {
+      othersStarted = othersStarted || byCut > 0;
+      ++byOthers;
+    }
+  }
+  const long long lastMs =
+      std::chrono::duration_cast<std::chrono::milliseconds>(lastByCut - *cutAt).count();
+  std::printf(
+      "cut off after %d pods: %zu Bindings by the cut-off leader (the last %lld ms after "
+      "the cut; renew deadline 1.5 s), %zu by its successors, none while another held "
+      "the lease\n",
+      kCutPods / 3, byCut, lastMs, byOthers);
+  EXPECT_LE(lastMs, 1500 + 1000);  // the renew deadline, and a bind already in flight
+  EXPECT_GT(byOthers, 0u);
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ Result<KubeResponse> KubeClient::request(std::string_view method, const std::str
   if (!bearer) return fail(bearer.error());
   httplib::Headers headers{{"Accept", "application/json"}};
   if (!bearer->empty()) headers.emplace("Authorization", "Bearer " + *bearer);
+  if (!config_.userAgent.empty()) headers.emplace("User-Agent", config_.userAgent);
   const std::string type(contentType);
   auto& http = *impl_->http;
   httplib::Result res = [&] {
@@ -314,6 +315,7 @@ Result<KubeResponse> KubeClient::stream(const std::string& path,
   }
   httplib::Headers headers{{"Accept", "application/json"}};
   if (!bearer.empty()) headers.emplace("Authorization", "Bearer " + bearer);
+  if (!config_.userAgent.empty()) headers.emplace("User-Agent", config_.userAgent);
   KubeResponse out;
   httplib::Result res = http.Get(
       path, headers,

@@ -34,6 +34,8 @@ struct KubeConfig {
   std::string tokenFile;  // bearer token; empty = none (kubectl proxy adds its own)
   std::string caFile;     // PEM bundle the server's certificate must chain to (https)
   int timeoutMs = 5000;   // connect and read timeout per request
+  // Sent as User-Agent (the API server's audit log records it); empty: httplib's own.
+  std::string userAgent;
 };
 
 // The service account's view of the API server, as a pod sees it. `env` reads an environment

@@ -496,6 +496,11 @@ int FakeApiServer::bindings() const {
   return bindings_;
 }
 
+std::vector<FakeApiServer::BindRecord> FakeApiServer::bindLog() const {
+  std::lock_guard lock(mu_);
+  return bindLog_;
+}
+
 int FakeApiServer::openWatches() const {
   std::lock_guard lock(mu_);
   return openWatches_;
@@ -719,6 +724,16 @@ void FakeApiServer::routes() {
         json next = it->second;
         next["spec"]["nodeName"] = node;
         ++bindings_;
+        BindRecord record{target->ns + "/" + target->name,
+                          node,
+                          req.get_header_value("User-Agent"),
+                          {},
+                          std::chrono::steady_clock::now()};
+        for (const auto& [key, lease] : objects_["leases"]) {
+          record.leaseHolders[key] =
+              lease.value("spec", json::object()).value("holderIdentity", "");
+        }
+        bindLog_.push_back(std::move(record));
         return updateLocked("pods", std::move(next), false);
       }();
       if (!bound) return replyError(res, bound.error());

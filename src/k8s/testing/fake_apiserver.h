@@ -34,6 +34,7 @@
 // Threading: every method may be called from any thread.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -104,6 +105,14 @@ class FakeApiServer {
   int watches(const std::string& resource) const;  // WATCH requests
   int conflicts() const;                           // 409 Conflict answers to PUTs
   int bindings() const;                            // pods/binding POSTs that bound a pod
+  // Every Binding that bound a pod, in order: who posted it (User-Agent) and who held each
+  // Lease at that moment ("namespace/name" → spec.holderIdentity).
+  struct BindRecord {
+    std::string pod, node, userAgent;
+    std::map<std::string, std::string> leaseHolders;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::vector<BindRecord> bindLog() const;
   int openWatches() const;
 
  private:
@@ -140,6 +149,7 @@ class FakeApiServer {
   std::map<std::string, int> lists_, watches_;
   int conflicts_ = 0;
   int bindings_ = 0;
+  std::vector<BindRecord> bindLog_;
   int openWatches_ = 0;
   bool stopping_ = false;
   bool paused_ = false;
