@@ -5,7 +5,8 @@
 //  - One store for every resource with a global resourceVersion counter: every write takes
 //    the next value and the object carries it in metadata.resourceVersion (decimal text).
 //  - Resources: core `pods` (namespaced, status and binding subresources: a Binding sets
-//    spec.nodeName once, 409 when the pod is already assigned or its UID differs), core
+//    spec.nodeName once, 409 when the pod is already assigned or its UID differs; each one is
+//    logged with its User-Agent and the Leases' holders, see bindLog()), core
 //    `configmaps` (namespaced), core `nodes` (cluster-wide),
 //    `modeldeployments` of tessera.io/v1alpha1 (namespaced, status subresource) and `leases`
 //    of coordination.k8s.io/v1 (namespaced), under the usual paths
