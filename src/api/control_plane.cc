@@ -66,8 +66,8 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
       state_, engine_, [this](std::string_view name) { return findModel(name); });
   extender_->setConfirmTtlMs(config_.allocationGuardTtlMs);
   extender_->setBookingStore(
-      {.persist = [this](const std::string& id,
-                         const std::string& resource) { return persistBooking(id, resource); },
+      {.prepare = [this](const std::string& id,
+                         const std::string& resource) { return prepareBooking(id, resource); },
        .forget = [this](const std::string& id) { forgetBooking(id); }});
   // The series exist from the start, for increase().
   reservationsExpired_.add({{"telemetry", "none"}}, 0);
@@ -84,7 +84,11 @@ void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, s
                {"subject", subject},
                {"message", message}});
   }
-  events_.push_back({seq, timeMs, std::move(type), std::move(subject), std::move(message)});
+  // In seq order: a bind's booking event is remembered after its store write, which ran
+  // outside the server's lock, so a later seq may already be here.
+  auto at = events_.end();
+  while (at != events_.begin() && std::prev(at)->seq > seq) --at;
+  events_.insert(at, {seq, timeMs, std::move(type), std::move(subject), std::move(message)});
   nextSeq_ = std::max(nextSeq_, seq + 1);
   while (events_.size() > config_.eventHistory ||
          (!events_.empty() && events_.front().timeMs < timeMs - config_.eventMaxAgeMs)) {
@@ -129,27 +133,30 @@ void ControlPlane::note(std::string type, std::string subject, std::string messa
   }
 }
 
+Millis ControlPlane::eventTimeMs() const {
+  // Events carry Unix time (the books' clock may be monotonic, which does not survive a boot).
+  return config_.eventClockMs ? config_.eventClockMs()
+                              : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+}
+
+Error ControlPlane::storeRefused(const Error& e) {
+  // A revision conflict means another writer got there first: a 409, like any conflict.
+  const ErrorCode code = e.code == ErrorCode::kFailedPrecondition ? ErrorCode::kFailedPrecondition
+                                                                  : ErrorCode::kInternal;
+  return Error{code, "the store refused the change (" + e.message + "); nothing was changed"};
+}
+
 Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::string subject,
                                   std::string message) {
-  // Events carry Unix time (the books' clock may be monotonic, which does not survive a boot).
-  const Millis now = config_.eventClockMs
-                         ? config_.eventClockMs()
-                         : std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+  const Millis now = eventTimeMs();
   std::int64_t seq = nextSeq_;
   if (store_ != nullptr) {
     batch.appendEvent("event",
                       json{{"type", type}, {"subject", subject}, {"message", message}}.dump(), now);
     auto done = store_->commit(batch);
-    if (!done) {
-      // A revision conflict means another writer got there first: a 409, like any conflict.
-      const ErrorCode code = done.error().code == ErrorCode::kFailedPrecondition
-                                 ? ErrorCode::kFailedPrecondition
-                                 : ErrorCode::kInternal;
-      return fail(Error{code, "the store refused the change (" + done.error().message +
-                                  "); nothing was changed"});
-    }
+    if (!done) return fail(storeRefused(done.error()));
     seq = done->lastEventSeq;
   }
   remember(seq, now, std::move(type), std::move(subject), std::move(message));
@@ -725,9 +732,9 @@ Result<json> ControlPlane::explain(const json& body) {
       {"rejections", sched::rejectionsJson(d.rejections)}};
 }
 
-Result<json> ControlPlane::extenderBind(const json& args) {
-  // The extender assumes, persists through persistBooking() and then posts the Binding.
-  auto out = extender_->bind(args);
+Result<json> ControlPlane::extenderBind(const json& args, const k8s::OutsideLock& outside) {
+  // The extender assumes, persists through prepareBooking() and then posts the Binding.
+  auto out = extender_->bind(args, outside);
   if (!out || !(*out)["Error"].get<std::string>().empty()) return out;
   const json* ns = k8s::fieldIgnoringCase(args, "PodNamespace");
   const json* name = k8s::fieldIgnoringCase(args, "PodName");
@@ -742,31 +749,54 @@ Result<json> ControlPlane::extenderBind(const json& args) {
   return out;
 }
 
-Result<void> ControlPlane::persistBooking(const std::string& id, const std::string& resource) {
+k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std::string& resource) {
   const auto rid = state_.findReplica(id);
-  if (!rid) return fail(Error::internal("pod " + id + " is not booked"));
+  if (!rid) {
+    return {
+        [id]() -> Result<void> { return fail(Error::internal("pod " + id + " is not booked")); },
+        nullptr};
+  }
   const sched::ReplicaRecord& rec = state_.replica(*rid);
   // The pod's container gets its GPUs from the node's device plugin, which confirms it. A
   // fresh bind starts unconfirmed, also where a pod of the same name held a confirmed
-  // allocation before (a StatefulSet pod created again).
+  // allocation before (a StatefulSet pod created again). Assumed now, undone in settle when
+  // the write fails.
   std::optional<PodAllocation> previous;
   if (const auto a = podAllocations_.find(id); a != podAllocations_.end()) previous = a->second;
   if (!resource.empty()) podAllocations_[id] = PodAllocation{resource, false, {}};
   const bool wasPod = !pods_.insert(id).second;
+  const Millis now = eventTimeMs();
+  const std::string message =
+      "on " + state_.node(rec.placement.node).spec.name + ", before its Binding";
   store::Batch batch;
   batch.upsert("replica", id,
                replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
-  auto saved = commit(std::move(batch), "ReplicaBooked", id,
-                      "on " + state_.node(rec.placement.node).spec.name + ", before its Binding");
-  if (!saved) {
+  if (store_ != nullptr) {
+    batch.appendEvent("event",
+                      json{{"type", "ReplicaBooked"}, {"subject", id}, {"message", message}}.dump(),
+                      now);
+  }
+  auto seq = std::make_shared<std::int64_t>(0);
+  auto write = [store = store_, batch = std::move(batch), seq]() -> Result<void> {
+    if (store == nullptr) return {};
+    auto done = store->commit(batch);  // the store serialises its own calls
+    if (!done) return fail(storeRefused(done.error()));
+    *seq = done->lastEventSeq;
+    return {};
+  };
+  auto settle = [this, id, previous, wasPod, now, message, seq](bool stored) {
+    if (stored) {
+      remember(*seq > 0 ? *seq : nextSeq_, now, "ReplicaBooked", id, message);
+      return;
+    }
     if (previous) {
       podAllocations_[id] = *previous;
     } else {
       podAllocations_.erase(id);
     }
     if (!wasPod) pods_.erase(id);
-  }
-  return saved;
+  };
+  return {std::move(write), std::move(settle)};
 }
 
 void ControlPlane::forgetBooking(const std::string& id) {

@@ -112,7 +112,10 @@ class ControlPlane {
   Result<nlohmann::json> explain(const nlohmann::json& body);
 
   // ---- kube-scheduler extender (bind books, so it is persisted here)
-  Result<nlohmann::json> extenderBind(const nlohmann::json& args);
+  // With `outside` (the HTTP server's), the booking's store write and the Binding POST run
+  // with the server's lock released; the booking is assumed in the books meanwhile.
+  Result<nlohmann::json> extenderBind(const nlohmann::json& args,
+                                      const k8s::OutsideLock& outside = {});
   // The binder the extender's bind posts v1.Bindings through (serve sets the Kubernetes
   // API client's; without one, bind books the pod and posts nothing).
   void setBinder(k8s::Binder binder) { extender_->setBinder(std::move(binder)); }
@@ -178,10 +181,12 @@ class ControlPlane {
   ControlPlane(const model::GpuCatalog& catalog, const Clock& clock, ControlPlaneConfig config,
                sched::PluginSet plugins, store::StateStore* store);
   Result<void> restore();
-  // The extender's BookingStore: a pod's booking is stored before its Binding is posted, and
-  // removed again when the Binding failed.
-  Result<void> persistBooking(const std::string& id, const std::string& resource);
+  // The extender's BookingStore: a pod's booking is stored before its Binding is posted (the
+  // write runs outside the server's lock), and removed again when the Binding failed.
+  k8s::BookingWrite prepareBooking(const std::string& id, const std::string& resource);
   void forgetBooking(const std::string& id);
+  Millis eventTimeMs() const;
+  static Error storeRefused(const Error& e);
   // Commits `batch` plus the event (when there is a store), then adds the event to the
   // history. On error nothing was written.
   Result<void> commit(store::Batch batch, std::string type, std::string subject,

@@ -343,8 +343,8 @@ void HttpServer::routes() {
       // Only the extender call holds the lock: the answer (a name or a score per candidate
       // node) is serialised outside it, as the body was parsed outside it.
       Result<json> out = [&] {
-        std::lock_guard lock(mu_);
-        return fn(*parsed);
+        std::unique_lock lock(mu_);
+        return fn(*parsed, lock);
       }();
       if (!out) {
         sendError(res, out.error());
@@ -357,14 +357,24 @@ void HttpServer::routes() {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     };
   };
+  using Lock = std::unique_lock<std::mutex>;
   s.Post("/scheduler/filter",
-         verb("filter", [this](const json& b) { return plane().extender().filter(b); }));
-  s.Post("/scheduler/prioritize",
-         verb("prioritize", [this](const json& b) { return plane().extender().prioritize(b); }));
+         verb("filter", [this](const json& b, Lock&) { return plane().extender().filter(b); }));
+  s.Post("/scheduler/prioritize", verb("prioritize", [this](const json& b, Lock&) {
+           return plane().extender().prioritize(b);
+         }));
   s.Post("/scheduler/preempt",
-         verb("preempt", [this](const json& b) { return plane().extender().preempt(b); }));
-  s.Post("/scheduler/bind",
-         verb("bind", [this](const json& b) { return plane().extenderBind(b); }));
+         verb("preempt", [this](const json& b, Lock&) { return plane().extender().preempt(b); }));
+  // bind's store write and Binding POST (up to 3 s) run with the lock released: other calls
+  // go on meanwhile, and the plane bound is the one the call started on.
+  s.Post("/scheduler/bind", verb("bind", [this](const json& b, Lock& lock) {
+           ControlPlane& p = plane();
+           return p.extenderBind(b, [&lock](const std::function<void()>& io) {
+             lock.unlock();
+             io();
+             lock.lock();
+           });
+         }));
 }
 
 }  // namespace tessera::api

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -381,6 +383,72 @@ TEST_F(ServerTest, DeeplyNestedBodiesAreRefusedAndTheServerStaysUp) {
       "application/json");
   ASSERT_TRUE(fine);
   EXPECT_EQ(fine->status, 200) << fine->body;
+}
+
+TEST_F(ServerTest, BindPostsItsBindingOutsideTheLockSoOtherCallsGoOn) {
+  ASSERT_EQ(post("/api/v1/nodes", node("gpu-a", 2)).status, 201);
+  // A Binding POST that takes until the test releases it (an API server slow to answer).
+  std::mutex m;
+  std::condition_variable cv;
+  bool inBinding = false, release = false, timedOut = false;
+  server_->withPlane([&](ControlPlane& p) {
+    p.setBinder([&](const std::string&, const std::string&, const std::string&,
+                    const std::string&) -> Result<void> {
+      std::unique_lock l(m);
+      inBinding = true;
+      cv.notify_all();
+      if (!cv.wait_for(l, std::chrono::seconds(20), [&] { return release; })) {
+        timedOut = true;
+        return fail(Error::internal("never released"));
+      }
+      return {};
+    });
+  });
+  auto podJson = [](const std::string& name, const std::string& uid) {
+    return json{
+        {"metadata", {{"name", name}, {"namespace", "ns"}, {"uid", uid}}},
+        {"spec",
+         {{"containers",
+           {{{"name", "c"}, {"resources", {{"limits", {{"tessera.io/gpu-memory", "20480"}}}}}}}}}}};
+  };
+  auto filter = client_->Post("/scheduler/filter",
+                              json{{"Pod", podJson("p", "u-1")}, {"NodeNames", {"gpu-a"}}}.dump(),
+                              "application/json");
+  ASSERT_TRUE(filter && filter->status == 200);
+  std::string bound;
+  std::thread binding([&] {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30);
+    auto r = c.Post(
+        "/scheduler/bind",
+        json{{"PodName", "p"}, {"PodNamespace", "ns"}, {"PodUID", "u-1"}, {"Node", "gpu-a"}}.dump(),
+        "application/json");
+    if (r && r->status == 200) bound = r->body;
+  });
+  {
+    std::unique_lock l(m);
+    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(10), [&] { return inBinding; }));
+  }
+  // While the Binding is in flight the server answers other calls, and the pod's booking is
+  // already in the books (assumed), so nothing else can take its memory.
+  const Reply replicas = get("/api/v1/replicas");
+  EXPECT_EQ(replicas.status, 200);
+  ASSERT_EQ(replicas.body["replicas"].size(), 1u) << replicas.text;
+  EXPECT_EQ(replicas.body["replicas"][0]["replica"], "ns/p");
+  auto other = client_->Post("/scheduler/filter",
+                             json{{"Pod", podJson("q", "u-2")}, {"NodeNames", {"gpu-a"}}}.dump(),
+                             "application/json");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 200);
+  {
+    std::lock_guard l(m);
+    release = true;
+  }
+  cv.notify_all();
+  binding.join();
+  EXPECT_FALSE(timedOut) << "the server held its lock across the Binding";
+  ASSERT_FALSE(bound.empty());
+  EXPECT_EQ(json::parse(bound)["Error"], "") << bound;
 }
 
 }  // namespace

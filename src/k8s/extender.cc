@@ -516,7 +516,8 @@ Result<json> Extender::preempt(const json& args) {
   return json{{"NodeNameToMetaVictims", std::move(result)}};
 }
 
-Result<json> Extender::bind(const json& args) {
+Result<json> Extender::bind(const json& args, const OutsideLock& outside) {
+  auto io = [&outside](const std::function<void()>& fn) { outside ? outside(fn) : fn(); };
   if (!args.is_object()) return fail(Error::invalid("body: expected a JSON object"));
   auto name = stringField(args, "PodName", "ExtenderBindingArgs");
   auto ns = stringField(args, "PodNamespace", "ExtenderBindingArgs");
@@ -534,7 +535,8 @@ Result<json> Extender::bind(const json& args) {
   if (!uid->empty() && known == pods_.end() && podSource_) {
     // Filtered by another replica (a failover in between) or forgotten: book it from the pod
     // itself rather than bind it with no booking.
-    auto fetched = podSource_(podNs, *name);
+    Result<json> fetched = fail(Error::internal("not read"));
+    io([&] { fetched = podSource_(podNs, *name); });
     if (!fetched) {
       return answer("pod " + podNs + "/" + *name +
                     " was not filtered here and could not be read (" + fetched.error().message +
@@ -552,7 +554,8 @@ Result<json> Extender::bind(const json& args) {
   if (uid->empty() || known == pods_.end()) {
     // Not a pod Tessera filtered: nothing to book, only the binding to post.
     if (!binder_) return answer("tessera has no binder configured for pods it did not filter");
-    auto bound = binder_(podNs, *name, *uid, *node);
+    Result<void> bound;
+    io([&] { bound = binder_(podNs, *name, *uid, *node); });
     return answer(bound ? "" : bound.error().message);
   }
   const PodRequest request = known->second;
@@ -599,30 +602,39 @@ Result<json> Extender::bind(const json& args) {
                   "different GPU share cannot be told apart from it until then: retry in a few "
                   "seconds");
   }
-  // Persist, then post the Binding (the commit point); forget the booking when either fails.
-  if (bookings_.persist) {
-    if (auto saved = bookings_.persist(request.request.replicaId, resource); !saved) {
-      if (bookedNow)
-        (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});  // as above
-      return answer("the booking could not be stored, so the pod is not bound: " +
-                    saved.error().message);
+  // Assumed: booked in memory and guarding its node. Persist, then post the Binding (the
+  // commit point), both outside the caller's lock; forget the booking when either fails.
+  const std::string id = request.request.replicaId;
+  const bool guardedNow = !resource.empty() && !unconfirmed(id);
+  if (guardedNow) unconfirmed_.push_back({id, *nodeId, resource, gpuCount, shape, now});
+  BookingWrite write;
+  if (bookings_.prepare) write = bookings_.prepare(id, resource);
+  Result<void> saved, bound;
+  io([&] {
+    if (write.write) saved = write.write();
+    if (saved && binder_) bound = binder_(podNs, *name, *uid, *node);
+  });
+  // The lock is held again; other calls may have run in between (the replica, even its node,
+  // may be gone: every undo below tolerates that).
+  auto forgetHere = [&] {
+    if (guardedNow) {
+      std::erase_if(unconfirmed_, [&](const Unconfirmed& u) { return u.replicaId == id; });
     }
+    if (bookedNow) (void)state_.apply(sched::ReplicaUnloaded{id});
+  };
+  if (write.settle) write.settle(saved.has_value());
+  if (!saved) {
+    forgetHere();
+    return answer("the booking could not be stored, so the pod is not bound: " +
+                  saved.error().message);
   }
-  if (binder_) {
-    auto bound = binder_(podNs, *name, *uid, *node);
-    if (!bound) {
-      if (bookedNow) {
-        (void)state_.apply(sched::ReplicaUnloaded{request.request.replicaId});  // as above
-        if (bookings_.forget) bookings_.forget(request.request.replicaId);
-      }
-      return answer("binding failed: " + bound.error().message);
-    }
+  if (!bound) {
+    forgetHere();
+    if (bookedNow && bookings_.forget) bookings_.forget(id);
+    return answer("binding failed: " + bound.error().message);
   }
-  boundUids_[*uid] = request.request.replicaId;
-  if (!resource.empty() && !unconfirmed(request.request.replicaId)) {
-    unconfirmed_.push_back({request.request.replicaId, *nodeId, resource, gpuCount, shape, now});
-  }
-  pods_.erase(known);
+  boundUids_[*uid] = id;
+  pods_.erase(*uid);
   resources_.erase(*uid);
   order_.remove(*uid);
   return answer("");

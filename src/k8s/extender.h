@@ -75,13 +75,23 @@ using PodSource =
 // The member of `obj` whose key equals `key` ignoring ASCII case; nullptr if none.
 const nlohmann::json* fieldIgnoringCase(const nlohmann::json& obj, std::string_view key);
 
-// Makes a booking durable before its Binding is posted (persist), and takes it back when the
-// Binding failed (forget). `resource` is the extended resource that carries the pod's GPUs to
-// its container ("" when no device plugin is involved).
+// The write that makes one booking durable: `write` runs outside the caller's lock (store
+// I/O only), `settle` under it again, told whether the write succeeded.
+struct BookingWrite {
+  std::function<Result<void>()> write;
+  std::function<void(bool stored)> settle;
+};
+// Makes a booking durable before its Binding is posted (prepare, under the caller's lock:
+// returns the write), and takes it back when the Binding failed (forget, under the lock).
+// `resource` is the extended resource that carries the pod's GPUs to its container ("" when
+// no device plugin is involved).
 struct BookingStore {
-  std::function<Result<void>(const std::string& replicaId, const std::string& resource)> persist;
+  std::function<BookingWrite(const std::string& replicaId, const std::string& resource)> prepare;
   std::function<void(const std::string& replicaId)> forget;
 };
+// Runs `io` with the caller's lock released and takes it again (bind's store write, Binding
+// POST and pod read); empty: runs it in place.
+using OutsideLock = std::function<void(const std::function<void()>& io)>;
 
 class Extender {
  public:
@@ -91,7 +101,9 @@ class Extender {
   Result<nlohmann::json> filter(const nlohmann::json& args);
   Result<nlohmann::json> prioritize(const nlohmann::json& args);
   Result<nlohmann::json> preempt(const nlohmann::json& args);
-  Result<nlohmann::json> bind(const nlohmann::json& args);
+  // With `outside`, the network and disk I/O runs with the caller's lock released: the
+  // booking is assumed (in the books, guarding its node) before it and settled after.
+  Result<nlohmann::json> bind(const nlohmann::json& args, const OutsideLock& outside = {});
 
   // Who posts the v1.Binding from now on (nullptr: bind books but posts nothing).
   void setBinder(Binder binder) { binder_ = std::move(binder); }
