@@ -214,8 +214,22 @@ Result<void> ControlPlane::restore() {
   }
   for (const store::Document& d : snapshot->documents) {
     if (d.kind != "replica") continue;
-    auto stored = readReplicaDocument(state_, json::parse(d.json, nullptr, false));
+    const json raw = json::parse(d.json, nullptr, false);
+    auto stored = readReplicaDocument(state_, raw);
     if (!stored) {
+      // A pod's booking lives on the pod and its node in another object (in the API server,
+      // not one transaction): a node removed while the booking stayed must not keep every
+      // leader from starting. The booking is skipped and said so; anything else is refused.
+      const std::string node =
+          raw.is_object() ? raw.value("/placement/node"_json_pointer, std::string()) : "";
+      if (raw.is_object() && raw.contains("pod") && !node.empty() && !state_.findNode(node)) {
+        internalErrors_.add({{"where", "restore"}});
+        remember(nextSeq_, eventTimeMs(), "BookingSkipped", d.name,
+                 "its node " + node +
+                     " is not registered: the pod's GPUs are not booked until "
+                     "it is bound again");
+        continue;
+      }
       return fail(Error::invalid(where + ": replica " + d.name + ": " + stored.error().message));
     }
     if (auto placed = state_.apply(sched::ReplicaPlaced{stored->placement}); !placed) {

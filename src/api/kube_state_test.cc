@@ -179,5 +179,34 @@ TEST_F(KubeStateTest, ABookingTheApiServerRefusesIsNeitherKeptNorBound) {
   EXPECT_EQ(bindings, 1);
 }
 
+TEST_F(KubeStateTest, ABookingWhoseNodeIsGoneIsSkippedNotFatal) {
+  auto plane = start();
+  ASSERT_TRUE(plane);
+  ASSERT_TRUE(plane->registerNode(node("gpu-a", 1)));
+  auto binds = client();
+  plane->setBinder([&](const std::string& ns, const std::string& name, const std::string& uid,
+                       const std::string& to) { return binds->bindPod(ns, name, uid, to); });
+  createPod("p0");
+  ASSERT_EQ(schedule(*plane, "p0", "gpu-a"), "");
+  // The node's document goes (removed by hand, or a write that could not be undone) while the
+  // pod still carries its booking.
+  for (const json& cm : api_.list("configmaps")) {
+    if (cm["metadata"]["labels"].value("tessera.io/state-kind", "") == "node") {
+      ASSERT_TRUE(api_.remove("configmaps", kNs, cm["metadata"]["name"]));
+    }
+  }
+  auto next = start();
+  ASSERT_TRUE(next) << "a stray booking kept the control plane from starting";
+  EXPECT_TRUE(next->listReplicas()["replicas"].empty());
+  bool said = false;
+  const json events = next->events(0, 100);
+  for (const json& e : events["events"]) {
+    said = said || (e["type"] == "BookingSkipped" && e["subject"] == "ml/p0");
+  }
+  EXPECT_TRUE(said) << events.dump();
+  EXPECT_NE(next->metricsText().find("tessera_internal_errors_total{where=\"restore\"} 1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera::api
