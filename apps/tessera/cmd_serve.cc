@@ -176,6 +176,12 @@ ServeCommand::ServeCommand(CLI::App& app) {
                        "With --state-backend kubernetes: the namespace of the ConfigMaps "
                        "(default: $POD_NAMESPACE, else --leader-elect-resource-namespace)");
   command_
+      ->add_option("--import-store", o.importStore,
+                   "With --state-backend kubernetes: copy this SQLite store into an API server "
+                   "that holds no Tessera state yet (the upgrade from the single-replica "
+                   "install), then exit without serving")
+      ->check(CLI::ExistingFile);
+  command_
       ->add_option("--cluster", o.clusterPath,
                    "Cluster file to seed an empty store with (nodes, models, running replicas)")
       ->check(CLI::ExistingFile);
@@ -391,8 +397,42 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     auto client = k8s::KubeClient::create((*kube)->config());
     if (!client) return reportError(err, kCommand, client.error());
     stateClient = std::move(*client);
-    stateStore = std::make_unique<k8s::KubeStateStore>(*stateClient, ns);
+    auto kubeState = std::make_unique<k8s::KubeStateStore>(*stateClient, ns);
+    if (o.importStore) {
+      auto current = kubeState->loadAll();
+      if (!current) return reportError(err, kCommand, current.error());
+      if (!current->documents.empty()) {
+        return reportError(
+            err, kCommand,
+            Error::precondition("--import-store: the API server already holds " +
+                                std::to_string(current->documents.size()) +
+                                " Tessera documents in namespace " + ns +
+                                "; importing over them could book GPUs twice, so nothing was "
+                                "imported"));
+      } else {
+        store::StoreOptions readOnly;
+        auto from = store::Store::open(*o.importStore, readOnly);
+        if (!from) return reportError(err, kCommand, from.error());
+        auto snapshot = (*from)->loadAll();
+        if (!snapshot) return reportError(err, kCommand, snapshot.error());
+        auto report = kubeState->importSnapshot(*snapshot);
+        if (!report) {
+          return reportError(err, kCommand,
+                             Error{report.error().code, "--import-store " + *o.importStore + ": " +
+                                                            report.error().message});
+        }
+        out << "tessera serve: imported " << report->imported << " documents from "
+            << *o.importStore << " into " << kubeState->describe() << " (" << report->skipped
+            << " bookings of pods that are gone or unbound skipped)" << std::endl;
+        return kExitOk;
+      }
+    }
+    stateStore = std::move(kubeState);
   } else {
+    if (o.importStore) {
+      return reportError(err, kCommand,
+                         Error::invalid("--import-store needs --state-backend kubernetes"));
+    }
     auto opened = store::Store::open(o.storePath);
     if (!opened) return reportError(err, kCommand, opened.error());
     stateStore = std::move(*opened);

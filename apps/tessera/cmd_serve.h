@@ -21,6 +21,8 @@ struct ServeOptions {
   // annotations and ConfigMaps in stateNamespace; k8s/kube_state_store.h).
   std::string stateBackend = "sqlite";
   std::string stateNamespace;  // "": $POD_NAMESPACE, else the lease's namespace
+  // With stateBackend "kubernetes": a SQLite store to seed an empty API server from (upgrade).
+  std::optional<std::string> importStore;
   std::optional<std::string> clusterPath;
   std::optional<std::string> profilePath;
   std::string tlsCert, tlsKey;

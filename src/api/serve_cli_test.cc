@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/testing/serve_process.h"
+#include "k8s/testing/fake_apiserver.h"
+#include "store/store.h"
 #include "store/testing/temp_dir.h"
 
 namespace {
@@ -260,6 +262,39 @@ TEST(ServeCli, ABadKubernetesApiSettingIsRefused) {
     EXPECT_EQ(o.exitCode, 2) << args << "\n" << o.err;
     EXPECT_NE(o.err.find(mention), std::string::npos) << args << "\n" << o.err;
   }
+}
+
+TEST(ServeCli, ImportStoreCopiesTheSqliteStateIntoAnEmptyApiServerOnce) {
+  tessera::k8s::testing::FakeApiServer api;
+  ASSERT_TRUE(api.start());
+  ASSERT_TRUE(api.create("pods", {{"metadata", {{"name", "p"}, {"namespace", "ml"}}},
+                                  {"spec", {{"nodeName", "n1"}}}}));
+  tessera::store::testing::TempDir dir;
+  const std::string db = dir.file("state.db");
+  {
+    auto store = tessera::store::Store::open(db);
+    ASSERT_TRUE(store) << store.error().message;
+    tessera::store::Batch batch;
+    batch.upsert("node", "n1", R"({"name":"n1","gpus":[{"type":"A100-80GB"}]})");
+    batch.upsert("replica", "ml/p", R"({"placement":{"node":"n1"},"loaded":true})");
+    ASSERT_TRUE((*store)->commit(batch));
+  }
+  const std::string base = "--listen 127.0.0.1:0 --controller false --kube-api-server " +
+                           api.url() +
+                           " --state-backend kubernetes --state-namespace tessera-system";
+  const Outcome first = serve(base + " --import-store " + db);
+  EXPECT_EQ(first.exitCode, 0) << first.err;
+  const auto pod = api.get("pods", "ml", "p");
+  ASSERT_TRUE(pod);
+  EXPECT_TRUE((*pod)["metadata"]["annotations"].contains("tessera.io/booking")) << pod->dump();
+  EXPECT_EQ(api.list("configmaps").size(), 1u);  // the node
+  // Again: the API server holds state now, so nothing is imported over it.
+  const Outcome again = serve(base + " --import-store " + db);
+  EXPECT_EQ(again.exitCode, 2);
+  EXPECT_NE(again.err.find("already holds 2 Tessera documents"), std::string::npos) << again.err;
+  const Outcome sqlite = serve("--listen 127.0.0.1:0 --store :memory: --import-store " + db);
+  EXPECT_EQ(sqlite.exitCode, 2);
+  EXPECT_NE(sqlite.err.find("needs --state-backend kubernetes"), std::string::npos) << sqlite.err;
 }
 
 }  // namespace

@@ -346,4 +346,51 @@ Result<store::CommitResult> KubeStateStore::commit(const store::Batch& batch) {
   return result;
 }
 
+Result<KubeStateStore::ImportReport> KubeStateStore::importSnapshot(const store::Snapshot& from) {
+  ImportReport report;
+  store::Batch batch;
+  for (const store::Document& d : from.documents) {
+    json doc = json::parse(d.json, nullptr, false);
+    if (doc.is_discarded()) {
+      return fail(Error::invalid(d.kind + " " + d.name + ": the stored document is not JSON"));
+    }
+    const std::size_t slash = d.name.find('/');
+    if (d.kind == "replica" && slash != std::string::npos && !doc.contains("pod")) {
+      // Bound through the extender before bookings lived on pods: find the pod.
+      const std::string ns = d.name.substr(0, slash), pod = d.name.substr(slash + 1);
+      std::string node;
+      {
+        std::lock_guard lock(mu_);
+        auto r = client_.request("GET", podPath(ns, pod));
+        if (!r) return fail(Error::internal("reading pod " + d.name + ": " + r.error().message));
+        if (r->status == 200) {
+          const json p = json::parse(r->body, nullptr, false);
+          if (p.is_object()) node = p.value("spec", json::object()).value("nodeName", "");
+        } else if (r->status != 404) {
+          return fail(failure("reading pod " + d.name, *r));
+        }
+      }
+      if (node.empty()) {
+        ++report.skipped;  // gone or never bound: nothing holds those GPUs
+        continue;
+      }
+      doc["pod"] = {{"namespace", ns}, {"name", pod}};
+    }
+    batch.upsert(d.kind, d.name, doc.dump(), store::kMustNotExist);
+    ++report.imported;
+  }
+  if (batch.empty()) return report;
+  auto done = commit(batch);
+  if (!done) {
+    if (done.error().code == ErrorCode::kFailedPrecondition) {
+      return fail(
+          Error::precondition("another writer holds some of these documents already "
+                              "(a second replica importing?): " +
+                              done.error().message));
+    }
+    return fail(done.error());
+  }
+  return report;
+}
+
 }  // namespace tessera::k8s

@@ -60,6 +60,17 @@ class KubeStateStore final : public store::StateStore {
   Result<std::int64_t> compactEventsBefore(std::int64_t seq) override;
   std::string describe() const override;
 
+  // Seeds the API server from another store's snapshot (an upgrade from the SQLite file):
+  // every document is created (none may exist yet: a conflict means another replica is
+  // importing, and is reported as such). A "replica" named "<namespace>/<pod>" becomes that
+  // pod's booking when the pod exists and is bound; the booking of a pod that is gone or
+  // unbound is skipped. Returns how many documents were imported and skipped.
+  struct ImportReport {
+    int imported = 0;
+    int skipped = 0;
+  };
+  Result<ImportReport> importSnapshot(const store::Snapshot& from);
+
   // The ConfigMap name a document of (kind, name) is stored under.
   static std::string configMapName(std::string_view kind, std::string_view name);
 

@@ -257,5 +257,38 @@ TEST_F(KubeStateStoreTest, ConfigMapNamesAreDistinctDnsNames) {
             KubeStateStore::configMapName("model", "x"));
 }
 
+TEST_F(KubeStateStoreTest, AnUpgradeImportsTheSqliteDocumentsAndPutsBookingsOnTheirPods) {
+  ASSERT_TRUE(api.create("pods", pod("bound", "n1")));
+  ASSERT_TRUE(api.create("pods", pod("pending", "")));
+  // What the single-replica install kept: replica documents of pods carried no `pod` member.
+  store::Snapshot old;
+  old.documents = {{"node", "n1", R"({"name":"n1"})", 3, 0},
+                   {"model", "m", R"({"name":"m"})", 4, 0},
+                   {"replica", "ml/bound", R"({"placement":{"node":"n1"}})", 5, 0},
+                   {"replica", "ml/pending", R"({"placement":{"node":"n1"}})", 6, 0},
+                   {"replica", "ml/deleted", R"({"placement":{"node":"n1"}})", 7, 0},
+                   {"replica", "chat-0", R"({"placement":{"node":"n1"}})", 8, 0}};
+  KubeStateStore store(*a, kNs);
+  ASSERT_TRUE(store.loadAll());
+  auto report = store.importSnapshot(old);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->imported, 4);
+  EXPECT_EQ(report->skipped, 2);  // the unbound pod and the deleted one hold no GPUs
+
+  const auto docs = documents(*KubeStateStore(*b, kNs).loadAll());
+  ASSERT_EQ(docs.size(), 4u);
+  EXPECT_EQ(json::parse(docs.at("replica ml/bound"))["pod"],
+            json({{"namespace", "ml"}, {"name", "bound"}}));
+  EXPECT_TRUE(docs.contains("replica chat-0"));  // placed by Tessera itself: a ConfigMap
+  EXPECT_EQ((*api.get("pods", "ml", "bound"))["metadata"]["labels"]["tessera.io/booked"], "true");
+
+  // A second import (another replica, or the same command again) conflicts and changes
+  // nothing.
+  auto again = KubeStateStore(*b, kNs).importSnapshot(old);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kFailedPrecondition) << again.error().message;
+  EXPECT_EQ(documents(*KubeStateStore(*a, kNs).loadAll()).size(), 4u);
+}
+
 }  // namespace
 }  // namespace tessera::k8s
