@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -409,9 +408,9 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
                                 " Tessera documents in namespace " + ns +
                                 "; importing over them could book GPUs twice, so nothing was "
                                 "imported"));
-      } else {
-        store::StoreOptions readOnly;
-        auto from = store::Store::open(*o.importStore, readOnly);
+      }
+      {
+        auto from = store::Store::open(*o.importStore);
         if (!from) return reportError(err, kCommand, from.error());
         auto snapshot = (*from)->loadAll();
         if (!snapshot) return reportError(err, kCommand, snapshot.error());
