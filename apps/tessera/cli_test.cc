@@ -661,7 +661,8 @@ TEST_F(CliTest, SimulateServingBadFlagsExitTwo) {
   for (const std::string& args :
        {"--policy hpa,nosuch --trace " + trace, "--time-scale 0 --trace " + trace,
         "--gpu K80 --trace " + trace, "--format xml --trace " + trace,
-        "--slo-ttft-ms -5 --trace " + trace, "--trace " + quoted(dir_ / "missing.csv"),
+        "--slo-ttft-ms -5 --trace " + trace, "--router-queue-depth -1 --trace " + trace,
+        "--trace " + quoted(dir_ / "missing.csv"),
         "--model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) + " --trace " + trace,
         std::string("--policy hpa --format qps")}) {  // (no --trace: the built-in trace)
     const Outcome run = tessera("simulate serving " + args);

@@ -67,6 +67,10 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   auto error = parseModelError(o.modelError, "--model-error");
   if (!error) return reportError(err, kMatrix, error.error());
   m.base.actual = *error;
+  if (o.routerQueueDepth < 0) {
+    return reportError(err, kMatrix, Error::invalid("--router-queue-depth must be >= 0"));
+  }
+  m.base.routerQueueDepth = o.routerQueueDepth;
   if (o.clairvoyantRuns < 1) {
     return reportError(err, kMatrix, Error::invalid("--clairvoyant-runs must be >= 1"));
   }
@@ -156,6 +160,12 @@ CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
   cmd->add_option("--model-error", o.modelError,
                   "The world against the model: PREFILL,DECODE,COLDSTART multiples (0.7,0.7,1.3: "
                   "30 % slower and slower to load); the policies are not told")
+      ->capture_default_str();
+  cmd->add_option("--router-queue-depth", o.routerQueueDepth,
+                  "Experiment: the router holds requests while every ready replica has this many waiting, and "
+                  "sends them in arrival order as replicas free up (the Gateway API inference "
+                  "extension's flow control; its default is 5). 0: each request goes to a replica on "
+                  "arrival")
       ->capture_default_str();
   cmd->add_option("--clairvoyant-runs", o.clairvoyantRuns,
                   "Simulations the clairvoyant's search may take per GPU share")

@@ -78,6 +78,8 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
   auto error = parseModelError(o.modelError, "--model-error");
   if (!error) return fail(error.error());
   so.actual = *error;
+  if (o.routerQueueDepth < 0) return fail(Error::invalid("--router-queue-depth must be >= 0"));
+  so.routerQueueDepth = o.routerQueueDepth;
   so.fleet.gpuType = o.gpuType;
   so.fleet.nodes = o.nodes;
   so.fleet.gpusPerNode = o.gpusPerNode;
@@ -334,6 +336,12 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
   cmd->add_option("--model-error", o.modelError,
                   "Experiment: the replicas run at PREFILL,DECODE speed and COLDSTART time "
                   "multiples of the model's, the policies not told (e.g. 0.7,0.7,1.3)")
+      ->capture_default_str();
+  cmd->add_option("--router-queue-depth", o.routerQueueDepth,
+                  "Experiment: the router holds requests while every ready replica has this many waiting, and "
+                  "sends them in arrival order as replicas free up (the Gateway API inference "
+                  "extension's flow control; its default is 5). 0: each request goes to a replica on "
+                  "arrival")
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
                   "Policies, comma-separated: static-peak, hpa, weighted, littles-law, kpa, "

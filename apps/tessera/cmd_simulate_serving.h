@@ -24,6 +24,7 @@ struct SimulateServingOptions {
   double sloTarget = 0.99;
   bool nodeCache = false;                  // every node's disk holds the weights at t = 0
   std::string modelError = "1,1,1";        // actual prefill speed, decode speed, cold start
+  int routerQueueDepth = 0;                 // the router's flow control (0: none)
   std::string policies = "all";
   std::string gpuType = "H100-80GB";
   std::optional<std::string> modelPath;  // a ServingModel YAML; default Llama-3.1-8B
@@ -52,6 +53,7 @@ struct SimulateMatrixOptions {
   std::string warmStarts = "on,off";
   std::string coldStarts = "node-cache,remote";
   std::string modelError = "1,1,1";
+  int routerQueueDepth = 0;
   int clairvoyantRuns = 16;
   int jobs = 1;
   std::string format = "markdown";  // markdown | json

@@ -118,6 +118,13 @@ class ServingRun {
   void setClock(Micros now) { clock_.set(now / 1000); }
 
   void route(int request);
+  // The router (o_.routerQueueDepth): whether a replica takes requests now, the one a request
+  // goes to (-1: none has room), and sending it there.
+  bool hasRoom(const Replica& r) const;
+  int pickReplica(int request) const;
+  ReplicaJob jobOf(int request) const;
+  void send(int request, int replica);
+  void dispatchBuffered();
   // Replicas start their next iteration once every event of the instant is in (requests that
   // arrive together are admitted together).
   void kickLater(int replica) { toKick_.push_back(replica); }
@@ -323,24 +330,52 @@ Result<void> ServingRun::onReady(int index, Micros now) {
   r.scrapedAtUs = now;
   r.scrapedBusyUs = 0;
   r.counters.assign(1, {now, r.engine.computeUsUntil(now), r.prefilled});
-  std::deque<int> waiting;
-  waiting.swap(buffer_);
-  for (int req : waiting) route(req);
+  dispatchBuffered();
   return {};
 }
 
+bool ServingRun::hasRoom(const Replica& r) const {
+  if (r.phase != Phase::kReady) return false;
+  if (o_.routerQueueDepth <= 0) return true;
+  return r.engine.waiting() < o_.routerQueueDepth;
+}
+
+void ServingRun::dispatchBuffered() {
+  while (!buffer_.empty()) {
+    const int request = buffer_.front();
+    const int to = pickReplica(request);
+    if (to < 0) return;
+    buffer_.pop_front();
+    send(request, to);
+  }
+}
+
 void ServingRun::route(int request) {
-  RequestState& s = requests_[static_cast<std::size_t>(request)];
-  const ReplicaJob job{request, s.inputTokens, s.outputTokens,
-                       trace_.requests[static_cast<std::size_t>(request)].blockHashes};
-  // Least loaded: the fewest prompt tokens still to prefill, this prompt's uncached part
-  // included (with prefix caching, where its prefix is held), then the fewest requests, then
-  // the oldest replica.
+  // Arrival order: a request does not overtake the ones the router already holds.
+  const int to = buffer_.empty() ? pickReplica(request) : -1;
+  if (to < 0) {
+    buffer_.push_back(request);
+    return;
+  }
+  send(request, to);
+}
+
+ReplicaJob ServingRun::jobOf(int request) const {
+  const RequestState& s = requests_[static_cast<std::size_t>(request)];
+  return {request, s.inputTokens, s.outputTokens,
+          trace_.requests[static_cast<std::size_t>(request)].blockHashes};
+}
+
+int ServingRun::pickReplica(int request) const {
+  const ReplicaJob job = jobOf(request);
+  // Least loaded among the replicas with room: the fewest prompt tokens still to prefill,
+  // this prompt's uncached part included (with prefix caching, where its prefix is held), then
+  // the fewest requests, then the oldest replica.
   int best = -1;
   std::pair<std::int64_t, int> bestLoad;
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     const Replica& r = replicas_[i];
-    if (r.phase != Phase::kReady) continue;
+    if (!hasRoom(r)) continue;
     const std::pair<std::int64_t, int> load{
         r.engine.pendingPromptTokens() + job.inputTokens - r.engine.cachedTokensOf(job),
         r.engine.outstanding()};
@@ -349,12 +384,12 @@ void ServingRun::route(int request) {
       bestLoad = load;
     }
   }
-  if (best < 0) {
-    buffer_.push_back(request);
-    return;
-  }
-  replicas_[static_cast<std::size_t>(best)].engine.enqueue(job);
-  kickLater(best);
+  return best;
+}
+
+void ServingRun::send(int request, int replica) {
+  replicas_[static_cast<std::size_t>(replica)].engine.enqueue(jobOf(request));
+  kickLater(replica);
 }
 
 void ServingRun::kick(int index, Micros now) {
@@ -389,6 +424,8 @@ Result<void> ServingRun::onIterationEnd(int index, Micros now) {
   }
   kickLater(index);
   if (r.retiring) return advanceRetiring(index, now);
+  // The iteration admitted and finished requests: the router may send what it holds.
+  if (!buffer_.empty() && r.phase == Phase::kReady) dispatchBuffered();
   return {};
 }
 

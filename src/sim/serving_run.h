@@ -80,6 +80,14 @@ struct ServingOptions {
   scale::DrainPlan drain;        // 10 s drain, at most 60 s flush, 1 s to free
   int tailSeconds = 120;         // the horizon: last arrival + this
   int hostCacheSeconds = 600;    // a node keeps weights in host memory this long after use
+  // The router's flow control, as the Gateway API inference extension's saturation detector
+  // does it (its default queue depth): a ready replica takes requests while fewer than
+  // routerQueueDepth of its requests wait (one whose KV cache is full stops admitting, so its
+  // queue fills); a request that finds no replica with room waits in the router's buffer and
+  // goes, in arrival order, to the first replica that has room again. 0: no flow control,
+  // every request goes to a replica on arrival and stays there (a backlog sent to the first
+  // ready replica is not shared with the ones that come up after it).
+  int routerQueueDepth = 0;
   DemandOptions demand;          // static-peak sizing and the warm start
   // Autoscaled policies start with the replicas the trace's first interval needs (replicaDemand
   // at `demand`), within their own min/max, warm: the trace is a window of traffic that a

@@ -79,6 +79,52 @@ TEST(ServingRun, AFleetOfCardsWithoutNvlinkRuns) {
   EXPECT_EQ(r->served, 1);
 }
 
+// Starts with one replica and asks for a second at its first sync.
+class OneThenTwo final : public ServingController {
+ public:
+  Millis syncPeriodMs() const override { return 15'000; }
+  int initialReplicas() const override { return 1; }
+  scale::Decision evaluate(const scale::DeploymentSignals& s) override {
+    maxBuffered = std::max(maxBuffered, s.bufferedRequests.value_or(0));
+    scale::Decision d;
+    d.desiredReplicas = 2;
+    return d;
+  }
+  double maxBuffered = 0;
+};
+
+// A burst that lands while one replica is ready: without flow control it all queues on that
+// replica and the second one, ready later, takes none of it; with the router holding requests
+// (the Gateway API inference extension's queue depth) the second takes its part at once.
+TEST(ServingRun, TheRoutersFlowControlSharesABacklogWithReplicasThatComeUpLater) {
+  ServingOptions o;
+  o.warmupSeconds = 0;
+  o.fleet.modelCachedOnDisk = true;  // the second replica loads from the node's disk
+  ServingTrace t;
+  t.name = "burst";
+  for (int i = 0; i < 120; ++i) t.requests.push_back({i * 10'000, 16'000, 2, i + 2});
+  auto run = [&](int depth, OneThenTwo& c) {
+    ServingOptions with = o;
+    with.routerQueueDepth = depth;
+    return runServingWith(t, catalog(), with, "fixed", c);
+  };
+  OneThenTwo off, on;
+  auto stranded = run(0, off);
+  auto shared = run(5, on);
+  ASSERT_TRUE(stranded) << stranded.error().message;
+  ASSERT_TRUE(shared) << shared.error().message;
+  expectConserved(*stranded);
+  expectConserved(*shared);
+  EXPECT_EQ(stranded->served, 120);
+  EXPECT_EQ(shared->served, 120);
+  // One replica prefills these prompts one at a time, ~0.5 s each: alone it is still working
+  // through the burst when the second is ready, so sharing the backlog shortens the queue.
+  EXPECT_LT(shared->queueP99Ms, 0.8 * stranded->queueP99Ms)
+      << "flow control " << shared->queueP99Ms << " ms, none " << stranded->queueP99Ms << " ms";
+  EXPECT_EQ(off.maxBuffered, 0);  // without flow control the router holds nothing
+  EXPECT_GT(on.maxBuffered, 0);   // with it, what no replica has room for is the router's
+}
+
 TEST(ServingRun, AReplicaOnHalfAGpuTakesTwiceAsLongAndCountsHalf) {
   ServingOptions o;
   ServingTrace t;
