@@ -1,5 +1,5 @@
 #pragma once
-// Small text helpers for error messages: case folding and "did you mean" suggestions.
+// Small text helpers: case folding, "did you mean" suggestions, percent-encoding.
 
 #include <optional>
 #include <string>
@@ -19,5 +19,9 @@ std::size_t editDistance(std::string_view a, std::string_view b);
 // the candidate sharing the longer prefix.
 std::optional<std::string_view> closestName(std::string_view word,
                                             const std::vector<std::string_view>& candidates);
+
+// Percent-encodes every byte but RFC 3986's unreserved characters (ASCII letters, digits,
+// '-', '.', '_', '~'), as %XX in upper-case hex: safe as one URL path segment or query value.
+std::string percentEncode(std::string_view text);
 
 }  // namespace tessera

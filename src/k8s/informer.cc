@@ -3,26 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/text.h"
+
 namespace tessera::k8s {
 namespace {
 
 using nlohmann::json;
-
-std::string queryEscape(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (const unsigned char ch : s) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-        ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-      out += static_cast<char>(ch);
-    } else {
-      out += '%';
-      out += hex[ch >> 4];
-      out += hex[ch & 15];
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -131,7 +117,7 @@ std::string Informer::query(bool watch) const {
   std::string q;
   auto add = [&q](const std::string& k, const std::string& v) {
     q += q.empty() ? "?" : "&";
-    q += k + "=" + queryEscape(v);
+    q += k + "=" + percentEncode(v);
   };
   if (!options_.labelSelector.empty()) add("labelSelector", options_.labelSelector);
   if (!options_.fieldSelector.empty()) add("fieldSelector", options_.fieldSelector);
@@ -164,7 +150,7 @@ Result<void> Informer::relist() {
     std::string path = options_.path + query(false);
     path += path.find('?') == std::string::npos ? "?" : "&";
     path += "limit=" + std::to_string(options_.pageSize);
-    if (!cont.empty()) path += "&continue=" + queryEscape(cont);
+    if (!cont.empty()) path += "&continue=" + percentEncode(cont);
     auto res = client_.request("GET", path);
     if (!res) return fail(res.error());
     if (res->status == 410) {

@@ -12,6 +12,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
+
 namespace tessera::k8s {
 namespace {
 
@@ -92,22 +94,9 @@ Result<Endpoint> parseServer(const std::string& server) {
   return e;
 }
 
-// Percent-encodes everything but RFC 3986's unreserved characters (names are DNS labels, so
-// this only matters for a malformed one, which the API server then refuses by name).
-std::string pathSegment(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (const unsigned char ch : s) {
-    if (std::isalnum(ch) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-      out += static_cast<char>(ch);
-    } else {
-      out += '%';
-      out += hex[ch >> 4];
-      out += hex[ch & 15];
-    }
-  }
-  return out;
-}
+// Names are DNS labels, so encoding only matters for a malformed one, which the API server
+// then refuses by name.
+std::string pathSegment(const std::string& s) { return percentEncode(s); }
 
 std::string statusText(int status) {
   switch (status) {

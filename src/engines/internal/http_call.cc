@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "common/text.h"
+
 namespace tessera::engines::internal {
 namespace {
 
@@ -163,21 +165,7 @@ Result<nlohmann::json> parseJsonBody(const HttpCall& http, std::string_view meth
   return parsed;
 }
 
-std::string urlEncode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 15]);
-    }
-  }
-  return out;
-}
+std::string urlEncode(std::string_view text) { return percentEncode(text); }
 
 std::string base64Encode(std::string_view bytes) {
   static constexpr char kAlphabet[] =
