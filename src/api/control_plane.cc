@@ -68,7 +68,9 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   extender_->setBookingStore(
       {.prepare = [this](const std::string& id,
                          const std::string& resource) { return prepareBooking(id, resource); },
-       .forget = [this](const std::string& id) { forgetBooking(id); }});
+       .forget = [this](const std::string& id, const std::string& why) {
+         forgetBooking(id, why);
+       }});
   // The series exist from the start, for increase().
   reservationsExpired_.add({{"telemetry", "none"}}, 0);
   reservationsExpired_.add({{"telemetry", "unattributed"}}, 0);
@@ -813,19 +815,18 @@ k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std:
   return {std::move(write), std::move(settle)};
 }
 
-void ControlPlane::forgetBooking(const std::string& id) {
+void ControlPlane::forgetBooking(const std::string& id, const std::string& why) {
   podAllocations_.erase(id);
   store::Batch batch;
   batch.remove("replica", id);
   pods_.erase(id);
-  if (auto removed = commit(std::move(batch), "BookingForgotten", id, "its Binding failed");
-      !removed) {
+  if (auto removed = commit(std::move(batch), "BookingForgotten", id, why); !removed) {
     // The stored booking outlives the pod's failed Binding until the pod is deleted (or, in
     // the API server, until the next leader drops bookings of unbound pods).
     internalErrors_.add({{"where", "forget-booking"}});
     alert("InternalError", id,
-          "the booking of a pod whose Binding failed could not be removed: " +
-              removed.error().message);
+          "the booking of a pod that is not bound (" + why +
+              ") could not be removed: " + removed.error().message);
   }
 }
 

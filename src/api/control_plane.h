@@ -184,7 +184,7 @@ class ControlPlane {
   // The extender's BookingStore: a pod's booking is stored before its Binding is posted (the
   // write runs outside the server's lock), and removed again when the Binding failed.
   k8s::BookingWrite prepareBooking(const std::string& id, const std::string& resource);
-  void forgetBooking(const std::string& id);
+  void forgetBooking(const std::string& id, const std::string& why);
   Millis eventTimeMs() const;
   static Error storeRefused(const Error& e);
   // Commits `batch` plus the event (when there is a store), then adds the event to the

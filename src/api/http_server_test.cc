@@ -17,6 +17,8 @@
 
 #include "common/testing/raw_http.h"
 #include "model/gpu_catalog.h"
+#include "store/store.h"
+#include "store/testing/temp_dir.h"
 
 namespace tessera::api {
 namespace {
@@ -449,6 +451,115 @@ TEST_F(ServerTest, BindPostsItsBindingOutsideTheLockSoOtherCallsGoOn) {
   EXPECT_FALSE(timedOut) << "the server held its lock across the Binding";
   ASSERT_FALSE(bound.empty());
   EXPECT_EQ(json::parse(bound)["Error"], "") << bound;
+}
+
+// A real SQLite store whose first booking write ("replica" upsert) waits until the test lets
+// it go: the window between the extender releasing its lock and the write landing.
+class PausingStore final : public store::StateStore {
+ public:
+  explicit PausingStore(std::unique_ptr<store::Store> inner) : inner_(std::move(inner)) {}
+  Result<store::CommitResult> commit(const store::Batch& batch) override {
+    bool booking = false;
+    for (const auto& u : batch.upserts()) booking = booking || u.kind == "replica";
+    if (booking) {
+      std::unique_lock l(m_);
+      if (!paused_) {
+        paused_ = true;
+        cv_.notify_all();
+        cv_.wait_for(l, std::chrono::seconds(20), [&] { return released_; });
+      }
+    }
+    return inner_->commit(batch);
+  }
+  Result<store::Snapshot> loadAll() const override { return inner_->loadAll(); }
+  Result<std::int64_t> compactEventsBefore(std::int64_t seq) override {
+    return inner_->compactEventsBefore(seq);
+  }
+  std::string describe() const override { return inner_->describe(); }
+  bool waitUntilPaused() {
+    std::unique_lock l(m_);
+    return cv_.wait_for(l, std::chrono::seconds(10), [&] { return paused_; });
+  }
+  void release() {
+    std::lock_guard l(m_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::unique_ptr<store::Store> inner_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool paused_ = false, released_ = false;
+};
+
+// A pod removed while its bind is outside the lock (here before its booking reached the
+// store) is not bound, and its booking does not outlive it: neither in memory nor in the file
+// a restart reads.
+TEST(ServerBindRace, APodRemovedWhileItsBindIsInFlightLeavesNoBookingBehind) {
+  store::testing::TempDir dir;
+  const auto path = dir.file("state.db");
+  const model::GpuCatalog catalog = model::GpuCatalog::builtin();
+  ManualClock clock{0};
+  auto opened = store::Store::open(path);
+  ASSERT_TRUE(opened) << opened.error().message;
+  PausingStore store(std::move(*opened));
+  auto plane = ControlPlane::create(catalog, clock, {}, &store);
+  ASSERT_TRUE(plane) << plane.error().message;
+  ServerConfig config;
+  config.port = 0;
+  config.token = kToken;
+  config.threads = 2;
+  HttpServer server(**plane, config);
+  auto port = server.start();
+  ASSERT_TRUE(port) << port.error().message;
+  httplib::Client client("127.0.0.1", *port);
+  client.set_read_timeout(30);
+  const httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kToken}};
+  json gpus = json::array({{{"type", "A100-80GB"}}, {{"type", "A100-80GB"}}});
+  auto node = client.Post(
+      "/api/v1/nodes", auth,
+      json{{"name", "gpu-a"}, {"cpu", 64}, {"hostMemory", "512Gi"}, {"gpus", gpus}}.dump(),
+      "application/json");
+  ASSERT_TRUE(node && node->status == 201);
+  const json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u-1"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "c"}, {"resources", {{"limits", {{"tessera.io/gpu-memory", "20480"}}}}}}}}}}};
+  auto filter = client.Post("/scheduler/filter",
+                            json{{"Pod", pod}, {"NodeNames", {"gpu-a"}}}.dump(), "application/json");
+  ASSERT_TRUE(filter && filter->status == 200) << (filter ? filter->body : "no answer");
+  std::string answer;
+  std::thread binding([&] {
+    httplib::Client c("127.0.0.1", *port);
+    c.set_read_timeout(30);
+    auto r = c.Post(
+        "/scheduler/bind",
+        json{{"PodName", "p"}, {"PodNamespace", "ns"}, {"PodUID", "u-1"}, {"Node", "gpu-a"}}.dump(),
+        "application/json");
+    if (r && r->status == 200) answer = r->body;
+  });
+  ASSERT_TRUE(store.waitUntilPaused()) << "the bind never wrote its booking";
+  auto removed = client.Delete("/api/v1/replicas/ns/p", auth);
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed->status, 200) << removed->body;
+  store.release();
+  binding.join();
+  ASSERT_FALSE(answer.empty());
+  const std::string error = json::parse(answer)["Error"];
+  EXPECT_NE(error.find("removed while it was being bound"), std::string::npos) << answer;
+  auto replicas = client.Get("/api/v1/replicas");
+  ASSERT_TRUE(replicas);
+  EXPECT_TRUE(json::parse(replicas->body)["replicas"].empty()) << replicas->body;
+  server.stop();
+  // What a restart reads: no booking for the removed pod.
+  auto reopened = store::Store::open(path);
+  ASSERT_TRUE(reopened) << reopened.error().message;
+  auto restarted = ControlPlane::create(catalog, clock, {}, reopened->get());
+  ASSERT_TRUE(restarted) << restarted.error().message;
+  EXPECT_TRUE((*restarted)->listReplicas()["replicas"].empty())
+      << (*restarted)->listReplicas().dump();
 }
 
 }  // namespace

@@ -630,8 +630,16 @@ Result<json> Extender::bind(const json& args, const OutsideLock& outside) {
   }
   if (!bound) {
     forgetHere();
-    if (bookedNow && bookings_.forget) bookings_.forget(id);
+    if (bookedNow && bookings_.forget) bookings_.forget(id, "its Binding failed");
     return answer("binding failed: " + bound.error().message);
+  }
+  // Removed while the lock was released (the pod deleted, or its replica removed through the
+  // API): the removal may have run before the write above stored the booking, which would
+  // then outlive the pod. Take it back; the GPUs are free in memory already.
+  if (!state_.findReplica(id)) {
+    forgetHere();
+    if (bookings_.forget) bookings_.forget(id, "it was removed while its Binding was in flight");
+    return answer("pod " + id + " was removed while it was being bound");
   }
   boundUids_[*uid] = id;
   pods_.erase(*uid);

@@ -82,12 +82,13 @@ struct BookingWrite {
   std::function<void(bool stored)> settle;
 };
 // Makes a booking durable before its Binding is posted (prepare, under the caller's lock:
-// returns the write), and takes it back when the Binding failed (forget, under the lock).
+// returns the write), and takes it back when the Binding failed or the booking was removed
+// while the Binding was in flight (forget, under the lock, with why).
 // `resource` is the extended resource that carries the pod's GPUs to its container ("" when
 // no device plugin is involved).
 struct BookingStore {
   std::function<BookingWrite(const std::string& replicaId, const std::string& resource)> prepare;
-  std::function<void(const std::string& replicaId)> forget;
+  std::function<void(const std::string& replicaId, const std::string& why)> forget;
 };
 // Runs `io` with the caller's lock released and takes it again (bind's store write, Binding
 // POST and pod read); empty: runs it in place.
