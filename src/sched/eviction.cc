@@ -337,11 +337,14 @@ EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
                   " lower-priority replica(s)";
     return plan;
   }
-  // The eviction search put every victim back: its scratch copy books what `state` does, and
-  // serves the capacity what-ifs too (one copy of a large state, not two).
+  // The capacity what-ifs run on a fresh copy of `state`, not on the eviction search's: the
+  // victims it put back are booked at their charge with fresh reservations, which is not
+  // always what `state` books (telemetry above a lapsed reservation, say), and advice tried
+  // on a state that books less than the real one can be false.
+  ClusterState whatIf(state);
   const Needs needs = deriveNeeds(request, engine.options());
-  if (!adviseHostResources(engine, scratch, request, needs, plan)) {
-    adviseNewNode(engine, scratch, request, needs, plan);
+  if (!adviseHostResources(engine, whatIf, request, needs, plan)) {
+    adviseNewNode(engine, whatIf, request, needs, plan);
   }
   plan.reason = direct.summary + "; does not fit even after eviction: " + plan.capacity;
   return plan;
