@@ -162,10 +162,7 @@ CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
                   "30 % slower and slower to load); the policies are not told")
       ->capture_default_str();
   cmd->add_option("--router-queue-depth", o.routerQueueDepth,
-                  "Experiment: the router holds requests while every ready replica has this many waiting, and "
-                  "sends them in arrival order as replicas free up (the Gateway API inference "
-                  "extension's flow control; its default is 5). 0: each request goes to a replica on "
-                  "arrival")
+                  kRouterQueueDepthHelp)
       ->capture_default_str();
   cmd->add_option("--clairvoyant-runs", o.clairvoyantRuns,
                   "Simulations the clairvoyant's search may take per GPU share")

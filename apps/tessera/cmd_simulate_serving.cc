@@ -338,10 +338,7 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                   "multiples of the model's, the policies not told (e.g. 0.7,0.7,1.3)")
       ->capture_default_str();
   cmd->add_option("--router-queue-depth", o.routerQueueDepth,
-                  "Experiment: the router holds requests while every ready replica has this many waiting, and "
-                  "sends them in arrival order as replicas free up (the Gateway API inference "
-                  "extension's flow control; its default is 5). 0: each request goes to a replica on "
-                  "arrival")
+                  kRouterQueueDepthHelp)
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
                   "Policies, comma-separated: static-peak, hpa, weighted, littles-law, kpa, "

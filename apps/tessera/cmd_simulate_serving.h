@@ -22,9 +22,9 @@ struct SimulateServingOptions {
   double qpsSpanSeconds = 3600;            // qps: the series stretched to this span (0: as is)
   std::uint64_t seed = 1;                  // qps: the arrival draw
   double sloTarget = 0.99;
-  bool nodeCache = false;                  // every node's disk holds the weights at t = 0
-  std::string modelError = "1,1,1";        // actual prefill speed, decode speed, cold start
-  int routerQueueDepth = 0;                 // the router's flow control (0: none)
+  bool nodeCache = false;            // every node's disk holds the weights at t = 0
+  std::string modelError = "1,1,1";  // actual prefill speed, decode speed, cold start
+  int routerQueueDepth = 0;          // the router's flow control (0: none)
   std::string policies = "all";
   std::string gpuType = "H100-80GB";
   std::optional<std::string> modelPath;  // a ServingModel YAML; default Llama-3.1-8B

@@ -13,6 +13,12 @@
 
 namespace tessera::cli {
 
+// The help of --router-queue-depth, which `simulate serving` and `serving-matrix` share.
+inline constexpr const char* kRouterQueueDepthHelp =
+    "Experiment: the router holds requests while every ready replica has this many waiting, and "
+    "sends them in arrival order as replicas free up (the Gateway API inference extension's flow "
+    "control; its default is 5). 0: each request goes to a replica on arrival";
+
 // `text` read whole as a number (std::stod's syntax); nullopt when it is not one.
 std::optional<double> number(const std::string& text);
 // A comma-separated list of finite numbers > 0; errors name `flag`.
