@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/testing/serve_process.h"
+#include "common/testing/spawn.h"
 #include "k8s/testing/fake_apiserver.h"
 #include "store/store.h"
 #include "store/testing/temp_dir.h"
@@ -81,18 +82,11 @@ TEST(ServeCli, RefusesBadSetupsWithExitTwoAndAReason) {
 }
 
 TEST(ServeCli, ExitsZeroOnSigterm) {
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], STDOUT_FILENO);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::execl(TESSERA_BINARY, TESSERA_BINARY, "serve", "--listen", "127.0.0.1:0", "--store",
-            ":memory:", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(out[1]);
+  const auto child = tessera::testing::spawnWithStdoutPipe(
+      {TESSERA_BINARY, "serve", "--listen", "127.0.0.1:0", "--store", ":memory:"});
+  ASSERT_GT(child.pid, 0);
+  const pid_t pid = child.pid;
+  const int out[1] = {child.out};
   std::string line;
   char c = 0;
   while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;

@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +66,22 @@ class Failover : public ::testing::Test {
         ::waitpid(r.pid, nullptr, 0);
       }
     }
+    // A failed run shows what each replica logged (every start of it, in order).
+    if (HasFailure()) {
+      for (const auto& [name, r] : replicas_) {
+        std::ifstream in(logPath(name));
+        std::ostringstream text;
+        text << in.rdbuf();
+        const std::string all = text.str();
+        constexpr std::size_t kTail = 6000;
+        std::printf("---- %s's log (last %zu bytes) ----\n%s\n", name.c_str(), kTail,
+                    all.substr(all.size() > kTail ? all.size() - kTail : 0).c_str());
+      }
+    }
+    for (const auto& [name, r] : replicas_) std::remove(logPath(name).c_str());
+  }
+  std::string logPath(const std::string& name) const {
+    return ::testing::TempDir() + "failover-" + std::to_string(::getpid()) + "-" + name + ".log";
   }
   void start(const std::string& name) {
     const auto p = tessera::testing::startServe(
@@ -71,7 +89,7 @@ class Failover : public ::testing::Test {
          "--kube-api-server", api_.url(), "--controller", "false", "--leader-elect",
          "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
          "--leader-elect-retry-period", "250ms"},
-        {{"POD_NAME", name}, {"POD_NAMESPACE", "tessera-system"}});
+        {{"POD_NAME", name}, {"POD_NAMESPACE", "tessera-system"}}, logPath(name));
     ASSERT_GT(p.port, 0) << name << " did not start";
     replicas_[name] = {p.pid, p.port};
   }
@@ -86,15 +104,27 @@ class Failover : public ::testing::Test {
     }
     return "";
   }
-  static std::optional<json> post(int port, const std::string& path, const json& body) {
+  // The answer's body on a 2xx; otherwise nullopt, with why_ saying what came back.
+  std::optional<json> post(int port, const std::string& path, const json& body) {
     httplib::Client c("127.0.0.1", port);
     c.set_connection_timeout(1);
     c.set_read_timeout(5);
     c.set_tcp_nodelay(true);
     auto res = c.Post(path, body.dump(), "application/json");
-    if (!res || res->status < 200 || res->status > 299) return std::nullopt;
+    if (!res) {
+      why_ = path + " on :" + std::to_string(port) + ": " + httplib::to_string(res.error());
+      return std::nullopt;
+    }
+    if (res->status < 200 || res->status > 299) {
+      why_ = path + " on :" + std::to_string(port) + ": " + std::to_string(res->status) + " " +
+             res->body.substr(0, 300);
+      return std::nullopt;
+    }
     json out = json::parse(res->body, nullptr, false);
-    if (out.is_discarded()) return std::nullopt;
+    if (out.is_discarded()) {
+      why_ = path + ": not JSON: " + res->body.substr(0, 300);
+      return std::nullopt;
+    }
     return out;
   }
   json pod(const std::string& name) { return *api_.get("pods", "ml", name); }
@@ -104,16 +134,25 @@ class Failover : public ::testing::Test {
   // One scheduling attempt of kube-scheduler for the pod, through the routed replica.
   bool scheduleOnce(const std::string& name, const std::vector<std::string>& nodes) {
     const std::string leader = routed();
-    if (leader.empty()) return false;
+    if (leader.empty()) {
+      why_ = "no pod is labelled leader";
+      return false;
+    }
     const int port = replicas_[leader].port;
     const json p = pod(name);
     auto filtered = post(port, "/scheduler/filter", {{"Pod", p}, {"NodeNames", nodes}});
-    if (!filtered || !(*filtered)["NodeNames"].is_array() || (*filtered)["NodeNames"].empty()) {
+    if (!filtered) return false;
+    if (!(*filtered)["NodeNames"].is_array() || (*filtered)["NodeNames"].empty()) {
+      why_ = leader + " filtered out every node: " + filtered->dump().substr(0, 300);
       return false;
     }
     const json feasible = (*filtered)["NodeNames"];
     auto scores = post(port, "/scheduler/prioritize", {{"Pod", p}, {"NodeNames", feasible}});
-    if (!scores || !scores->is_array() || scores->empty()) return false;
+    if (!scores) return false;
+    if (!scores->is_array() || scores->empty()) {
+      why_ = leader + " scored nothing: " + scores->dump().substr(0, 300);
+      return false;
+    }
     const json best = *std::max_element(
         scores->begin(), scores->end(),
         [](const json& a, const json& b) { return a["Score"].get<int>() < b["Score"].get<int>(); });
@@ -122,7 +161,12 @@ class Failover : public ::testing::Test {
                        {"PodNamespace", "ml"},
                        {"PodUID", p["metadata"]["uid"]},
                        {"Node", best["Host"]}});
-    return bound && (*bound)["Error"] == "";
+    if (!bound) return false;
+    if ((*bound)["Error"] != "") {
+      why_ = leader + " refused the bind: " + (*bound)["Error"].dump();
+      return false;
+    }
+    return true;
   }
 
   // Waits for a leader, registers the GPU nodes with it and creates the pending pods.
@@ -162,6 +206,7 @@ class Failover : public ::testing::Test {
 
   FakeApiServer api_;
   std::map<std::string, Replica> replicas_;
+  std::string why_;  // what the last failed scheduling attempt got back
 };
 
 TEST_F(Failover, LeaderKilledTenTimesUnderLoadLosesNoBookingAndOverCommitsNothing) {
@@ -268,7 +313,9 @@ TEST_F(Failover, ALeaderCutOffStopsBindingBeforeAStandbyStarts) {
   };
   std::string cut;
   std::optional<Clock::time_point> cutAt;
-  for (int i = 0; i < kCutPods;) {
+  const auto deadline = Clock::now() + std::chrono::minutes(2);
+  int i = 0;
+  while (i < kCutPods && Clock::now() < deadline) {
     if (i == kCutPods / 3 && !cutAt) {
       cut = holder();
       ASSERT_FALSE(cut.empty());
@@ -285,6 +332,9 @@ TEST_F(Failover, ALeaderCutOffStopsBindingBeforeAStandbyStarts) {
     // After the cut, a pod every 20 ms: the rest spans the renew deadline and the takeover.
     if (cutAt) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  ASSERT_EQ(i, kCutPods) << "timed out with pod p" << i << " unbound; the lease is held by '"
+                         << holder() << "', the Service routes to '" << routed()
+                         << "'; the last attempt: " << why_;
   // The cut-off leader exited 1 (the refusal stays until then: lifting it earlier would let a
   // late renewal through).
   const std::string cutPod = cut.substr(0, cut.rfind('_'));

@@ -2,9 +2,9 @@
 // Starts the real `tessera serve` binary (TESSERA_BINARY) for the process-level tests:
 // stdout is read up to its first line ("listening on http://127.0.0.1:PORT ...") for the
 // port and then drained in the background, so the server never blocks on a full pipe; stderr
-// goes to /dev/null.
+// goes to `stderrPath` (appended to, so a restarted replica's log follows its predecessor's),
+// or to /dev/null when that is empty.
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,6 +12,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "common/testing/spawn.h"
 
 namespace tessera::testing {
 
@@ -22,32 +24,20 @@ struct ServeProcess {
 
 // `args` follow "serve"; `env` is added to the child's environment.
 inline ServeProcess startServe(const std::vector<std::string>& args,
-                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
+                               const std::vector<std::pair<std::string, std::string>>& env = {},
+                               const std::string& stderrPath = "") {
   std::vector<std::string> argv = {TESSERA_BINARY, "serve"};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  int out[2];
-  if (::pipe(out) != 0) return {};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], STDOUT_FILENO);
-    ::close(out[0]);
-    ::close(out[1]);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, STDERR_FILENO);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    ::execv(TESSERA_BINARY, cargv.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
+  const Spawned child =
+      spawnWithStdoutPipe(argv, env, stderrPath.empty() ? "/dev/null" : stderrPath);
+  if (child.pid < 0) return {};
+  const int fd = child.out;
   ServeProcess p;
-  p.pid = pid;
+  p.pid = child.pid;
   std::string line;
   char c = 0;
-  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
-  std::thread([fd = out[0]] {
+  while (::read(fd, &c, 1) == 1 && c != '\n') line += c;
+  std::thread([fd] {
     char buf[512];
     while (::read(fd, buf, sizeof buf) > 0) {
     }

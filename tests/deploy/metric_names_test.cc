@@ -21,6 +21,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "common/testing/spawn.h"
 #include "deploy_test_support.h"
 #include "promql.h"
 
@@ -130,21 +131,13 @@ class Server {
     char dir[] = "/tmp/tessera-deploy-serve-XXXXXX";
     if (::mkdtemp(dir) == nullptr) return;
     dir_ = dir;
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      const int devnull = ::open("/dev/null", O_WRONLY);
-      ::dup2(devnull, STDERR_FILENO);
-      const std::string store = (fs::path(dir_) / "state.db").string();
-      ::execl(TESSERA_BINARY, TESSERA_BINARY, "serve", "--listen", "127.0.0.1:0", "--store",
-              store.c_str(), "--threads", "2", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(out[1]);
+    const std::string store = (fs::path(dir_) / "state.db").string();
+    const auto child = tessera::testing::spawnWithStdoutPipe(
+        {TESSERA_BINARY, "serve", "--listen", "127.0.0.1:0", "--store", store, "--threads", "2"},
+        {}, "/dev/null");
+    pid_ = child.pid;
+    if (pid_ < 0) return;
+    const int out[1] = {child.out};
     std::string line;
     char c = 0;
     while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;

@@ -10,24 +10,18 @@
 
 #include <string>
 
+#include "common/testing/spawn.h"
+
 namespace tessera::agent::testing {
 
 class AgentProcess {
  public:
   AgentProcess(const std::string& binary, const std::string& config) {
-    int fds[2];
-    if (::pipe(fds) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execl(binary.c_str(), binary.c_str(), "agent", "run", "--config", config.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = fds[0];
+    const auto child =
+        tessera::testing::spawnWithStdoutPipe({binary, "agent", "run", "--config", config});
+    pid_ = child.pid;
+    out_ = child.out;
+    if (pid_ < 0) return;
     char c = 0;
     while (::read(out_, &c, 1) == 1 && c != '\n') firstLine_ += c;
   }

@@ -14,27 +14,20 @@
 #include <string_view>
 #include <vector>
 
+#include "common/testing/spawn.h"
+
 namespace tessera::api::testing {
 
 class ServeProcess {
  public:
   ServeProcess(const std::string& binary, std::vector<std::string> args,
                std::string_view until = "dashboard at", int maxLines = 64) {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv{const_cast<char*>(binary.c_str()), const_cast<char*>("serve")};
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(binary.c_str(), argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    out_ = out[0];
+    std::vector<std::string> argv{binary, "serve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto child = tessera::testing::spawnWithStdoutPipe(argv);
+    pid_ = child.pid;
+    out_ = child.out;
+    if (pid_ < 0) return;
     for (int line = 0; line < maxLines; ++line) {
       std::string text;
       char c = 0;
