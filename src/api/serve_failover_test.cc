@@ -93,6 +93,11 @@ class Failover : public ::testing::Test {
     ASSERT_GT(p.port, 0) << name << " did not start";
     replicas_[name] = {p.pid, p.port};
   }
+  // Who holds the control plane's Lease now, or "".
+  std::string holder() {
+    const auto l = api_.get("leases", "tessera-system", "tessera-control-plane");
+    return l ? (*l)["spec"].value("holderIdentity", "") : std::string();
+  }
   // The replica whose pod is labelled leader (the Service's one endpoint), or "".
   std::string routed() {
     for (const auto& [name, r] : replicas_) {
@@ -245,10 +250,7 @@ TEST_F(Failover, LeaderKilledTenTimesUnderLoadLosesNoBookingAndOverCommitsNothin
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(bound, kPods) << "timed out after " << kills << " kills; the lease is held by '"
-                          << api_.get("leases", "tessera-system", "tessera-control-plane")
-                                 .value_or(json::object())
-                                 .value("/spec/holderIdentity"_json_pointer, std::string())
-                          << "', the Service routes to '" << routed()
+                          << holder() << "', the Service routes to '" << routed()
                           << "'; the last attempt: " << why_;
   EXPECT_EQ(kills, kKills);
   ASSERT_EQ(failovers.size(), static_cast<std::size_t>(kKills));
@@ -313,10 +315,6 @@ TEST_F(Failover, ALeaderCutOffStopsBindingBeforeAStandbyStarts) {
   std::vector<std::string> nodes;
   prepare(nodes, kCutPods);
   if (HasFatalFailure()) return;
-  auto holder = [&] {
-    const auto l = api_.get("leases", "tessera-system", "tessera-control-plane");
-    return l ? (*l)["spec"].value("holderIdentity", "") : std::string();
-  };
   std::string cut;
   std::optional<Clock::time_point> cutAt;
   const auto deadline = Clock::now() + std::chrono::minutes(2);

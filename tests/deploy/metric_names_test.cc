@@ -137,11 +137,11 @@ class Server {
         {}, "/dev/null");
     pid_ = child.pid;
     if (pid_ < 0) return;
-    const int out[1] = {child.out};
+    const int out = child.out;
     std::string line;
     char c = 0;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    ::close(out[0]);
+    while (::read(out, &c, 1) == 1 && c != '\n') line += c;
+    ::close(out);
     const auto at = line.find("127.0.0.1:");
     if (at != std::string::npos) port_ = std::atoi(line.c_str() + at + 10);
   }
