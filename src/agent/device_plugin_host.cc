@@ -29,6 +29,7 @@ deviceplugin::Inventory inventoryFromGpus(const std::vector<AgentGpu>& gpus,
       d.uuid = g.uuid;
       d.deviceNodes = {"/dev/nvidia" + std::to_string(d.index)};
       if (g.migEnabled) {
+        d.migEnabled = true;
         for (std::size_t i = 0; i < g.migProfiles.size() && i < g.migUuids.size(); ++i) {
           deviceplugin::MigDevice m;
           m.uuid = g.migUuids[i];

@@ -25,12 +25,15 @@ struct GpuDevice {
   int index = 0;     // NVML index / minor number
   std::string uuid;  // "GPU-..."; empty for a virtual GPU (tests, simulations)
   std::string type;  // catalogue name, e.g. "A100-80GB"
+  std::string computeCapability;  // CUDA's "major.minor.0" as NVML reports it; empty: unknown
   std::int64_t memoryMib = 0;
   int numaNode = -1;     // -1: unknown
   int nvlinkGroup = -1;  // GPUs with the same group are fully NVLink-connected; -1: none
   bool healthy = true;
   // An MPS control daemon serves this card: shared bookings run as MPS clients with limits.
   bool mps = false;
+  // In MIG mode: only its MIG instances (migDevices) can run work, the card as a whole cannot.
+  bool migEnabled = false;
   std::vector<MigDevice> migDevices;
   // Host device nodes the card needs in a container (e.g. /dev/nvidia0); none when virtual.
   std::vector<std::string> deviceNodes;

@@ -1,0 +1,291 @@
+#include "dra/driver.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <grpcpp/grpcpp.h>
+
+#include "dra/proto/dra.grpc.pb.h"
+#include "dra/proto/pluginregistration.grpc.pb.h"
+#include "k8s/kube_client.h"
+
+namespace tessera::dra {
+namespace {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+namespace regpb = ::pluginregistration;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string fileIdentity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+}
+
+class ApiServerClaims final : public ClaimSource {
+ public:
+  explicit ApiServerClaims(k8s::KubeClient& client) : client_(client) {}
+  Result<std::optional<json>> claim(const std::string& ns, const std::string& name) override {
+    auto r = client_.request("GET", "/apis/resource.k8s.io/v1/namespaces/" + ns +
+                                        "/resourceclaims/" + name);
+    if (!r) return fail(r.error());
+    if (r->status == 404) return std::optional<json>();
+    if (r->status != 200) {
+      return fail(Error::internal("reading resourceclaim " + ns + "/" + name + ": HTTP " +
+                                  std::to_string(r->status) + ": " + r->body.substr(0, 300)));
+    }
+    json body = json::parse(r->body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      return fail(Error::invalid("resourceclaim " + ns + "/" + name + ": the answer is not JSON"));
+    }
+    return std::optional<json>(std::move(body));
+  }
+
+ private:
+  k8s::KubeClient& client_;
+};
+
+Result<void> ensureDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(Error::internal("cannot create " + dir + ": " + ec.message()));
+  return {};
+}
+
+Result<std::unique_ptr<grpc::Server>> serveOn(const std::string& path, grpc::Service& service) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return fail(
+        Error::internal("cannot remove stale socket " + path + ": " + std::strerror(errno)));
+  }
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) return fail(Error::internal("cannot serve gRPC on " + path));
+  return server;
+}
+
+
+}  // namespace
+
+std::unique_ptr<ClaimSource> apiServerClaims(k8s::KubeClient& client) {
+  return std::make_unique<ApiServerClaims>(client);
+}
+
+class Driver::Services {
+ public:
+  explicit Services(Driver& d) : registration(d), plugin(d) {}
+
+  class Registration final : public regpb::Registration::Service {
+   public:
+    explicit Registration(Driver& d) : d_(d) {}
+    grpc::Status GetInfo(grpc::ServerContext*, const regpb::InfoRequest*,
+                         regpb::PluginInfo* out) override {
+      out->set_type(std::string(kPluginType));
+      out->set_name(d_.config_.driver);
+      out->set_endpoint(d_.pluginSocket());
+      out->add_supported_versions(std::string(kDraService));
+      return grpc::Status::OK;
+    }
+    grpc::Status NotifyRegistrationStatus(grpc::ServerContext*, const regpb::RegistrationStatus* in,
+                                          regpb::RegistrationStatusResponse*) override {
+      if (in->plugin_registered()) {
+        d_.registrations_.fetch_add(1);
+        d_.say("registered with kubelet as " + d_.config_.driver);
+      } else {
+        {
+          std::lock_guard lock(d_.mu_);
+          d_.lastRegistrationError_ = in->error();
+        }
+        d_.say("kubelet refused the registration: " + in->error());
+      }
+      return grpc::Status::OK;
+    }
+
+   private:
+    Driver& d_;
+  };
+
+  class Plugin final : public drapb::DRAPlugin::Service {
+   public:
+    explicit Plugin(Driver& d) : d_(d) {}
+    grpc::Status NodePrepareResources(grpc::ServerContext*,
+                                      const drapb::NodePrepareResourcesRequest* in,
+                                      drapb::NodePrepareResourcesResponse* out) override {
+      for (const drapb::Claim& c : in->claims()) {
+        drapb::NodePrepareResourceResponse& answer = (*out->mutable_claims())[c.uid()];
+        auto prepared = d_.prepare({c.namespace_(), c.uid(), c.name()});
+        if (!prepared) {
+          answer.set_error(prepared.error().message);
+          d_.say("prepare " + c.namespace_() + "/" + c.name() + ": " + prepared.error().message);
+          continue;
+        }
+        for (const PreparedDevice& pd : prepared->devices) {
+          drapb::Device* dev = answer.add_devices();
+          for (const std::string& r : pd.requests) dev->add_request_names(r);
+          dev->set_pool_name(pd.pool);
+          dev->set_device_name(pd.device);
+          for (const std::string& id : pd.cdiIds) dev->add_cdi_device_ids(id);
+          if (pd.shareId) dev->set_share_id(*pd.shareId);
+        }
+      }
+      return grpc::Status::OK;
+    }
+    grpc::Status NodeUnprepareResources(grpc::ServerContext*,
+                                        const drapb::NodeUnprepareResourcesRequest* in,
+                                        drapb::NodeUnprepareResourcesResponse* out) override {
+      for (const drapb::Claim& c : in->claims()) {
+        drapb::NodeUnprepareResourceResponse& answer = (*out->mutable_claims())[c.uid()];
+        if (auto ok = d_.unprepare({c.namespace_(), c.uid(), c.name()}); !ok) {
+          answer.set_error(ok.error().message);
+        }
+      }
+      return grpc::Status::OK;
+    }
+
+   private:
+    Driver& d_;
+  };
+
+  Registration registration;
+  Plugin plugin;
+};
+
+Driver::Driver(DriverConfig config, ClaimSource& claims, deviceplugin::Inventory inventory)
+    : config_(std::move(config)), claims_(claims), inventory_(std::move(inventory)) {}
+
+Driver::~Driver() { stop(); }
+
+std::string Driver::registrationSocket() const {
+  return (fs::path(config_.registryDir) / (config_.driver + "-reg.sock")).string();
+}
+
+std::string Driver::pluginSocket() const {
+  return (fs::path(config_.pluginDir) / config_.driver / "dra.sock").string();
+}
+
+std::string Driver::lastRegistrationError() const {
+  std::lock_guard lock(mu_);
+  return lastRegistrationError_;
+}
+
+void Driver::setInventory(deviceplugin::Inventory inventory) {
+  std::lock_guard lock(mu_);
+  inventory_ = std::move(inventory);
+}
+
+deviceplugin::Inventory Driver::inventory() const {
+  std::lock_guard lock(mu_);
+  return inventory_;
+}
+
+void Driver::say(const std::string& message) const {
+  if (config_.log) config_.log("dra: " + message);
+}
+
+Result<PreparedClaim> Driver::prepare(const ClaimRef& ref) {
+  auto claim = claims_.claim(ref.ns, ref.name);
+  if (!claim) return fail(claim.error());
+  if (!*claim) return fail(Error::notFound("resourceclaim " + ref.key() + " not found"));
+  PrepareOptions o;
+  o.driver = config_.driver;
+  o.nodeName = config_.nodeName;
+  o.env = config_.env;
+  auto prepared = prepareClaim(**claim, ref, inventory(), o);
+  if (!prepared) return fail(prepared.error());
+  TESSERA_RETURN_IF_ERROR(
+      writeCdiSpec(cdiSpecPath(config_.cdiDir, config_.driver, ref.uid), prepared->cdiSpec));
+  return prepared;
+}
+
+Result<void> Driver::unprepare(const ClaimRef& ref) {
+  return removeCdiSpec(cdiSpecPath(config_.cdiDir, config_.driver, ref.uid));
+}
+
+Result<void> Driver::serve() {
+  TESSERA_RETURN_IF_ERROR(ensureDir(config_.registryDir));
+  TESSERA_RETURN_IF_ERROR(ensureDir((fs::path(config_.pluginDir) / config_.driver).string()));
+  auto services = std::make_unique<Services>(*this);
+  // The endpoint first: kubelet connects to it as soon as registration succeeds.
+  auto plugin = serveOn(pluginSocket(), services->plugin);
+  if (!plugin) return fail(plugin.error());
+  auto registration = serveOn(registrationSocket(), services->registration);
+  if (!registration) {
+    (*plugin)->Shutdown();
+    return fail(registration.error());
+  }
+  std::lock_guard lock(mu_);
+  services_ = std::move(services);
+  pluginServer_ = std::move(*plugin);
+  registrationServer_ = std::move(*registration);
+  pluginId_ = fileIdentity(pluginSocket());
+  registrationId_ = fileIdentity(registrationSocket());
+  serves_.fetch_add(1);
+  say("serving " + config_.driver + " on " + pluginSocket() + ", registration on " +
+      registrationSocket());
+  return {};
+}
+
+void Driver::shutdownServers() {
+  std::unique_ptr<grpc::Server> a, b;
+  std::unique_ptr<Services> services;
+  {
+    std::lock_guard lock(mu_);
+    a = std::move(registrationServer_);
+    b = std::move(pluginServer_);
+    services = std::move(services_);
+  }
+  for (grpc::Server* s : {a.get(), b.get()}) {
+    if (s == nullptr) continue;
+    s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    s->Wait();
+  }
+}
+
+Result<void> Driver::start() {
+  {
+    std::lock_guard lock(mu_);
+    if (watcher_.joinable()) return {};
+    stopping_ = false;
+  }
+  TESSERA_RETURN_IF_ERROR(serve());
+  watcher_ = std::thread([this] { watch(); });
+  return {};
+}
+
+void Driver::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  shutdownServers();
+  // The registry socket goes with the driver: kubelet's watcher then deregisters it.
+  ::unlink(registrationSocket().c_str());
+  ::unlink(pluginSocket().c_str());
+}
+
+void Driver::watch() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, config_.watchInterval, [this] { return stopping_; });
+    if (stopping_) break;
+    const bool gone = fileIdentity(registrationSocket()) != registrationId_ ||
+                      fileIdentity(pluginSocket()) != pluginId_;
+    if (!gone) continue;
+    lock.unlock();
+    say("a socket was removed or replaced (kubelet restart?): serving again");
+    shutdownServers();
+    if (auto ok = serve(); !ok) say("serving again failed: " + ok.error().message);
+    lock.lock();
+  }
+}
+
+}  // namespace tessera::dra
