@@ -13,7 +13,7 @@ namespace {
 using nlohmann::json;
 
 bool namespaced(const std::string& resource) {
-  return resource != "nodes";
+  return resource != "nodes" && resource != "resourceslices" && resource != "deviceclasses";
 }
 
 std::string keyOf(const std::string& resource, const std::string& ns, const std::string& name) {
@@ -80,7 +80,7 @@ std::optional<Target> parsePath(const std::string& path) {
     i = j + 1;
   }
   std::size_t at = 0;
-  bool core = false, coordination = false;
+  bool core = false, coordination = false, dra = false;
   if (segs.size() >= 2 && segs[0] == "api" && segs[1] == "v1") {
     core = true;
     at = 2;
@@ -91,6 +91,10 @@ std::optional<Target> parsePath(const std::string& path) {
              segs[2] == "v1") {
     at = 3;
     coordination = true;
+  } else if (segs.size() >= 3 && segs[0] == "apis" && segs[1] == "resource.k8s.io" &&
+             segs[2] == "v1") {
+    at = 3;
+    dra = true;
   } else {
     return std::nullopt;
   }
@@ -107,9 +111,14 @@ std::optional<Target> parsePath(const std::string& path) {
   const bool known = core ? t.resource == "pods" || t.resource == "nodes" ||
                                 (t.resource == "configmaps" && (t.nsGiven || t.name.empty()))
                      : coordination ? t.resource == "leases" && t.nsGiven
-                                    : t.resource == "modeldeployments";
+                     : dra ? (t.resource == "resourceclaims" && (t.nsGiven || t.name.empty())) ||
+                                 ((t.resource == "resourceslices" || t.resource == "deviceclasses") &&
+                                  !t.nsGiven)
+                           : t.resource == "modeldeployments";
   if (!known) return std::nullopt;
-  if ((t.resource == "leases" || t.resource == "configmaps") && !t.sub.empty()) {
+  if ((t.resource == "leases" || t.resource == "configmaps" || t.resource == "resourceslices" ||
+       t.resource == "deviceclasses") &&
+      !t.sub.empty()) {
     return std::nullopt;
   }
   if (t.resource == "nodes" && t.nsGiven) return std::nullopt;
@@ -125,11 +134,17 @@ std::string kindOf(const std::string& resource) {
   if (resource == "nodes") return "Node";
   if (resource == "leases") return "Lease";
   if (resource == "configmaps") return "ConfigMap";
+  if (resource == "resourceslices") return "ResourceSlice";
+  if (resource == "deviceclasses") return "DeviceClass";
+  if (resource == "resourceclaims") return "ResourceClaim";
   return "ModelDeployment";
 }
 
 std::string apiVersionOf(const std::string& resource) {
   if (resource == "leases") return "coordination.k8s.io/v1";
+  if (resource == "resourceslices" || resource == "deviceclasses" || resource == "resourceclaims") {
+    return "resource.k8s.io/v1";
+  }
   return resource == "modeldeployments" ? "tessera.io/v1alpha1" : "v1";
 }
 

@@ -9,7 +9,9 @@
 //    logged with its User-Agent and the Leases' holders, see bindLog()), core
 //    `configmaps` (namespaced), core `nodes` (cluster-wide),
 //    `modeldeployments` of tessera.io/v1alpha1 (namespaced, status subresource) and `leases`
-//    of coordination.k8s.io/v1 (namespaced), under the usual paths
+//    of coordination.k8s.io/v1 (namespaced), `resourceslices` and `deviceclasses`
+//    (cluster-wide) and `resourceclaims` (namespaced, status subresource) of
+//    resource.k8s.io/v1, under the usual paths
 //    (/api/v1/namespaces/{ns}/pods/{name}[/status], /api/v1/pods,
 //    /apis/tessera.io/v1alpha1/namespaces/{ns}/modeldeployments/{name}/status,
 //    /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}, ...).
@@ -70,8 +72,8 @@ class FakeApiServer {
   void stop();
   std::string url() const;  // "http://127.0.0.1:PORT"
 
-  // ---- the store, directly. `resource` is "pods", "nodes", "configmaps", "modeldeployments" or
-  // "leases".
+  // ---- the store, directly. `resource` is "pods", "nodes", "configmaps", "modeldeployments",
+  // "leases", "resourceslices", "deviceclasses" or "resourceclaims".
   // As a POST / PUT (main resource) / DELETE would; errors carry the HTTP status in the
   // message ("409 ...").
   Result<nlohmann::json> create(const std::string& resource, nlohmann::json object);
