@@ -20,6 +20,7 @@
 #include "agent/control_client.h"
 #include "agent/device_plugin_host.h"
 #include "agent/device_pool_host.h"
+#include "agent/dra_driver_host.h"
 #include "agent/engines_host.h"
 #include "agent/gpu_source.h"
 #include "agent/model_cache.h"
@@ -238,7 +239,14 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   // The kubelet device plugin (on when kubelet's device-plugins directory exists, unless the
   // file says otherwise) and the engines the agent drives (docs/agent.md).
   std::unique_ptr<agent::DevicePluginHost> devicePlugin;
-  if (agent::devicePluginWanted(config.devicePlugin)) {
+  // GPU mode (agent_config.h): device-plugin, dra, or both on different GPUs.
+  std::vector<std::string> draGpus;
+  if (config.draDriver.enabled) {
+    auto first = (*gpus)->sample();
+    if (!first) return reportError(err, kCommand, first.error());
+    draGpus = agent::draDriverGpus(config.draDriver, *first);
+  }
+  if (agent::devicePluginWanted(config)) {
     agent::DevicePluginHostOptions o;
     o.config = config.devicePlugin;
     o.nodeName = config.nodeName;
@@ -248,11 +256,26 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
     if ((*gpus)->kind() == "nvml") o.controlDeviceNodes = agent::nvidiaControlNodes();
     o.log = [&logger](const std::string& line) { logger.info(line); };
     o.bestEffort = !config.devicePlugin.enabled.has_value();
+    o.excludedGpus = draGpus;
     devicePlugin = std::make_unique<agent::DevicePluginHost>(std::move(o));
   } else {
     logger.info(config.devicePlugin.enabled ? "device plugin off (devicePlugin.enabled: false)"
-                                            : "device plugin off: " + config.devicePlugin.dir +
-                                                  " does not exist (no kubelet on this node?)");
+                : config.draDriver.enabled
+                    ? "device plugin off: the DRA driver serves every GPU (draDriver.gpus unset)"
+                    : "device plugin off: " + config.devicePlugin.dir +
+                          " does not exist (no kubelet on this node?)");
+  }
+  // Tessera's DRA driver (docs/dra.md), when draDriver.enabled.
+  std::unique_ptr<agent::DraDriverHost> draDriver;
+  if (config.draDriver.enabled) {
+    agent::DraDriverHostOptions o;
+    o.config = config.draDriver;
+    o.nodeName = config.nodeName;
+    o.mpsPipeDirectory = config.devicePlugin.mpsPipeDirectory;
+    if ((*gpus)->kind() == "nvml") o.controlDeviceNodes = agent::nvidiaControlNodes();
+    o.catalog = &catalog;
+    o.log = [&logger](const std::string& line) { logger.info(line); };
+    draDriver = std::make_unique<agent::DraDriverHost>(std::move(o));
   }
   auto engineHost = agent::EnginesHost::create(config.engines, config.heartbeatMs);
   if (!engineHost) return reportError(err, kCommand, engineHost.error());
@@ -288,6 +311,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   // Drained in this order: the engines sleep or unload, then the device plugin stops.
   if (!config.engines.empty()) parts.components.push_back(engineHost->get());
   if (devicePlugin) parts.components.push_back(devicePlugin.get());
+  if (draDriver) parts.components.push_back(draDriver.get());
   agent::Agent node(config, parts);
   devicePool.setAcceptingWork([&node] { return node.phase() == agent::AgentPhase::kRunning; });
   (*engineHost)->setInFlight([&node] { return node.inFlight(); });

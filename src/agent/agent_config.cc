@@ -128,6 +128,39 @@ Result<void> readSources(const Field& list, AgentConfig& out) {
   return {};
 }
 
+Result<void> readDraDriver(const Field& d, DraDriverConfig& out) {
+  TESSERA_RETURN_IF_ERROR(config::expectMap(
+      d, {"enabled", "registryDir", "pluginDir", "cdiDir", "gpus", "kubeApiServer",
+          "kubeTokenFile", "kubeCaFile", "watchSeconds"}));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "enabled", out.enabled));
+  for (const auto& [key, slot] : {std::pair{"registryDir", &out.registryDir},
+                                  std::pair{"pluginDir", &out.pluginDir},
+                                  std::pair{"cdiDir", &out.cdiDir}}) {
+    TESSERA_RETURN_IF_ERROR(config::readOptional(d, key, *slot));
+    if (slot->empty()) return fail(d.child(key).error("must not be empty"));
+  }
+  if (const Field g = d.child("gpus"); !g.absent()) {
+    auto list = config::readStringList(g);
+    if (!list) return fail(std::move(list.error()));
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if ((*list)[j] == (*list)[i]) return fail(g.item(i).error("duplicate GPU " + (*list)[i]));
+      }
+    }
+    out.gpus = std::move(*list);
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "kubeApiServer", out.kubeApiServer));
+  if (!out.kubeApiServer.empty() && out.kubeApiServer.rfind("http://", 0) != 0 &&
+      out.kubeApiServer.rfind("https://", 0) != 0) {
+    return fail(d.child("kubeApiServer").error("must start with http:// or https://, got \"" +
+                                               out.kubeApiServer + "\""));
+  }
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "kubeTokenFile", out.kubeTokenFile));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(d, "kubeCaFile", out.kubeCaFile));
+  TESSERA_RETURN_IF_ERROR(readSeconds(d, "watchSeconds", 0.01, 3600, out.watchMs));
+  return {};
+}
+
 Result<void> readDevicePlugin(const Field& d, DevicePluginConfig& out) {
   TESSERA_RETURN_IF_ERROR(config::expectMap(
       d, {"enabled", "dir", "resources", "slotsPerGpu", "mpsPipeDirectory", "watchSeconds",
@@ -306,6 +339,7 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
                                                    "drain",
                                                    "logFormat",
                                                    "devicePlugin",
+                                                   "draDriver",
                                                    "engines",
                                                    "devicePool"}));
   TESSERA_RETURN_IF_ERROR(config::readOptional(root, "nodeName", out.nodeName));
@@ -368,6 +402,16 @@ Result<AgentConfig> parseAgentYaml(const std::string& text, const std::string& s
   }
   if (const Field d = root.child("devicePlugin"); !d.isNull()) {
     TESSERA_RETURN_IF_ERROR(readDevicePlugin(d, out.devicePlugin));
+  }
+  if (const Field d = root.child("draDriver"); !d.isNull()) {
+    TESSERA_RETURN_IF_ERROR(readDraDriver(d, out.draDriver));
+    if (out.draDriver.enabled && out.draDriver.gpus.empty() && out.devicePlugin.enabled &&
+        *out.devicePlugin.enabled) {
+      return fail(d.error(
+          "draDriver takes every GPU (no draDriver.gpus) while devicePlugin.enabled is true: a GPU "
+          "must not be handed out by both; list the driver's GPUs in draDriver.gpus (the device "
+          "plugin serves the others) or turn the device plugin off"));
+    }
   }
   if (const Field e = root.child("engines"); !e.absent()) {
     TESSERA_RETURN_IF_ERROR(readEngines(e, out));

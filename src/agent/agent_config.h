@@ -25,6 +25,8 @@
 //   logFormat: text
 //   devicePlugin: {enabled: auto, dir: /var/lib/kubelet/device-plugins,
 //                  resources: [tessera.io/gpus], slotsPerGpu: 4}
+//   draDriver: {enabled: false, registryDir: /var/lib/kubelet/plugins_registry,
+//               pluginDir: /var/lib/kubelet/plugins, cdiDir: /var/run/cdi, gpus: []}
 //   engines: [{name: llm, kind: vllm, url: "http://127.0.0.1:8001", onDrain: auto}]
 //   devicePool: {enabled: true, backend: auto, size: 8Gi, blockSize: 2Mi, readerThreads: 0}
 
@@ -85,6 +87,27 @@ struct DevicePluginConfig {
   std::string podResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";
 };
 
+// Tessera as a Kubernetes DRA driver on this node (docs/dra.md): ResourceSlices of the node's
+// GPUs, kubelet plugin registration and the DRAPlugin v1 service.
+//
+// GPU mode of the node: `device-plugin` (draDriver off, the default), `dra` (draDriver on and
+// no `gpus` list: every GPU is the driver's, and devicePlugin's auto setting is off), or
+// `both` (draDriver on with `gpus` naming the driver's GPUs; the device plugin serves the
+// others). A device plugin switched on explicitly next to a driver that takes every GPU is a
+// configuration error: one GPU must not be handed out by both.
+struct DraDriverConfig {
+  bool enabled = false;
+  std::string registryDir = "/var/lib/kubelet/plugins_registry";
+  std::string pluginDir = "/var/lib/kubelet/plugins";
+  std::string cdiDir = "/var/run/cdi";  // where CDI spec files go (the runtime reads them)
+  std::vector<std::string> gpus;        // GPU ids the driver publishes; empty: all
+  // The API server (ResourceSlices, ResourceClaims); empty: the pod's service account.
+  std::string kubeApiServer;
+  std::string kubeTokenFile;
+  std::string kubeCaFile;
+  Millis watchMs = 1'000;  // socket check (kubelet restarts)
+};
+
 // What the drain does to an engine once work in flight is over.
 enum class EngineDrain {
   kAuto,    // sleep where the engine can (vLLM), else unload its models (Triton)
@@ -132,6 +155,7 @@ struct AgentConfig {
   Millis inFlightMaxMs = 60'000;
   std::string logFormat = "text";
   DevicePluginConfig devicePlugin;
+  DraDriverConfig draDriver;
   std::vector<AgentEngineConfig> engines;
   DevicePoolConfig devicePool;
 };

@@ -1,5 +1,6 @@
 #include "agent/device_plugin_host.h"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace tessera::agent {
@@ -85,8 +86,14 @@ Result<void> DevicePluginHost::start(const std::vector<AgentGpu>& gpus) {
   return {};
 }
 
-Result<void> DevicePluginHost::startPlugins(const std::vector<AgentGpu>& gpus) {
+Result<void> DevicePluginHost::startPlugins(const std::vector<AgentGpu>& all) {
   const DevicePluginConfig& c = options_.config;
+  std::vector<AgentGpu> gpus;
+  for (const AgentGpu& g : all) {
+    if (std::ranges::find(options_.excludedGpus, g.id) == options_.excludedGpus.end()) {
+      gpus.push_back(g);
+    }
+  }
   std::error_code ec;
   if (!std::filesystem::is_directory(c.dir, ec)) {
     return fail(Error::invalid("devicePlugin.dir: " + c.dir +

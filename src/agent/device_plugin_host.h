@@ -52,6 +52,8 @@ struct DevicePluginHostOptions {
   std::optional<std::string> caFile;
   // Node-wide device nodes handed to every GPU container (real GPUs only).
   std::vector<std::string> controlDeviceNodes;
+  // GPUs it leaves alone: the DRA driver's in GPU mode `both` (agent_config.h).
+  std::vector<std::string> excludedGpus;
   std::function<void(const std::string&)> log;  // nullptr: silent
   // The plugin was not asked for explicitly (devicePlugin.enabled: auto): a start that
   // fails is logged and the agent runs without it, instead of failing the agent's start.
