@@ -81,6 +81,7 @@ json migDevice(const GpuDevice& gpu, const MigDevice& mig, const SliceOptions& o
   attrs["uuid"] = stringAttr(mig.uuid);
   attrs["parentUUID"] = stringAttr(uuidOf(gpu, o));
   attrs["profile"] = stringAttr(mig.profile);
+  attrs["migStart"] = intAttr(mig.startSlot);
   addCommon(attrs, gpu, o);
   json capacity = json::object();
   std::int64_t memoryMib = 0;

@@ -4,16 +4,19 @@
 //
 // Devices. A GPU without MIG is one device "gpu-<index>" that several claims may share
 // (allowMultipleAllocations) by consumable capacity:
-//   memory   bytes of the card (quantity "81920Mi"); a request is rounded up to 256Mi, at
-//            least 256Mi; a claim that asks none takes the whole card;
-//   compute  thousandths of the card's compute (1000); a request is rounded up to 10; a
-//            claim that asks none takes 0 (compute is a soft share, as the engine books it).
+//   memory   bytes of the card (quantity "81920Mi"), requested in whole MiB (what the engine
+//            books, so kube-scheduler's sum is Tessera's); a claim that asks none takes the
+//            whole card;
+//   compute  thousandths of the card's compute (1000), in whole thousandths; a claim that
+//            asks none takes 0 (compute is a soft share, as the engine books it).
 // A GPU in MIG mode is published as its MIG instances only, one exclusive device each,
 // "gpu-<index>-mig-<profile>-<start>" (profile with every character outside [a-z0-9] as
 // '-'), with its memory slice as `memory`: publishing the parent too would let two claims
 // take the same silicon. Attributes use the names NVIDIA's driver uses where they mean the
 // same (type, uuid, productName, architecture, cudaComputeCapability, parentUUID, profile,
-// index) plus Tessera's numaNode and nvlinkGroup; attributes without a domain are the
+// index) plus Tessera's numaNode, nvlinkGroup and, on a MIG device, migStart (its first
+// memory slice: CEL cannot see device names, and a claim pins one instance by parentUUID,
+// profile and migStart); attributes without a domain are the
 // driver's. An unhealthy GPU (and its MIG instances) carries the NoSchedule taint
 // "gpu.tessera.io/unhealthy".
 //
@@ -40,9 +43,9 @@ namespace tessera::dra {
 inline constexpr std::string_view kDriverName = "gpu.tessera.io";
 inline constexpr std::string_view kUnhealthyTaint = "gpu.tessera.io/unhealthy";
 inline constexpr std::size_t kMaxDevicesPerSlice = 64;
-inline constexpr std::int64_t kMemoryStepMib = 256;
+inline constexpr std::int64_t kMemoryStepMib = 1;
 inline constexpr std::int64_t kComputeMilli = 1000;
-inline constexpr std::int64_t kComputeStep = 10;
+inline constexpr std::int64_t kComputeStep = 1;
 
 std::string gpuDeviceName(const deviceplugin::GpuDevice& gpu);
 std::string migDeviceName(const deviceplugin::GpuDevice& gpu, const deviceplugin::MigDevice& mig);

@@ -55,7 +55,7 @@ TEST(ResourceSlices, AGpuIsOneSharableDeviceWithConsumableMemoryAndCompute) {
   EXPECT_EQ(d["attributes"]["numaNode"], json({{"int", 0}}));
   EXPECT_EQ(d["attributes"]["nvlinkGroup"], json({{"int", 0}}));
   EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
-  EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["validRange"]["step"], "256Mi");
+  EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["validRange"]["step"], "1Mi");
   EXPECT_EQ(d["capacity"]["compute"]["value"], "1000");
   EXPECT_EQ(d["capacity"]["compute"]["requestPolicy"]["default"], "0");
   EXPECT_FALSE(d.contains("taints"));
@@ -105,6 +105,7 @@ TEST(ResourceSlices, AMigGpuIsPublishedAsItsInstancesOnly) {
   EXPECT_EQ(m["attributes"]["uuid"], json({{"string", "MIG-a"}}));
   EXPECT_EQ(m["attributes"]["parentUUID"], json({{"string", "GPU-1"}}));
   EXPECT_EQ(m["attributes"]["profile"], json({{"string", "1g.10gb"}}));
+  EXPECT_EQ(m["attributes"]["migStart"], json({{"int", 0}}));
   EXPECT_TRUE(m["capacity"]["memory"]["value"].get<std::string>().ends_with("Mi"));
   const auto ref = findDevice(inv, "gpu-1-mig-3g-40gb-4");
   ASSERT_TRUE(ref);
