@@ -55,10 +55,24 @@ class FirstFitAllocator {
       dev.name = d.at("name").get<std::string>();
       dev.object = d;
       dev.multiple = d.value("allowMultipleAllocations", false);
-      for (const nlohmann::json& t : d.value("taints", nlohmann::json::array())) {
+      const nlohmann::json taints = d.value("taints", nlohmann::json::array());
+      for (const nlohmann::json& t : taints) {
         const std::string effect = t.value("effect", "");
         dev.tainted = dev.tainted || effect == "NoSchedule" || effect == "NoExecute";
       }
+      const nlohmann::json caps = d.value("capacity", nlohmann::json::object());
+      for (const auto& [cap, c] : caps.items()) {
+        Capacity x;
+        x.value = quantity(c.at("value").get<std::string>());
+        const nlohmann::json policy = c.value("requestPolicy", nlohmann::json::object());
+        if (policy.contains("default")) x.byDefault = quantity(policy["default"].get<std::string>());
+        if (const auto range = policy.find("validRange"); range != policy.end()) {
+          if (range->contains("min")) x.min = quantity((*range)["min"].get<std::string>());
+          if (range->contains("step")) x.step = quantity((*range)["step"].get<std::string>());
+        }
+        dev.capacity[cap] = x;
+      }
+      byPool_[dev.pool].push_back(devices_.size());
       devices_.push_back(std::move(dev));
     }
   }
@@ -87,14 +101,25 @@ class FirstFitAllocator {
       }
       const nlohmann::json wanted = ex.value("capacity", nlohmann::json::object())
                                         .value("requests", nlohmann::json::object());
+      std::map<std::string, double> asked;
+      for (const auto& [cap, q] : wanted.items()) asked[cap] = quantity(q.get<std::string>());
       bool found = false;
-      for (std::size_t i = 0; i < devices_.size() && !found; ++i) {
+      std::vector<std::size_t> all;
+      const std::vector<std::size_t>* candidates = &all;
+      if (pool.empty()) {
+        for (std::size_t i = 0; i < devices_.size(); ++i) all.push_back(i);
+      } else if (const auto it = byPool_.find(pool); it != byPool_.end()) {
+        candidates = &it->second;
+      }
+      for (std::size_t k = 0; k < candidates->size() && !found; ++k) {
+        const std::size_t i = (*candidates)[k];
         Device& d = devices_[i];
-        if (!pool.empty() && d.pool != pool) continue;
         if (d.tainted || taking.contains(i)) continue;
         bool match = true;
         for (const std::string& expr : selectors) {
-          switch (evaluate(expr, d)) {
+          auto cached = d.cel.find(expr);
+          if (cached == d.cel.end()) cached = d.cel.emplace(expr, evaluate(expr, d)).first;
+          switch (cached->second) {
             case Cel::kUnsupported:
               return refuse(out, name + ": unsupported CEL: " + expr);
             case Cel::kError:  // kube-scheduler fails the pod's scheduling on a CEL error
@@ -108,7 +133,7 @@ class FirstFitAllocator {
         }
         if (!match) continue;
         std::map<std::string, double> consumes;
-        if (!fits(d, wanted, consumes)) continue;
+        if (!fits(d, asked, consumes)) continue;
         taking[i] = consumes;
         out.results.push_back({name, d.pool, d.name, consumes});
         found = true;
@@ -146,7 +171,14 @@ class FirstFitAllocator {
   }
 
  private:
+  enum class Cel { kTrue, kFalse, kError, kUnsupported };
+  struct Capacity {
+    double value = 0, min = 0, step = 0;
+    std::optional<double> byDefault;
+  };
   struct Device {
+    std::map<std::string, Capacity> capacity;
+    std::map<std::string, Cel> cel;  // expression -> its value on this device (devices are immutable)
     std::string driver, pool, name;
     nlohmann::json object;
     bool multiple = false, tainted = false;
@@ -166,41 +198,31 @@ class FirstFitAllocator {
     return v ? *v : -1;
   }
 
-  static bool fits(const Device& d, const nlohmann::json& wanted,
+  static bool fits(const Device& d, const std::map<std::string, double>& asked,
                    std::map<std::string, double>& consumes) {
-    const nlohmann::json caps = d.object.value("capacity", nlohmann::json::object());
-    for (const auto& [cap, _] : wanted.items()) {
-      if (!caps.contains(cap)) return false;  // asks for a capacity the device lacks
+    for (const auto& [cap, _] : asked) {
+      if (!d.capacity.contains(cap)) return false;  // asks for a capacity the device lacks
     }
     if (!d.multiple) {
       if (d.claims > 0) return false;
-      for (const auto& [cap, c] : caps.items()) {
-        const double value = quantity(c.at("value").get<std::string>());
-        if (wanted.contains(cap) && quantity(wanted[cap].get<std::string>()) > value) return false;
-        consumes[cap] = value;
+      for (const auto& [cap, c] : d.capacity) {
+        if (const auto it = asked.find(cap); it != asked.end() && it->second > c.value) return false;
+        consumes[cap] = c.value;
       }
       return true;
     }
-    for (const auto& [cap, c] : caps.items()) {
-      const double value = quantity(c.at("value").get<std::string>());
-      const nlohmann::json policy = c.value("requestPolicy", nlohmann::json::object());
-      double ask = value;
-      if (wanted.contains(cap)) {
-        ask = quantity(wanted[cap].get<std::string>());
-      } else if (policy.contains("default")) {
-        ask = quantity(policy["default"].get<std::string>());
+    for (const auto& [cap, c] : d.capacity) {
+      double ask = c.value;
+      if (const auto it = asked.find(cap); it != asked.end()) {
+        ask = it->second;
+      } else if (c.byDefault) {
+        ask = *c.byDefault;
       }
-      if (const auto range = policy.find("validRange"); range != policy.end()) {
-        const double min =
-            range->contains("min") ? quantity((*range)["min"].get<std::string>()) : 0;
-        const double step =
-            range->contains("step") ? quantity((*range)["step"].get<std::string>()) : 0;
-        ask = std::max(ask, min);
-        if (step > 0) ask = min + std::ceil((ask - min) / step - 1e-9) * step;
-      }
+      ask = std::max(ask, c.min);
+      if (c.step > 0) ask = c.min + std::ceil((ask - c.min) / c.step - 1e-9) * c.step;
       const auto it = d.consumed.find(cap);
       const double used = it == d.consumed.end() ? 0 : it->second;
-      if (used + ask > value + 1e-6) return false;
+      if (used + ask > c.value + 1e-6) return false;
       consumes[cap] = ask;
     }
     return true;
@@ -211,8 +233,6 @@ class FirstFitAllocator {
     const auto b = s.find_last_not_of(' ');
     return a == std::string::npos ? "" : s.substr(a, b - a + 1);
   }
-
-  enum class Cel { kTrue, kFalse, kError, kUnsupported };
 
   // One conjunction of equalities. CEL's && is false when any side is false, even where
   // another side is an error (a missing attribute); else an error aborts the allocation.
@@ -279,6 +299,7 @@ class FirstFitAllocator {
   }
 
   std::vector<Device> devices_;
+  std::map<std::string, std::vector<std::size_t>> byPool_;
   std::map<std::string, nlohmann::json> classes_;
 };
 
