@@ -27,8 +27,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::set<std::string> kClusterScoped = {"Namespace", "CustomResourceDefinition",
-                                              "ClusterRole", "ClusterRoleBinding", "PriorityClass"};
+const std::set<std::string> kClusterScoped = {"Namespace",     "CustomResourceDefinition",
+                                              "ClusterRole",   "ClusterRoleBinding",
+                                              "PriorityClass", "DeviceClass"};
 
 std::vector<fs::path> kustomizations() {
   std::vector<fs::path> dirs = {sourceDir() / "deploy/base"};
@@ -221,7 +222,9 @@ void checkCommon(const Built& b, const std::string& where) {
   const json& apod = (*agent)["spec"]["template"]["spec"];
   EXPECT_GE(apod.value("terminationGracePeriodSeconds", 0), 120)
       << "drain: ~10 s to stop new work, up to 60 s in flight, then unload";
-  EXPECT_EQ(apod.value("automountServiceAccountToken", true), false);
+  // Only as a DRA driver (deploy/overlays/dra) does the agent call the Kubernetes API.
+  const bool dra = b.find("DeviceClass", "gpu.tessera.io") != nullptr;
+  EXPECT_EQ(apod.value("automountServiceAccountToken", true), dra);
   const json& ac = container(*agent, "agent");
   const std::vector<std::string> preStop = ac["lifecycle"]["preStop"]["exec"]["command"];
   ASSERT_GE(preStop.size(), 3u);
@@ -336,7 +339,9 @@ void checkCommon(const Built& b, const std::string& where) {
   for (const char* kind : {"ClusterRoleBinding", "RoleBinding"}) {
     for (const json* rb : b.ofKind(kind)) {
       for (const json& s : (*rb)["subjects"]) {
-        EXPECT_NE(s["name"], "tessera-agent") << "the agent needs no Kubernetes API access";
+        if (dra && (*rb)["metadata"]["name"] == "tessera-dra-driver") continue;
+        EXPECT_NE(s["name"], "tessera-agent")
+            << "the agent needs no Kubernetes API access beyond the DRA driver's";
       }
     }
   }
@@ -414,6 +419,45 @@ TEST_F(KustomizeTest, DevRunsVirtualGpusWithoutTheNvidiaRuntime) {
   const auto docs = yamlDocuments(agentYaml, "agent.yaml");
   ASSERT_EQ(docs.size(), 1u);
   EXPECT_EQ(docs[0]["gpuDiscovery"], "virtual");
+}
+
+TEST_F(KustomizeTest, DraRunsTheDriverWithItsClassRbacAndKubeletDirectories) {
+  const Built b = build(sourceDir() / "deploy/overlays/dra");
+  const json* cls = b.find("DeviceClass", "gpu.tessera.io");
+  ASSERT_NE(cls, nullptr);
+  EXPECT_EQ((*cls)["apiVersion"], "resource.k8s.io/v1");
+  EXPECT_EQ((*cls)["spec"]["selectors"][0]["cel"]["expression"],
+            "device.driver == 'gpu.tessera.io'");
+  const json* agent = b.find("DaemonSet", "tessera-agent");
+  ASSERT_NE(agent, nullptr);
+  const json& pod = (*agent)["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["automountServiceAccountToken"], true);  // the driver calls the API
+  std::set<std::string> mounts;
+  for (const json& m : container(*agent, "agent")["volumeMounts"]) mounts.insert(m["mountPath"]);
+  for (const char* dir :
+       {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/var/run/cdi"}) {
+    EXPECT_TRUE(mounts.contains(dir)) << dir;
+  }
+  // The agent's service account may read claims and write slices, through a binding.
+  const json* role = b.find("ClusterRole", "tessera-dra-driver");
+  ASSERT_NE(role, nullptr);
+  std::set<std::string> resources;
+  for (const json& r : (*role)["rules"]) {
+    for (const json& x : r["resources"]) resources.insert(x);
+  }
+  EXPECT_TRUE(resources.contains("resourceslices"));
+  EXPECT_TRUE(resources.contains("resourceclaims"));
+  const json* binding = b.find("ClusterRoleBinding", "tessera-dra-driver");
+  ASSERT_NE(binding, nullptr);
+  EXPECT_EQ((*binding)["subjects"][0]["name"], "tessera-agent");
+  std::string agentYaml;
+  for (const json* cm : b.ofKind("ConfigMap")) {
+    if ((*cm)["data"].contains("agent.yaml")) agentYaml = (*cm)["data"]["agent.yaml"];
+  }
+  const auto docs = yamlDocuments(agentYaml, "agent.yaml");
+  ASSERT_EQ(docs.size(), 1u);
+  EXPECT_EQ(docs[0]["draDriver"]["enabled"], true);
+  EXPECT_EQ(docs[0]["devicePlugin"]["enabled"], false);
 }
 
 TEST_F(KustomizeTest, ABrokenKustomizationFails) {

@@ -111,11 +111,18 @@ TEST(Readers, TheAutoscalerExamplePodsBelongToTheirTesseraDeployment) {
 }
 
 TEST(Readers, TheAgentFilesLoad) {
-  for (const char* file :
-       {"deploy/base/agent-config.yaml", "deploy/overlays/dev/agent-config.yaml"}) {
+  for (const char* file : {"deploy/base/agent-config.yaml", "deploy/overlays/dev/agent-config.yaml",
+                           "deploy/overlays/dra/agent-config.yaml"}) {
     auto config = agent::parseAgentYaml(readText(sourceDir() / file), file);
     ASSERT_TRUE(config) << config.error().message;
   }
+  // The DRA overlay's file is GPU mode `dra`: the driver takes every GPU, no device plugin.
+  auto dra =
+      agent::parseAgentYaml(readText(sourceDir() / "deploy/overlays/dra/agent-config.yaml"), "dra");
+  ASSERT_TRUE(dra) << dra.error().message;
+  EXPECT_TRUE(dra->draDriver.enabled);
+  EXPECT_TRUE(dra->draDriver.gpus.empty());
+  EXPECT_EQ(dra->devicePlugin.enabled, false);
   // And a broken one does not.
   EXPECT_FALSE(agent::parseAgentYaml("drain: {stopNewWork: 10}\n", "broken.yaml"));
 }
