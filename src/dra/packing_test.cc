@@ -1,6 +1,6 @@
 // Packing under DRA (docs/dra.md, "Packing"): the Alibaba GPU-sharing trace (FGD's benchmark,
 // ../shared/data/alibaba-gpu-2023) replayed once through Tessera's engine, whose choices the
-// claims pin (ClaimWriter's test shows the allocator takes each of them as it is), and once as
+// claims pin (the claims test shows the allocator takes each of them as it is), and once as
 // plain claims through kube-scheduler's way of doing it: a node by kube-scheduler's default
 // scores, then the allocator's first fit in listing order (dra/testing/first_fit_allocator.h).
 // Both see the same nodes, the same slices and the same arrivals (130 % of the GPU capacity,
@@ -20,7 +20,8 @@
 
 #include <gtest/gtest.h>
 
-#include "dra/claim_writer.h"
+#include "dra/slices.h"
+#include "k8s/dra_claims.h"
 #include "dra/testing/first_fit_allocator.h"
 #include "model/gpu_catalog.h"
 #include "sim/fgd_run.h"
@@ -30,6 +31,14 @@
 
 namespace tessera::dra {
 namespace {
+
+using k8s::ClaimChoice;
+using k8s::deviceClass;
+using k8s::kDeviceClassName;
+using k8s::PinnedGpu;
+using k8s::pinPod;
+using k8s::pinSelector;
+using k8s::resourceClaim;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deviceplugin/inventory.h"
+#include "k8s/dra_claims.h"
 
 namespace tessera::model {
 class GpuCatalog;
@@ -40,11 +41,11 @@ class GpuCatalog;
 
 namespace tessera::dra {
 
-inline constexpr std::string_view kDriverName = "gpu.tessera.io";
+inline constexpr std::string_view kDriverName = k8s::kDraDriverName;
 inline constexpr std::string_view kUnhealthyTaint = "gpu.tessera.io/unhealthy";
 inline constexpr std::size_t kMaxDevicesPerSlice = 64;
 inline constexpr std::int64_t kMemoryStepMib = 1;
-inline constexpr std::int64_t kComputeMilli = 1000;
+inline constexpr std::int64_t kComputeMilli = k8s::kDraComputeMilli;
 inline constexpr std::int64_t kComputeStep = 1;
 
 std::string gpuDeviceName(const deviceplugin::GpuDevice& gpu);

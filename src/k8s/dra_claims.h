@@ -21,9 +21,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dra/slices.h"
+namespace tessera::k8s {
 
-namespace tessera::dra {
+// The DRA driver Tessera's node agent runs (src/dra) and the capacity it publishes per GPU.
+inline constexpr std::string_view kDraDriverName = "gpu.tessera.io";
+inline constexpr std::int64_t kDraComputeMilli = 1000;  // a whole card's `compute`
 
 inline constexpr std::string_view kDeviceClassName = "gpu.tessera.io";
 // The pod's name for the claim (spec.resourceClaims[].name, containers' resources.claims).
@@ -48,11 +50,11 @@ struct ClaimChoice {
 };
 
 // The CEL selector that pins one GPU.
-std::string pinSelector(const PinnedGpu& gpu, std::string_view driver = kDriverName);
+std::string pinSelector(const PinnedGpu& gpu, std::string_view driver = kDraDriverName);
 nlohmann::json resourceClaim(const ClaimChoice& choice);
 // `pod` with the claim and the node affinity added (an existing entry of the same name is
 // replaced, other affinity terms are kept and the node term is added to each).
 nlohmann::json pinPod(nlohmann::json pod, const std::string& claimName, const std::string& node);
 nlohmann::json deviceClass();
 
-}  // namespace tessera::dra
+}  // namespace tessera::k8s

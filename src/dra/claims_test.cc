@@ -1,11 +1,12 @@
-// The claims Tessera writes in DRA mode (dra/claim_writer.h), checked against an allocator
+// The claims Tessera writes in DRA mode (k8s/dra_claims.h), checked against an allocator
 // written from the DRA rules (dra/testing/first_fit_allocator.h): on random clusters and
 // random replicas placed by the real engine, every claim is accepted and gets exactly the
 // device the engine chose, and a claim that would over-commit a GPU is refused.
 //
 // The randomised test prints its seed; TESSERA_SEED=<seed> runs it again.
 
-#include "dra/claim_writer.h"
+#include "dra/slices.h"
+#include "k8s/dra_claims.h"
 
 #include <iostream>
 
@@ -22,6 +23,14 @@
 
 namespace tessera::dra {
 namespace {
+
+using k8s::ClaimChoice;
+using k8s::deviceClass;
+using k8s::kDeviceClassName;
+using k8s::PinnedGpu;
+using k8s::pinPod;
+using k8s::pinSelector;
+using k8s::resourceClaim;
 
 using json = nlohmann::json;
 using testing::FirstFitAllocator;

@@ -1,6 +1,6 @@
-#include "dra/claim_writer.h"
+#include "k8s/dra_claims.h"
 
-namespace tessera::dra {
+namespace tessera::k8s {
 namespace {
 
 using json = nlohmann::json;
@@ -42,7 +42,7 @@ json resourceClaim(const ClaimChoice& c) {
                     {"selectors", json::array({{{"cel", {{"expression", pinSelector(g)}}}}})}};
     if (g.migProfile.empty()) {
       const std::int64_t memory = g.exclusive ? g.cardMemoryMib : g.memoryMib;
-      const std::int64_t compute = g.exclusive ? kComputeMilli : g.computeMilli;
+      const std::int64_t compute = g.exclusive ? kDraComputeMilli : g.computeMilli;
       exactly["capacity"] = {{"requests",
                               {{"memory", std::to_string(memory) + "Mi"},
                                {"compute", std::to_string(compute)}}}};
@@ -99,7 +99,7 @@ json deviceClass() {
            {{"selectors",
              json::array({{{"cel",
                             {{"expression",
-                              "device.driver == '" + std::string(kDriverName) + "'"}}}}})}}}};
+                              "device.driver == '" + std::string(kDraDriverName) + "'"}}}}})}}}};
 }
 
-}  // namespace tessera::dra
+}  // namespace tessera::k8s
