@@ -206,6 +206,13 @@ ServeCommand::ServeCommand(CLI::App& app) {
   command_->add_option("--kube-ca-file", o.kubeCaFile,
                        "CA bundle that signs the API server's certificate (https)");
   command_
+      ->add_option("--gpu-mode", o.gpuMode,
+                   "How ModelDeployment replicas get GPUs: device-plugin (tessera.io/* "
+                   "resources, the extender's bind) or dra (a ResourceClaim pinning the "
+                   "engine's choice; docs/dra.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"device-plugin", "dra"}));
+  command_
       ->add_option("--config", o.configPath,
                    "Server file (docs/configuration.md); flags and $TESSERA_* variables win")
       ->check(CLI::ExistingFile);
@@ -287,6 +294,7 @@ Result<void> ServeCommand::resolve() {
        [&](std::string v) { o.kubeTokenFile = v; });
   text("--kube-ca-file", "TESSERA_KUBE_CA_FILE", file.kubeCaFile,
        [&](std::string v) { o.kubeCaFile = v; });
+  text("--gpu-mode", "TESSERA_GPU_MODE", file.gpuMode, [&](std::string v) { o.gpuMode = v; });
   std::optional<std::string> bodyText, threadsText, insecureText;
   if (file.maxBodyBytes) bodyText = std::to_string(*file.maxBodyBytes);
   if (file.threads) threadsText = std::to_string(*file.threads);
@@ -330,6 +338,10 @@ Result<void> ServeCommand::resolve() {
   }
   if (o.logFormat != "text" && o.logFormat != "json") {
     return fail(Error::invalid("log format: expected text or json, got \"" + o.logFormat + "\""));
+  }
+  if (o.gpuMode != "device-plugin" && o.gpuMode != "dra") {
+    return fail(Error::invalid("GPU mode: expected device-plugin or dra, got \"" + o.gpuMode +
+                               "\" (--gpu-mode, $TESSERA_GPU_MODE, kubernetes.gpuMode)"));
   }
   return {};
 }
@@ -591,10 +603,12 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     if (!*kube || !o.controller || controller) return;
     fleet = std::make_unique<api::PlaneFleet>(
         [&server](const std::function<void(api::ControlPlane&)>& fn) { server.withPlane(fn); });
-    controller = std::make_unique<k8s::Controller>(**kube, *fleet);
+    k8s::ControllerOptions co;
+    co.gpuMode = o.gpuMode == "dra" ? k8s::GpuMode::kDra : k8s::GpuMode::kDevicePlugin;
+    controller = std::make_unique<k8s::Controller>(**kube, *fleet, co);
     controller->start();
     out << "tessera serve: watching ModelDeployments, pods and nodes at "
-        << (*kube)->config().server << std::endl;
+        << (*kube)->config().server << " (GPU mode " << o.gpuMode << ")" << std::endl;
   };
   // With leader election the controller starts once this replica leads; losing the lease
   // ends the process (exit 1), as kube-scheduler does, so a replica never resumes half-way.

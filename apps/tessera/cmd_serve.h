@@ -33,6 +33,7 @@ struct ServeOptions {
   // Kubernetes API for bindings: URL, "in-cluster", "none", or "" (in-cluster inside a pod).
   std::string kubeApiServer;
   std::string kubeTokenFile, kubeCaFile;
+  std::string gpuMode = "device-plugin";  // device-plugin | dra (docs/dra.md)
   // With a Kubernetes API: run the ModelDeployment controller (src/k8s/controller.h).
   bool controller = true;
   // Lease leader election (k8s/leader_election.h), kube-scheduler's flags and defaults.

@@ -748,6 +748,14 @@ Result<json> ControlPlane::explain(const json& body) {
       {"rejections", sched::rejectionsJson(d.rejections)}};
 }
 
+Result<json> ControlPlane::bookClaim(const json& pod, const k8s::OutsideLock& outside) {
+  return extender_->bookForClaim(pod, outside);
+}
+
+void ControlPlane::forgetClaim(const std::string& replicaId, const std::string& why) {
+  extender_->forgetClaimBooking(replicaId, why);
+}
+
 Result<json> ControlPlane::extenderBind(const json& args, const k8s::OutsideLock& outside) {
   // The extender assumes, persists through prepareBooking() and then posts the Binding.
   auto out = extender_->bind(args, outside);

@@ -116,6 +116,10 @@ class ControlPlane {
   // with the server's lock released; the booking is assumed in the books meanwhile.
   Result<nlohmann::json> extenderBind(const nlohmann::json& args,
                                       const k8s::OutsideLock& outside = {});
+  // DRA mode (docs/dra.md): books a ModelDeployment pod before it is created, and takes such a
+  // booking back when its claim or pod could not be created (k8s::Extender::bookForClaim).
+  Result<nlohmann::json> bookClaim(const nlohmann::json& pod, const k8s::OutsideLock& outside = {});
+  void forgetClaim(const std::string& replicaId, const std::string& why);
   // The binder the extender's bind posts v1.Bindings through (serve sets the Kubernetes
   // API client's; without one, bind books the pod and posts nothing).
   void setBinder(k8s::Binder binder) { extender_->setBinder(std::move(binder)); }

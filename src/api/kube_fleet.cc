@@ -56,6 +56,16 @@ void PlaneFleet::replicaGone(const std::string& replicaId) {
   });
 }
 
+Result<json> PlaneFleet::bookPod(const json& pod) {
+  Result<json> out = fail(Error::internal("not run"));
+  run_([&](ControlPlane& plane) { out = plane.bookClaim(pod); });
+  return out;
+}
+
+void PlaneFleet::forgetPod(const std::string& replicaId, const std::string& why) {
+  run_([&](ControlPlane& plane) { plane.forgetClaim(replicaId, why); });
+}
+
 void PlaneFleet::setNodeCordoned(const std::string& node, bool cordoned) {
   run_([&](ControlPlane& plane) {
     const auto n = plane.getNode(node);

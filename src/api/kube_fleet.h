@@ -10,6 +10,8 @@
 //  - replicaReady: a pod turned Ready, its booking is marked loaded (once);
 //  - replicaGone: a pod was deleted or finished, its booking is freed;
 //  - setNodeCordoned: Kubernetes cordoned, uncordoned or deleted a node Tessera knows;
+//  - bookPod / forgetPod: GPU mode dra, a replica's pod booked before it is created (its
+//    ResourceClaim pins the choice), and taken back when creating it failed;
 //  - kubernetesDeployments / replicasOf: the placedBy-kubernetes deployments and their
 //    bookings, for the controller's clean-up after a restart.
 // Replicas or nodes Tessera does not know are ignored: not every pod or node is Tessera's.
@@ -36,6 +38,8 @@ class PlaneFleet : public k8s::Fleet {
   void setNodeCordoned(const std::string& node, bool cordoned) override;
   std::vector<std::string> kubernetesDeployments() override;
   std::vector<std::string> replicasOf(const std::string& deployment) override;
+  Result<nlohmann::json> bookPod(const nlohmann::json& pod) override;
+  void forgetPod(const std::string& replicaId, const std::string& why) override;
 
  private:
   Runner run_;

@@ -29,7 +29,9 @@ class KubeFleetTest : public ::testing::Test {
     plane_ = std::move(*p);
     for (const char* n : {"gpu-1", "gpu-2"}) {
       ASSERT_TRUE(plane_->registerNode(
-          {{"name", n}, {"cpu", 64}, {"gpus", json::array({{{"type", "A100-80GB"}}})}}));
+          {{"name", n},
+           {"cpu", 64},
+           {"gpus", json::array({{{"type", "A100-80GB"}, {"uuid", std::string("GPU-") + n}}})}}));
     }
     ASSERT_TRUE(server_.start());
     k8s::KubeConfig config;
@@ -41,9 +43,14 @@ class KubeFleetTest : public ::testing::Test {
       std::lock_guard lock(mu_);
       fn(*plane_);
     });
+    startController(k8s::GpuMode::kDevicePlugin);
+  }
+  void startController(k8s::GpuMode mode) {
+    if (controller_) controller_->stop();
     k8s::ControllerOptions o;
     o.resyncMs = 100;
     o.backoffInitialMs = 10;
+    o.gpuMode = mode;
     controller_ = std::make_unique<k8s::Controller>(*client_, *fleet_, o);
   }
   void TearDown() override {
@@ -181,6 +188,92 @@ TEST_F(KubeFleetTest, ADeploymentWhoseModelDeploymentIsGoneIsDeleted) {
     return !withPlane<bool>([](ControlPlane& p) { return p.hasDeployment("ml.gone"); });
   }));
   EXPECT_TRUE(withPlane<bool>([](ControlPlane& p) { return p.hasDeployment("native"); }));
+}
+
+// GPU mode dra (docs/dra.md): each replica is booked by the engine before its pod exists; the
+// controller writes a ResourceClaim pinning the booked GPU and share, and a pod with that
+// claim and node affinity, without tessera.io/* resources. Deleting the pod deletes its claim
+// and frees the booking; a claim the API server refuses leaves nothing booked and no pod.
+TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) {
+  startController(k8s::GpuMode::kDra);
+  ASSERT_TRUE(
+      server_.create("modeldeployments",
+                     {{"metadata", {{"name", "chat"}, {"namespace", "ml"}, {"uid", "md-1"}}},
+                      {"spec",
+                       {{"model", {{"name", "llama-8b"}, {"weights", "16Gi"}, {"kvCache", "4Gi"}}},
+                        {"version", "v1"},
+                        {"replicas", {{"min", 2}, {"max", 4}}},
+                        {"resources", {{"gpuMemory", "24Gi"}, {"gpuCompute", "250m"}}},
+                        {"image", "vllm/vllm-openai:v0.6"}}}}));
+  controller_->start();
+  ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
+  for (const json& pod : pods()) {
+    const std::string name = pod["metadata"]["name"];
+    SCOPED_TRACE(name);
+    const std::string id = "ml/" + name;
+    // The booking: the engine's node and GPU.
+    const auto replica = withPlane<std::optional<json>>([&](ControlPlane& p) {
+      auto r = p.getReplica(id);
+      return r ? std::optional<json>(*r) : std::nullopt;
+    });
+    ASSERT_TRUE(replica) << "no booking for " << id;
+    const std::string node = (*replica)["node"];
+    // The pod: the claim, the node, no extended resources.
+    const json& spec = pod["spec"];
+    EXPECT_EQ(spec["resourceClaims"],
+              json::array({{{"name", "tessera-gpu"}, {"resourceClaimName", name + "-gpu"}}}));
+    EXPECT_EQ(spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                  ["nodeSelectorTerms"][0]["matchFields"][0]["values"],
+              json::array({node}));
+    const json resources = spec["containers"][0].value("resources", json::object());
+    EXPECT_FALSE(resources.value("requests", json::object()).contains("tessera.io/gpus"))
+        << resources.dump();
+    EXPECT_EQ(spec["containers"][0]["resources"]["claims"],
+              json::array({{{"name", "tessera-gpu"}}}));
+    // The claim: the booked GPU's uuid and the booked share, owned by the ModelDeployment.
+    const auto claim = server_.get("resourceclaims", "ml", name + "-gpu");
+    ASSERT_TRUE(claim) << "no claim for " << name;
+    const json& request = (*claim)["spec"]["devices"]["requests"][0]["exactly"];
+    EXPECT_EQ(request["deviceClassName"], "gpu.tessera.io");
+    const std::string uuid = "GPU-" + node;
+    EXPECT_NE(
+        request["selectors"][0]["cel"]["expression"].get<std::string>().find("'" + uuid + "'"),
+        std::string::npos)
+        << request.dump();
+    EXPECT_EQ(request["capacity"]["requests"]["compute"], "250");
+    EXPECT_EQ(request["capacity"]["requests"]["memory"],
+              std::to_string((*replica)["gpus"][0]["reservedMib"].get<std::int64_t>()) + "Mi");
+    EXPECT_EQ((*claim)["metadata"]["ownerReferences"][0]["kind"], "ModelDeployment");
+    EXPECT_EQ((*claim)["metadata"]["annotations"]["tessera.io/replica"], id);
+  }
+  EXPECT_EQ(controller_->stats().claimsCreated, 2);
+
+  // A pod deleted: its claim goes, its booking is freed, a new pod and claim come.
+  const std::string first = pods()[0]["metadata"]["name"];
+  ASSERT_TRUE(server_.remove("pods", "ml", first));
+  ASSERT_TRUE(eventually([&] { return !server_.get("resourceclaims", "ml", first + "-gpu"); }));
+  ASSERT_TRUE(eventually([&] {
+    return !withPlane<bool>(
+        [&](ControlPlane& p) { return p.getReplica("ml/" + first).has_value(); });
+  }));
+  ASSERT_TRUE(
+      eventually([&] { return pods().size() == 2 && server_.list("resourceclaims").size() == 2; }));
+
+  // The API server refuses claims: no pod is made, and nothing stays booked for it.
+  server_.refuseWrites([](const std::string& resource, const json&) {
+    return resource == "resourceclaims" ? 503 : 0;
+  });
+  const std::size_t bookedBefore =
+      withPlane<std::size_t>([](ControlPlane& p) { return p.listReplicas()["replicas"].size(); });
+  ASSERT_TRUE(server_.remove("pods", "ml", pods()[0]["metadata"]["name"]));
+  ASSERT_TRUE(eventually([&] { return pods().size() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // several reconciles refused
+  EXPECT_EQ(pods().size(), 1u);
+  EXPECT_EQ(
+      withPlane<std::size_t>([](ControlPlane& p) { return p.listReplicas()["replicas"].size(); }),
+      bookedBefore - 1);
+  server_.refuseWrites({});
+  ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
 }
 
 }  // namespace

@@ -66,10 +66,15 @@ Result<ServeFile> parseServeYaml(const std::string& text, const std::string& sou
     }
   }
   if (const Field kube = root.child("kubernetes"); !kube.isNull()) {
-    TESSERA_RETURN_IF_ERROR(expectMap(kube, {"apiServer", "tokenFile", "caFile"}));
+    TESSERA_RETURN_IF_ERROR(expectMap(kube, {"apiServer", "tokenFile", "caFile", "gpuMode"}));
     TESSERA_RETURN_IF_ERROR(optionalText(kube, "apiServer", out.kubeApiServer));
     TESSERA_RETURN_IF_ERROR(optionalText(kube, "tokenFile", out.kubeTokenFile));
     TESSERA_RETURN_IF_ERROR(optionalText(kube, "caFile", out.kubeCaFile));
+    TESSERA_RETURN_IF_ERROR(optionalText(kube, "gpuMode", out.gpuMode));
+    if (out.gpuMode && *out.gpuMode != "device-plugin" && *out.gpuMode != "dra") {
+      return fail(kube.child("gpuMode").error("must be device-plugin or dra, got \"" +
+                                              *out.gpuMode + "\""));
+    }
   }
   return out;
 }

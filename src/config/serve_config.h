@@ -15,7 +15,7 @@
 //   maxBodyBytes: 8388608
 //   threads: 8
 //   logFormat: json
-//   kubernetes: {apiServer: in-cluster, tokenFile: ..., caFile: ...}
+//   kubernetes: {apiServer: in-cluster, tokenFile: ..., caFile: ..., gpuMode: device-plugin}
 
 #include <cstdint>
 #include <optional>
@@ -30,6 +30,9 @@ struct ServeFile {
   // The Kubernetes API server the extender's bind posts bindings to: a URL, "in-cluster",
   // "none", or absent (= in-cluster inside a pod, else none).
   std::optional<std::string> kubeApiServer, kubeTokenFile, kubeCaFile;
+  // How ModelDeployment replicas get their GPUs: "device-plugin" (extended resources, the
+  // extender, the device plugin) or "dra" (ResourceClaims pinning the engine's choice).
+  std::optional<std::string> gpuMode;
   std::optional<bool> insecureNoAuth;
   std::optional<std::int64_t> maxBodyBytes, threads;
 };

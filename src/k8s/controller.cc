@@ -6,6 +6,7 @@
 #include <ctime>
 #include <functional>
 
+#include "k8s/dra_claims.h"
 #include "k8s/pod.h"
 
 namespace tessera::k8s {
@@ -87,6 +88,31 @@ std::string nowRfc3339() {
 
 std::string podPath(const std::string& ns, const std::string& name = "") {
   return "/api/v1/namespaces/" + ns + "/pods" + (name.empty() ? "" : "/" + name);
+}
+
+std::string claimPath(const std::string& ns, const std::string& name = "") {
+  return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims" +
+         (name.empty() ? "" : "/" + name);
+}
+
+// The claim of a replica's pod in GPU mode dra.
+std::string claimNameOf(const std::string& podName) { return podName + "-gpu"; }
+
+// The pod without the tessera.io/* extended resources (no device plugin advertises them in
+// GPU mode dra: the claim carries the GPUs).
+json withoutTesseraResources(json pod) {
+  for (json& c : pod["spec"]["containers"]) {
+    if (!c.contains("resources")) continue;
+    for (const char* part : {"requests", "limits"}) {
+      if (!c["resources"].contains(part)) continue;
+      json& r = c["resources"][part];
+      for (auto it = r.begin(); it != r.end();) {
+        it = it.key().starts_with("tessera.io/") ? r.erase(it) : std::next(it);
+      }
+      if (r.empty()) c["resources"].erase(part);
+    }
+  }
+  return pod;
 }
 
 std::string mdPath(const std::string& ns, const std::string& name) {
@@ -239,7 +265,11 @@ void Controller::run() {
       } else if (note == PodNote::kReady) {
         if (!goneSent_.contains(id) && readySent_.insert(id).second) fleet_.replicaReady(id);
       } else {
-        if (goneSent_.insert(id).second) fleet_.replicaGone(id);
+        if (goneSent_.insert(id).second) {
+          fleet_.replicaGone(id);
+          // GPU mode dra: the pod's claim goes with it (the booking is freed above).
+          if (options_.gpuMode == GpuMode::kDra) deleteClaimOf(id);
+        }
         readySent_.erase(id);
         if (!pods_->get(id)) goneSent_.erase(id);  // deleted for good: forget it
       }
@@ -299,7 +329,10 @@ void Controller::collectGarbage() {
       const auto slash = id.find('/');
       if (slash == std::string::npos) continue;
       auto res = client_.request("GET", podPath(id.substr(0, slash), id.substr(slash + 1)));
-      if (res && res->status == 404) fleet_.replicaGone(id);
+      if (res && res->status == 404) {
+        fleet_.replicaGone(id);
+        if (options_.gpuMode == GpuMode::kDra) deleteClaimOf(id);
+      }
     }
   }
 }
@@ -352,6 +385,7 @@ void Controller::remember(const std::string& key, Overlay write) {
 
 Result<void> Controller::createPod(const ModelDeploymentSpec& spec, const std::string& version) {
   const json pod = podFor(spec, version, newPodName(spec.name));
+  if (options_.gpuMode == GpuMode::kDra) return createDraPod(spec, pod);
   auto res = client_.request("POST", podPath(spec.ns), pod.dump());
   if (!res) return fail(res.error());
   if (res->status != 201 && res->status != 200) {
@@ -364,6 +398,77 @@ Result<void> Controller::createPod(const ModelDeploymentSpec& spec, const std::s
   std::lock_guard lock(mu_);
   ++stats_.podsCreated;
   return {};
+}
+
+Result<void> Controller::createDraPod(const ModelDeploymentSpec& spec, json pod) {
+  const std::string name = metadataText(pod, "name");
+  const std::string replica = spec.ns + "/" + name;
+  // 1. The engine's choice, booked (and persisted) before anything in the cluster names it.
+  auto choice = fleet_.bookPod(pod);
+  if (!choice) {
+    return fail(Error{choice.error().code, "booking a replica of " + spec.ns + "/" + spec.name +
+                                               ": " + choice.error().message});
+  }
+  ClaimChoice c;
+  c.ns = spec.ns;
+  c.name = claimNameOf(name);
+  c.node = (*choice)["node"].get<std::string>();
+  c.replica = replica;
+  for (const json& g : (*choice)["gpus"]) {
+    PinnedGpu pin;
+    pin.uuid = g["uuid"].get<std::string>();
+    pin.cardMemoryMib = g["cardMemoryMib"].get<std::int64_t>();
+    pin.memoryMib = g["reservedMib"].get<std::int64_t>();
+    pin.computeMilli = g["computeMilli"].get<std::int32_t>();
+    pin.exclusive = (*choice)["mode"] == "exclusive";
+    if (g.contains("migProfile")) {
+      pin.migProfile = g["migProfile"].get<std::string>();
+      pin.migStart = g["migStart"].get<int>();
+    }
+    c.gpus.push_back(std::move(pin));
+  }
+  json claim = resourceClaim(c);
+  // Owned by the ModelDeployment, as its pods are: deleting it deletes them all.
+  claim["metadata"]["ownerReferences"] = pod["metadata"]["ownerReferences"];
+  claim["metadata"]["labels"][std::string(kLabelModelDeployment)] =
+      pod["metadata"]["labels"][std::string(kLabelModelDeployment)];
+  // 2. The claim.
+  auto made = client_.request("POST", claimPath(spec.ns), claim.dump());
+  if (!made || (made->status != 201 && made->status != 200)) {
+    const std::string why = made ? describeFailure(*made) : made.error().message;
+    fleet_.forgetPod(replica, "its ResourceClaim could not be created: " + why);
+    return fail(Error::precondition("creating ResourceClaim " + spec.ns + "/" + c.name + ": " + why));
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.claimsCreated;
+  }
+  // 3. The pod, pinned to the node and the claim; kube-scheduler's allocator confirms.
+  const json pinned = withoutTesseraResources(pinPod(std::move(pod), c.name, c.node));
+  auto res = client_.request("POST", podPath(spec.ns), pinned.dump());
+  if (!res || (res->status != 201 && res->status != 200)) {
+    const std::string why = res ? describeFailure(*res) : res.error().message;
+    (void)client_.request("DELETE", claimPath(spec.ns, c.name));
+    fleet_.forgetPod(replica, "its pod could not be created: " + why);
+    return fail(Error::precondition("creating a pod of " + spec.ns + "/" + spec.name + ": " + why));
+  }
+  const json created = json::parse(res->body, nullptr, false);
+  if (created.is_object()) remember(objectKey(created), Overlay{rvNumber(created), created});
+  std::lock_guard lock(mu_);
+  ++stats_.podsCreated;
+  return {};
+}
+
+void Controller::deleteClaimOf(const std::string& podKey) {
+  const std::size_t slash = podKey.find('/');
+  if (slash == std::string::npos) return;
+  const std::string ns = podKey.substr(0, slash);
+  // A claim still reserved for a terminating pod stays (its finalizer) until the pod is gone.
+  auto res = client_.request("DELETE", claimPath(ns, claimNameOf(podKey.substr(slash + 1))));
+  if (res && (res->status == 200 || res->status == 202)) {
+    std::lock_guard lock(mu_);
+    ++stats_.claimsDeleted;
+  }
 }
 
 Result<void> Controller::deletePod(const json& pod) {

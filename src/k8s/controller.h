@@ -22,6 +22,11 @@
 //  4. the status subresource gets replicas, readyReplicas, currentVersion,
 //     observedGeneration and the conditions Available, Progressing and Degraded, written
 //     with the object's resourceVersion (a 409 Conflict re-reads and retries, bounded).
+// In GPU mode dra (ControllerOptions::gpuMode) step 2 books each new replica with the
+// engine first (Fleet::bookPod), writes the ResourceClaim "<pod>-gpu" that pins the chosen
+// GPUs and shares (owned by the ModelDeployment), then creates the pod with that claim, node
+// affinity for the chosen node and no tessera.io/* resources; a failed step undoes the ones
+// before it. A pod that goes takes its claim with it.
 // Besides: a pod that is deleted or finished frees its replica booking, a pod that turns
 // Ready marks its replica loaded, and a node that is cordoned (spec.unschedulable) or
 // deleted is cordoned in Tessera (uncordoned when Kubernetes uncordons it). At every resync
@@ -82,6 +87,17 @@ class Fleet {
   // what the controller checks against the cluster after a restart.
   virtual std::vector<std::string> kubernetesDeployments() = 0;
   virtual std::vector<std::string> replicasOf(const std::string& deployment) = 0;
+  // GPU mode dra: books the pod of one replica before it exists (Extender::bookForClaim),
+  // answering the choice its ResourceClaim pins; and takes such a booking back when the claim
+  // or the pod could not be created.
+  virtual Result<nlohmann::json> bookPod(const nlohmann::json& pod) {
+    (void)pod;
+    return fail(Error::precondition("this control plane does not book pods for DRA claims"));
+  }
+  virtual void forgetPod(const std::string& replicaId, const std::string& why) {
+    (void)replicaId;
+    (void)why;
+  }
 };
 
 // A label value made from any text: at most 63 of [A-Za-z0-9-_.] (others become '_'),
@@ -115,7 +131,20 @@ Result<ModelDeploymentSpec> readModelDeployment(
 nlohmann::json podFor(const ModelDeploymentSpec& spec, const std::string& version,
                       const std::string& name);
 
+// How a ModelDeployment's replicas get their GPUs (docs/dra.md, "GPU modes").
+enum class GpuMode {
+  // Pods ask for tessera.io/* extended resources; kube-scheduler binds them through the
+  // extender, the node's device plugin hands over the booked GPUs.
+  kDevicePlugin,
+  // The controller books each replica with the engine before its pod exists, writes a
+  // ResourceClaim "<pod>-gpu" pinning the chosen GPUs and shares (k8s/dra_claims.h), and
+  // creates the pod with that claim and node affinity and without tessera.io/* resources:
+  // kube-scheduler's DRA allocator confirms the choice, the node's DRA driver prepares it.
+  kDra,
+};
+
 struct ControllerOptions {
+  GpuMode gpuMode = GpuMode::kDevicePlugin;
   int resyncMs = 5000;
   int statusRetries = 5;
   int pageSize = 500;
@@ -134,6 +163,8 @@ class Controller {
     int podsSwitched = 0;  // hot switches (version annotation rewritten)
     int statusWrites = 0;
     int statusConflicts = 0;
+    int claimsCreated = 0;  // GPU mode dra
+    int claimsDeleted = 0;
   };
 
   // Both borrowed; they must outlive the controller.
@@ -170,6 +201,9 @@ class Controller {
   std::vector<nlohmann::json> podsOf(const std::string& ns, const std::string& name);
   void remember(const std::string& key, Overlay write);
   Result<void> createPod(const ModelDeploymentSpec& spec, const std::string& version);
+  // GPU mode dra: book, write the claim, create the pod (each undone when a later step fails).
+  Result<void> createDraPod(const ModelDeploymentSpec& spec, nlohmann::json pod);
+  void deleteClaimOf(const std::string& podKey);
   Result<void> deletePod(const nlohmann::json& pod);
   Result<void> switchPod(const nlohmann::json& pod, const std::string& version);
   void writeStatus(const nlohmann::json& md, nlohmann::json status);

@@ -516,6 +516,87 @@ Result<json> Extender::preempt(const json& args) {
   return json{{"NodeNameToMetaVictims", std::move(result)}};
 }
 
+namespace {
+
+json claimChoiceJson(const sched::ClusterState& state, const sched::ReplicaRecord& rec,
+                     const std::string& id) {
+  const sched::Placement& p = rec.placement;
+  const std::string node = state.node(p.node).spec.name;
+  json gpus = json::array();
+  for (const sched::GpuAssignment& a : p.gpus) {
+    const sched::GpuRecord& g = state.gpu(a.gpu);
+    json e = {{"id", g.spec.id},
+              // A GPU registered without a UUID (a virtual one): the agent's virtual UUID.
+              {"uuid", g.spec.uuid.empty() ? "virtual-" + node + "-" + g.spec.id : g.spec.uuid},
+              {"cardMemoryMib", g.spec.memoryMib},
+              {"reservedMib", a.reservedMib},
+              {"computeMilli", a.computeMilli}};
+    if (a.migProfile >= 0) {
+      e["migProfile"] =
+          state.catalog().at(g.typeIndex).migProfiles[static_cast<std::size_t>(a.migProfile)].name;
+      e["migStart"] = a.migStart;
+    }
+    gpus.push_back(std::move(e));
+  }
+  return {{"replica", id},
+          {"node", node},
+          {"mode", p.mode == model::SharingMode::kExclusive ? "exclusive"
+                   : p.mode == model::SharingMode::kMig     ? "mig"
+                                                            : "shared"},
+          {"gpus", std::move(gpus)}};
+}
+
+}  // namespace
+
+Result<json> Extender::bookForClaim(const json& podObject, const OutsideLock& outside) {
+  auto read = readPod(podObject, models_);
+  if (!read) return fail(read.error());
+  if (!read->managed) {
+    return fail(Error::invalid("pod " + read->ns + "/" + read->name +
+                               " asks for no GPU through Tessera: nothing to book"));
+  }
+  const std::string id = read->request.replicaId;
+  if (const auto existing = state_.findReplica(id)) {
+    return claimChoiceJson(state_, state_.replica(*existing), id);
+  }
+  const sched::Decision d = engine_.place(state_, read->request);
+  if (!d.placement) {
+    if (d.requestRefused) return fail(Error::invalid("pod " + id + ": " + d.summary));
+    return fail(Error::exhausted("pod " + id + " fits nowhere: " + d.summary));
+  }
+  // Assumed: in the books now. Persist outside the caller's lock; forget it when that fails.
+  BookingWrite write;
+  if (bookings_.prepare) write = bookings_.prepare(id, "");
+  Result<void> saved;
+  if (write.write) {
+    if (outside) {
+      outside([&] { saved = write.write(); });
+    } else {
+      saved = write.write();
+    }
+  }
+  if (write.settle) write.settle(saved.has_value());
+  if (!saved) {
+    (void)state_.apply(sched::ReplicaUnloaded{id});
+    return fail(Error::internal("the booking of " + id +
+                                " could not be stored, so no claim is written: " +
+                                saved.error().message));
+  }
+  const auto booked = state_.findReplica(id);
+  if (!booked) {
+    // Removed while the lock was released: take the stored booking back too.
+    if (bookings_.forget) bookings_.forget(id, "removed while its booking was written");
+    return fail(Error::precondition("pod " + id + " was removed while it was being booked"));
+  }
+  return claimChoiceJson(state_, state_.replica(*booked), id);
+}
+
+void Extender::forgetClaimBooking(const std::string& replicaId, const std::string& why) {
+  if (!state_.findReplica(replicaId)) return;
+  (void)state_.apply(sched::ReplicaUnloaded{replicaId});
+  if (bookings_.forget) bookings_.forget(replicaId, why);
+}
+
 Result<json> Extender::bind(const json& args, const OutsideLock& outside) {
   auto io = [&outside](const std::function<void()>& fn) { outside ? outside(fn) : fn(); };
   if (!args.is_object()) return fail(Error::invalid("body: expected a JSON object"));

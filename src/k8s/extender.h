@@ -105,6 +105,18 @@ class Extender {
   // With `outside`, the network and disk I/O runs with the caller's lock released: the
   // booking is assumed (in the books, guarding its node) before it and settled after.
   Result<nlohmann::json> bind(const nlohmann::json& args, const OutsideLock& outside = {});
+  // DRA mode (docs/dra.md): books a pod that is about to be created, before anything names a
+  // node. The engine places it on any node (as filter and bind would together), the booking
+  // is persisted through the BookingStore (outside the lock), and the answer is the choice
+  // the ModelDeployment controller writes into the pod's ResourceClaim:
+  //   {replica, node, mode, gpus: [{id, uuid, cardMemoryMib, reservedMib, computeMilli,
+  //                                 migProfile, migStart}]}
+  // A retry for a replica already booked answers its booking. Errors: a pod that asks for no
+  // GPU through Tessera (invalid), nothing fits (exhausted, with the engine's reason), the
+  // write failed (nothing stays booked).
+  Result<nlohmann::json> bookForClaim(const nlohmann::json& pod, const OutsideLock& outside = {});
+  // Takes back a booking made by bookForClaim whose claim or pod could not be created.
+  void forgetClaimBooking(const std::string& replicaId, const std::string& why);
 
   // Who posts the v1.Binding from now on (nullptr: bind books but posts nothing).
   void setBinder(Binder binder) { binder_ = std::move(binder); }
