@@ -248,6 +248,34 @@ TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) 
   }
   EXPECT_EQ(controller_->stats().claimsCreated, 2);
 
+  // kube-scheduler's allocator disagrees with the engine: the pod gets one Warning event with
+  // the engine's choice and kube-scheduler's message, however often the pod is updated.
+  {
+    json pending = pods()[1];
+    pending["status"] = {
+        {"phase", "Pending"},
+        {"conditions",
+         json::array({{{"type", "PodScheduled"},
+                       {"status", "False"},
+                       {"reason", "Unschedulable"},
+                       {"message", "0/2 nodes are available: 2 cannot allocate all claims."}}})}};
+    ASSERT_TRUE(server_.updateStatus("pods", pending));
+    ASSERT_TRUE(eventually([&] { return server_.list("events").size() == 1; }));
+    pending = *server_.get("pods", "ml", pending["metadata"]["name"]);
+    pending["status"]["conditions"][0]["message"] = "0/2 nodes are available: still no.";
+    ASSERT_TRUE(server_.updateStatus("pods", pending));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::vector<json> events = server_.list("events");
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0]["reason"], "TesseraClaimUnsatisfied");
+    EXPECT_EQ(events[0]["type"], "Warning");
+    EXPECT_EQ(events[0]["involvedObject"]["name"], pending["metadata"]["name"]);
+    const std::string message = events[0]["message"];
+    EXPECT_NE(message.find("cannot allocate all claims"), std::string::npos) << message;
+    EXPECT_NE(message.find("Tessera chose node gpu-"), std::string::npos) << message;
+    EXPECT_NE(message.find("uuid"), std::string::npos) << message;
+  }
+
   // A pod deleted: its claim goes, its booking is freed, a new pod and claim come.
   const std::string first = pods()[0]["metadata"]["name"];
   ASSERT_TRUE(server_.remove("pods", "ml", first));

@@ -115,6 +115,28 @@ json withoutTesseraResources(json pod) {
   return pod;
 }
 
+// kube-scheduler's message when it marked the pod unschedulable.
+std::optional<std::string> unschedulable(const json& pod) {
+  const auto status = pod.find("status");
+  if (status == pod.end() || !status->is_object()) return std::nullopt;
+  for (const json& c : status->value("conditions", json::array())) {
+    if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False" &&
+        c.value("reason", "") == "Unschedulable") {
+      return c.value("message", std::string("no message"));
+    }
+  }
+  return std::nullopt;
+}
+
+bool hasTesseraClaim(const json& pod) {
+  const auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return false;
+  for (const json& c : spec->value("resourceClaims", json::array())) {
+    if (c.value("name", "") == kPodClaimName) return true;
+  }
+  return false;
+}
+
 std::string mdPath(const std::string& ns, const std::string& name) {
   return "/apis/tessera.io/v1alpha1/namespaces/" + ns + "/modeldeployments/" + name;
 }
@@ -211,6 +233,12 @@ void Controller::onPod(Informer::Change change, const json& pod) {
     } else {
       if (change == Informer::Change::kAdded) podNotes_.emplace_back(PodNote::kAdded, key);
       if (podReady(pod)) podNotes_.emplace_back(PodNote::kReady, key);
+      if (options_.gpuMode == GpuMode::kDra) {
+        if (auto why = unschedulable(pod); why && hasTesseraClaim(pod)) {
+          podNotes_.emplace_back(PodNote::kUnschedulable, key);
+          unschedulableWhy_[key] = *why;
+        }
+      }
     }
     if (!owner.empty()) dirty_.insert(ns + "/" + owner);
   }
@@ -262,6 +290,8 @@ void Controller::run() {
       if (note == PodNote::kAdded) {  // a new pod (possibly under an old name)
         goneSent_.erase(id);
         readySent_.erase(id);
+      } else if (note == PodNote::kUnschedulable) {
+        reportUnsatisfiedClaim(id);
       } else if (note == PodNote::kReady) {
         if (!goneSent_.contains(id) && readySent_.insert(id).second) fleet_.replicaReady(id);
       } else {
@@ -271,7 +301,10 @@ void Controller::run() {
           if (options_.gpuMode == GpuMode::kDra) deleteClaimOf(id);
         }
         readySent_.erase(id);
-        if (!pods_->get(id)) goneSent_.erase(id);  // deleted for good: forget it
+        if (!pods_->get(id)) {  // deleted for good: forget it
+          goneSent_.erase(id);
+          unsatisfiedReported_.erase(id);
+        }
       }
     }
     // Nodes: Kubernetes cordons and deletions become Tessera cordons.
@@ -468,6 +501,68 @@ void Controller::deleteClaimOf(const std::string& podKey) {
   if (res && (res->status == 200 || res->status == 202)) {
     std::lock_guard lock(mu_);
     ++stats_.claimsDeleted;
+  }
+}
+
+void Controller::reportUnsatisfiedClaim(const std::string& podKey) {
+  if (!unsatisfiedReported_.insert(podKey).second) return;
+  const std::size_t slash = podKey.find('/');
+  if (slash == std::string::npos) return;
+  const std::string ns = podKey.substr(0, slash), name = podKey.substr(slash + 1);
+  std::string why;
+  {
+    std::lock_guard lock(mu_);
+    why = unschedulableWhy_[podKey];
+    unschedulableWhy_.erase(podKey);
+  }
+  // What the claim pins: the engine's choice.
+  std::string choice = "its claim " + ns + "/" + claimNameOf(name);
+  if (auto got = client_.request("GET", claimPath(ns, claimNameOf(name))); got && got->status == 200) {
+    const json claim = json::parse(got->body, nullptr, false);
+    if (claim.is_object()) {
+      const json meta = claim.value("metadata", json::object());
+      choice += " (Tessera chose node " +
+                meta.value("annotations", json::object()).value("tessera.io/node", "?");
+      for (const json& r : claim["spec"]["devices"].value("requests", json::array())) {
+        const json ex = r.value("exactly", json::object());
+        const json sel = ex.value("selectors", json::array());
+        if (!sel.empty()) choice += "; " + sel[0]["cel"].value("expression", "");
+        const json caps = ex.value("capacity", json::object()).value("requests", json::object());
+        for (const auto& [k, v] : caps.items()) {
+          choice += ", " + k + " " + (v.is_string() ? v.get<std::string>() : v.dump());
+        }
+      }
+      choice += ")";
+    }
+  }
+  const std::string now = nowRfc3339();
+  const auto current = pods_->get(podKey);
+  const std::string uid = current ? metadataText(*current, "uid") : "";
+  const json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},
+      {"involvedObject",
+       {{"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"namespace", ns},
+        {"name", name},
+        {"uid", uid}}},
+      {"reason", "TesseraClaimUnsatisfied"},
+      {"message", "kube-scheduler could not allocate " + choice + ": " + why +
+                      ". Tessera's books and the cluster's ResourceSlices disagree (another "
+                      "driver publishing these GPUs, a device taint, or a stale slice)."},
+      {"type", "Warning"},
+      {"source", {{"component", "tessera-controller"}}},
+      {"firstTimestamp", now},
+      {"lastTimestamp", now},
+      {"count", 1}};
+  auto res = client_.request("POST", "/api/v1/namespaces/" + ns + "/events", event.dump());
+  if (res && (res->status == 201 || res->status == 200)) {
+    std::lock_guard lock(mu_);
+    ++stats_.unsatisfiedClaimEvents;
+  } else {
+    unsatisfiedReported_.erase(podKey);  // try again at the pod's next update
   }
 }
 

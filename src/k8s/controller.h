@@ -26,7 +26,9 @@
 // engine first (Fleet::bookPod), writes the ResourceClaim "<pod>-gpu" that pins the chosen
 // GPUs and shares (owned by the ModelDeployment), then creates the pod with that claim, node
 // affinity for the chosen node and no tessera.io/* resources; a failed step undoes the ones
-// before it. A pod that goes takes its claim with it.
+// before it. A pod that goes takes its claim with it. A pod kube-scheduler marks
+// Unschedulable (its allocator disagreed with the engine) gets one Warning event
+// TesseraClaimUnsatisfied naming the engine's choice and kube-scheduler's message.
 // Besides: a pod that is deleted or finished frees its replica booking, a pod that turns
 // Ready marks its replica loaded, and a node that is cordoned (spec.unschedulable) or
 // deleted is cordoned in Tessera (uncordoned when Kubernetes uncordons it). At every resync
@@ -165,6 +167,7 @@ class Controller {
     int statusConflicts = 0;
     int claimsCreated = 0;  // GPU mode dra
     int claimsDeleted = 0;
+    int unsatisfiedClaimEvents = 0;
   };
 
   // Both borrowed; they must outlive the controller.
@@ -204,6 +207,9 @@ class Controller {
   // GPU mode dra: book, write the claim, create the pod (each undone when a later step fails).
   Result<void> createDraPod(const ModelDeploymentSpec& spec, nlohmann::json pod);
   void deleteClaimOf(const std::string& podKey);
+  // GPU mode dra: kube-scheduler could not allocate a pod's claim; a Warning event on the pod
+  // says what the engine chose and what kube-scheduler answered (once per pod).
+  void reportUnsatisfiedClaim(const std::string& podKey);
   Result<void> deletePod(const nlohmann::json& pod);
   Result<void> switchPod(const nlohmann::json& pod, const std::string& version);
   void writeStatus(const nlohmann::json& md, nlohmann::json status);
@@ -219,7 +225,7 @@ class Controller {
   bool stopping_ = false;
   bool resyncNow_ = false;
   std::set<std::string> dirty_;  // ModelDeployment keys
-  enum class PodNote { kAdded, kReady, kGone };
+  enum class PodNote { kAdded, kReady, kGone, kUnschedulable };
   std::vector<std::pair<PodNote, std::string>> podNotes_;  // by replica id, in order
   std::set<std::string> dirtyNodes_;
   std::map<std::string, Overlay> overlay_;  // pod key → our write not seen yet
@@ -228,6 +234,8 @@ class Controller {
   // Worker-only state.
   std::map<std::string, Known> known_;
   std::set<std::string> readySent_, goneSent_;
+  std::set<std::string> unsatisfiedReported_;             // pod keys (GPU mode dra)
+  std::map<std::string, std::string> unschedulableWhy_;  // pod key -> kube-scheduler's message
   std::map<std::string, bool> nodeCordoned_;  // as last seen in Kubernetes
   std::uint64_t nameCounter_ = 0;
   std::thread worker_;

@@ -7,7 +7,7 @@
 //  - Resources: core `pods` (namespaced, status and binding subresources: a Binding sets
 //    spec.nodeName once, 409 when the pod is already assigned or its UID differs; each one is
 //    logged with its User-Agent and the Leases' holders, see bindLog()), core
-//    `configmaps` (namespaced), core `nodes` (cluster-wide),
+//    `configmaps` and `events` (namespaced), core `nodes` (cluster-wide),
 //    `modeldeployments` of tessera.io/v1alpha1 (namespaced, status subresource) and `leases`
 //    of coordination.k8s.io/v1 (namespaced), `resourceslices` and `deviceclasses`
 //    (cluster-wide) and `resourceclaims` (namespaced, status subresource) of
@@ -73,7 +73,7 @@ class FakeApiServer {
   std::string url() const;  // "http://127.0.0.1:PORT"
 
   // ---- the store, directly. `resource` is "pods", "nodes", "configmaps", "modeldeployments",
-  // "leases", "resourceslices", "deviceclasses" or "resourceclaims".
+  // "leases", "events", "resourceslices", "deviceclasses" or "resourceclaims".
   // As a POST / PUT (main resource) / DELETE would; errors carry the HTTP status in the
   // message ("409 ...").
   Result<nlohmann::json> create(const std::string& resource, nlohmann::json object);
