@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "k8s/dra_claims.h"
 #include "k8s/kube_client.h"
 #include "k8s/testing/fake_apiserver.h"
 
@@ -169,6 +170,24 @@ TEST_F(SlicePublisherTest, ARefusedWriteIsAnErrorAndOtherNodesAreLeftAlone) {
   EXPECT_TRUE(stored().empty());
   EXPECT_EQ(stored("node-b").size(), 1u);
   EXPECT_EQ(stored("node-b").begin()->second["spec"]["devices"].size(), 4u);
+}
+
+TEST_F(SlicePublisherTest, TheApiServerHoldsTheDeviceClassClaimsAndSlicesUnderTheirPaths) {
+  auto made =
+      client_->request("POST", "/apis/resource.k8s.io/v1/deviceclasses", k8s::deviceClass().dump());
+  ASSERT_TRUE(made);
+  EXPECT_EQ(made->status, 201) << made->body;
+  auto got = client_->request("GET", "/apis/resource.k8s.io/v1/deviceclasses/gpu.tessera.io");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(json::parse(got->body)["spec"], k8s::deviceClass()["spec"]);
+  // Claims are namespaced (status subresource), slices and classes are not.
+  EXPECT_EQ(client_->request("GET", "/apis/resource.k8s.io/v1/namespaces/x/deviceclasses")->status,
+            404);
+  ASSERT_TRUE(publisher_->publish(gpus(1)));
+  EXPECT_EQ(client_->request("GET", "/apis/resource.k8s.io/v1/resourceslices")->status, 200);
+  EXPECT_EQ(client_->request("GET", "/apis/resource.k8s.io/v1/namespaces/x/resourceclaims")->status,
+            200);
 }
 
 }  // namespace

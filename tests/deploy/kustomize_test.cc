@@ -458,6 +458,20 @@ TEST_F(KustomizeTest, DraRunsTheDriverWithItsClassRbacAndKubeletDirectories) {
   ASSERT_EQ(docs.size(), 1u);
   EXPECT_EQ(docs[0]["draDriver"]["enabled"], true);
   EXPECT_EQ(docs[0]["devicePlugin"]["enabled"], false);
+  // The control plane writes pinned claims: GPU mode dra, and the rules for it.
+  std::string serveYaml;
+  for (const json* cm : b.ofKind("ConfigMap")) {
+    if ((*cm)["data"].contains("serve.yaml")) serveYaml = (*cm)["data"]["serve.yaml"];
+  }
+  auto serve = config::parseServeYaml(serveYaml, "serve.yaml");
+  ASSERT_TRUE(serve) << serve.error().message;
+  EXPECT_EQ(serve->gpuMode, "dra");
+  const json* cpRole = b.find("ClusterRole", "tessera-control-plane-dra");
+  ASSERT_NE(cpRole, nullptr);
+  EXPECT_EQ((*cpRole)["rules"][0]["resources"], json::array({"resourceclaims"}));
+  const json* cpBinding = b.find("ClusterRoleBinding", "tessera-control-plane-dra");
+  ASSERT_NE(cpBinding, nullptr);
+  EXPECT_EQ((*cpBinding)["subjects"][0]["name"], "tessera-control-plane");
 }
 
 TEST_F(KustomizeTest, ABrokenKustomizationFails) {
