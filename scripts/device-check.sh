@@ -4,7 +4,9 @@
 # from one run, the pinned host→device bandwidth (the backend's own cudaMemcpyAsync from a
 # pinned buffer on every stream: the baseline) against the pool's load bandwidth through the
 # loader: from a pinned host cache, from a pageable host cache (staged), and from a file
-# (warm and cold page cache).
+# (warm and cold page cache). It also runs the node agent's NVML discovery alone
+# (bench/nvml_discover.cc: every card as the agent sees it, CUDA compute capability and MIG
+# instances included, which the DRA driver publishes) and saves it as nvml-discovery.json.
 #
 # Only the modules the benchmark needs are compiled (common, the safetensors part of profile,
 # devpool), from a small CMake project generated under the build folder, so the check does not
@@ -69,6 +71,8 @@ target_include_directories(devpool_check PUBLIC \${src})
 target_link_libraries(devpool_check PUBLIC nlohmann_json::nlohmann_json Threads::Threads \${CMAKE_DL_LIBS})
 add_executable(devpool_load_bench "$root/bench/load_bench.cc")
 target_link_libraries(devpool_load_bench PRIVATE devpool_check CLI11::CLI11)
+add_executable(nvml_discover "$root/bench/nvml_discover.cc" \${src}/agent/nvml.cc)
+target_link_libraries(nvml_discover PRIVATE devpool_check)
 EOF
 
 echo "== build (Release)"
@@ -77,9 +81,16 @@ command -v ninja > /dev/null && generator=(-G Ninja)
 start=$(date +%s)
 cmake -S "$project" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release > "$out/cmake.log" 2>&1 ||
   { tail -20 "$out/cmake.log"; echo "device-check: cmake failed (log: $out/cmake.log)" >&2; exit 1; }
-cmake --build "$build" --target devpool_load_bench -j "$(nproc)" > "$out/build.log" 2>&1 ||
+cmake --build "$build" --target devpool_load_bench nvml_discover -j "$(nproc)" > "$out/build.log" 2>&1 ||
   { tail -30 "$out/build.log"; echo "device-check: build failed (log: $out/build.log)" >&2; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
+
+echo "== the agent's NVML discovery"
+if "$build/nvml_discover" > "$out/nvml-discovery.json" 2> "$out/nvml-discovery.err"; then
+  cat "$out/nvml-discovery.json"
+else
+  echo "device-check: NVML discovery failed: $(cat "$out/nvml-discovery.err")" >&2
+fi
 
 echo "== CUDA backend: pinned host→device (raw_copy) vs the pool's loads, same run"
 dir="${TMPDIR:-/var/tmp}"

@@ -21,6 +21,7 @@ deviceplugin::Inventory inventoryFromGpus(const std::vector<AgentGpu>& gpus,
       d.index = static_cast<int>(inv.gpus.size());
     }
     d.type = g.type;
+    d.computeCapability = g.computeCapability;
     d.memoryMib = g.memoryMib;
     d.numaNode = g.numaNode;
     d.nvlinkGroup = g.nvlinkGroup;

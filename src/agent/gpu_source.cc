@@ -158,6 +158,7 @@ Result<std::vector<AgentGpu>> nvmlGpus(Nvml& nvml, const model::GpuCatalog& cata
     g.usedMib = d.memoryUsedMib;
     g.utilization = d.utilizationPercent < 0 ? -1 : d.utilizationPercent / 100.0;
     g.numaNode = d.numaNode;
+    g.computeCapability = d.computeCapability;
     g.nvlinkGroup = groups[i];
     g.cpuAffinity = d.cpuAffinity;
     for (const NvmlProcess& p : d.processes) g.processes.push_back(p.pid);

@@ -34,6 +34,7 @@ struct AgentGpu {
   std::vector<int> migStarts;            // first memory slice of each (-1: unknown), same order
   int numaNode = -1;
   int nvlinkGroup = -1;
+  std::string computeCapability;  // "major.minor.0" from NVML; empty for a virtual GPU
   std::vector<int> cpuAffinity;
   std::vector<unsigned> processes;  // pids running on the card
 };

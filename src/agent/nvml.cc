@@ -36,6 +36,7 @@ struct Nvml::Api {
   nvmlReturn_t (*gpuInstanceGetInfo)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*) = nullptr;
   nvmlReturn_t (*getCpuAffinity)(nvmlDevice_t, unsigned, unsigned long*) = nullptr;
   nvmlReturn_t (*getNumaNodeId)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*getCudaComputeCapability)(nvmlDevice_t, int*, int*) = nullptr;
   nvmlReturn_t (*getNvLinkState)(nvmlDevice_t, unsigned, nvmlEnableState_t*) = nullptr;
   nvmlReturn_t (*getNvLinkRemotePci)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*getProcesses)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;
@@ -133,6 +134,7 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
   resolve(handle, "nvmlGpuInstanceGetInfo", api->gpuInstanceGetInfo);
   resolve(handle, "nvmlDeviceGetCpuAffinity", api->getCpuAffinity);
   resolve(handle, "nvmlDeviceGetNumaNodeId", api->getNumaNodeId);
+  resolve(handle, "nvmlDeviceGetCudaComputeCapability", api->getCudaComputeCapability);
   resolve(handle, "nvmlDeviceGetNvLinkState", api->getNvLinkState);
   resolve(handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", api->getNvLinkRemotePci);
   resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api->getProcesses);
@@ -231,6 +233,12 @@ Result<NvmlGpu> Nvml::device(unsigned index) {
     if (a.getNumaNodeId(dev, &node) == NVML_SUCCESS) g.numaNode = static_cast<int>(node);
   }
   if (g.numaNode < 0) g.numaNode = numaFromSysfs(g.pciBusId);
+  if (a.getCudaComputeCapability != nullptr) {
+    int major = 0, minor = 0;
+    if (a.getCudaComputeCapability(dev, &major, &minor) == NVML_SUCCESS && major > 0) {
+      g.computeCapability = std::to_string(major) + "." + std::to_string(minor) + ".0";
+    }
+  }
   if (a.getCpuAffinity != nullptr) {
     constexpr unsigned kWords = 16;  // 1,024 CPUs
     unsigned long mask[kWords] = {};

@@ -41,6 +41,7 @@ struct NvmlGpu {
   bool migEnabled = false;
   std::vector<NvmlMigInstance> migInstances;
   int numaNode = -1;
+  std::string computeCapability;  // CUDA's "major.minor.0"; empty when the driver did not say
   std::vector<int> cpuAffinity;  // CPU ids close to the card
   int nvlinkActiveLinks = 0;
   std::vector<std::string> nvlinkPeerBusIds;  // one per active link (GPU or NVSwitch)

@@ -100,6 +100,7 @@ TEST_F(FakeNvmlEnv, ReadsEveryCardThroughTheLoadedLibrary) {
   EXPECT_EQ(h0.memoryUsedMib, 1024);
   EXPECT_EQ(h0.utilizationPercent, 37);
   EXPECT_EQ(h0.numaNode, 0);
+  EXPECT_EQ(h0.computeCapability, "9.0.0");  // what the DRA driver publishes
   EXPECT_EQ(h0.nvlinkActiveLinks, 18);
   EXPECT_EQ(h0.cpuAffinity.size(), 16u);
   EXPECT_FALSE(h0.migEnabled);

@@ -250,6 +250,14 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetNumaNodeId(nvml
   return NVML_SUCCESS;
 }
 
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCudaComputeCapability(
+    nvmlDevice_t d, int* major, int* minor) {
+  if (!isGpu(d)) return NVML_ERROR_NOT_SUPPORTED;
+  *major = 9;  // every fake card is an H100
+  *minor = 0;
+  return NVML_SUCCESS;
+}
+
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetNvLinkState(
     nvmlDevice_t d, unsigned link, nvmlEnableState_t* active) {
   if (dev(d)->links == 0) return NVML_ERROR_NOT_SUPPORTED;
