@@ -66,8 +66,8 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
       state_, engine_, [this](std::string_view name) { return findModel(name); });
   extender_->setConfirmTtlMs(config_.allocationGuardTtlMs);
   extender_->setBookingStore(
-      {.prepare = [this](const std::string& id,
-                         const std::string& resource) { return prepareBooking(id, resource); },
+      {.prepare = [this](const std::string& id, const std::string& resource,
+                         bool podExists) { return prepareBooking(id, resource, podExists); },
        .forget = [this](const std::string& id, const std::string& why) {
          forgetBooking(id, why);
        }});
@@ -773,12 +773,13 @@ Result<json> ControlPlane::extenderBind(const json& args, const k8s::OutsideLock
   return out;
 }
 
-k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std::string& resource) {
+k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std::string& resource,
+                                                bool podExists) {
   const auto rid = state_.findReplica(id);
   if (!rid) {
     return {
         [id]() -> Result<void> { return fail(Error::internal("pod " + id + " is not booked")); },
-        nullptr};
+        nullptr, ""};
   }
   const sched::ReplicaRecord& rec = state_.replica(*rid);
   // The pod's container gets its GPUs from the node's device plugin, which confirms it. A
@@ -790,18 +791,22 @@ k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std:
   if (!resource.empty()) podAllocations_[id] = PodAllocation{resource, false, {}};
   const bool wasPod = !pods_.insert(id).second;
   const Millis now = eventTimeMs();
-  const std::string message =
-      "on " + state_.node(rec.placement.node).spec.name + ", before its Binding";
+  const std::string message = "on " + state_.node(rec.placement.node).spec.name +
+                              (podExists ? ", before its Binding" : ", before its pod exists");
+  const std::string doc =
+      replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump();
+  // A store that keeps bookings on the pods cannot write onto a pod that is not there yet: the
+  // pod is created carrying the document (GPU mode dra), and its creation is the write.
+  const bool onPod = !podExists && store_ != nullptr && store_->bookingsOnPods();
   store::Batch batch;
-  batch.upsert("replica", id,
-               replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
+  if (!onPod) batch.upsert("replica", id, doc);
   if (store_ != nullptr) {
     batch.appendEvent("event",
                       json{{"type", "ReplicaBooked"}, {"subject", id}, {"message", message}}.dump(),
                       now);
   }
   auto seq = std::make_shared<std::int64_t>(0);
-  auto write = [store = store_, batch = std::move(batch), seq]() -> Result<void> {
+  auto write = [store = onPod ? nullptr : store_, batch = std::move(batch), seq]() -> Result<void> {
     if (store == nullptr) return {};
     auto done = store->commit(batch);  // the store serialises its own calls
     if (!done) return fail(storeRefused(done.error()));
@@ -820,7 +825,7 @@ k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std:
     }
     if (!wasPod) pods_.erase(id);
   };
-  return {std::move(write), std::move(settle)};
+  return {std::move(write), std::move(settle), onPod ? doc : std::string()};
 }
 
 void ControlPlane::forgetBooking(const std::string& id, const std::string& why) {

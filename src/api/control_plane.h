@@ -187,7 +187,8 @@ class ControlPlane {
   Result<void> restore();
   // The extender's BookingStore: a pod's booking is stored before its Binding is posted (the
   // write runs outside the server's lock), and removed again when the Binding failed.
-  k8s::BookingWrite prepareBooking(const std::string& id, const std::string& resource);
+  k8s::BookingWrite prepareBooking(const std::string& id, const std::string& resource,
+                                   bool podExists);
   void forgetBooking(const std::string& id, const std::string& why);
   Millis eventTimeMs() const;
   static Error storeRefused(const Error& e);

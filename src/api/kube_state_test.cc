@@ -208,5 +208,42 @@ TEST_F(KubeStateTest, ABookingWhoseNodeIsGoneIsSkippedNotFatal) {
             std::string::npos);
 }
 
+// GPU mode dra with the state in the API server: a pod booked before it exists cannot have its
+// booking written onto it, so bookClaim hands the document back and the pod is created
+// carrying it; once bound, a control plane started from nothing reads it back.
+TEST_F(KubeStateTest, AClaimBookingTravelsOnThePodItIsCreatedWith) {
+  auto plane = start();
+  ASSERT_TRUE(plane);
+  ASSERT_TRUE(plane->registerNode(node("gpu-a", 2)));
+  json pod = {
+      {"metadata", {{"name", "d0"}, {"namespace", "ml"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "c"}, {"resources", {{"limits", {{"tessera.io/gpu-memory", "20480"}}}}}}}}}}};
+  auto choice = plane->bookClaim(pod);
+  ASSERT_TRUE(choice) << choice.error().message;
+  EXPECT_EQ((*choice)["node"], "gpu-a");
+  ASSERT_TRUE((*choice).contains("booking")) << choice->dump();
+  const json doc = json::parse((*choice)["booking"].get<std::string>());
+  EXPECT_EQ(doc["pod"], json({{"namespace", "ml"}, {"name", "d0"}}));
+  EXPECT_EQ(doc["placement"]["node"], "gpu-a");
+  EXPECT_TRUE(plane->getReplica("ml/d0"));
+  // The controller creates the pod with the document; kube-scheduler binds it.
+  pod["metadata"]["annotations"]["tessera.io/booking"] = (*choice)["booking"];
+  pod["metadata"]["labels"]["tessera.io/booked"] = "true";
+  pod["spec"]["nodeName"] = "gpu-a";
+  ASSERT_TRUE(api_.create("pods", pod));
+  auto next = start();
+  ASSERT_TRUE(next);
+  const json replicas = next->listReplicas()["replicas"];
+  ASSERT_EQ(replicas.size(), 1u);
+  EXPECT_EQ(replicas[0]["replica"], "ml/d0");
+  EXPECT_EQ(replicas[0]["node"], "gpu-a");
+  // Taking a claim booking back clears it wherever it is (here: on the pod).
+  next->forgetClaim("ml/d0", "test");
+  EXPECT_FALSE(next->getReplica("ml/d0"));
+  EXPECT_TRUE(booking("d0").is_null());
+}
+
 }  // namespace
 }  // namespace tessera::api

@@ -476,7 +476,12 @@ Result<void> Controller::createDraPod(const ModelDeploymentSpec& spec, json pod)
     std::lock_guard lock(mu_);
     ++stats_.claimsCreated;
   }
-  // 3. The pod, pinned to the node and the claim; kube-scheduler's allocator confirms.
+  // 3. The pod, pinned to the node and the claim; kube-scheduler's allocator confirms. Where
+  // the state lives in the API server, the pod carries its booking from the start.
+  if (const auto b = choice->find("booking"); b != choice->end() && b->is_string()) {
+    pod["metadata"]["annotations"]["tessera.io/booking"] = *b;
+    pod["metadata"]["labels"]["tessera.io/booked"] = "true";
+  }
   const json pinned = withoutTesseraResources(pinPod(std::move(pod), c.name, c.node));
   auto res = client_.request("POST", podPath(spec.ns), pinned.dump());
   if (!res || (res->status != 201 && res->status != 200)) {

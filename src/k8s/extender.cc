@@ -566,7 +566,7 @@ Result<json> Extender::bookForClaim(const json& podObject, const OutsideLock& ou
   }
   // Assumed: in the books now. Persist outside the caller's lock; forget it when that fails.
   BookingWrite write;
-  if (bookings_.prepare) write = bookings_.prepare(id, "");
+  if (bookings_.prepare) write = bookings_.prepare(id, "", /*podExists=*/false);
   Result<void> saved;
   if (write.write) {
     if (outside) {
@@ -588,7 +588,9 @@ Result<json> Extender::bookForClaim(const json& podObject, const OutsideLock& ou
     if (bookings_.forget) bookings_.forget(id, "removed while its booking was written");
     return fail(Error::precondition("pod " + id + " was removed while it was being booked"));
   }
-  return claimChoiceJson(state_, state_.replica(*booked), id);
+  json out = claimChoiceJson(state_, state_.replica(*booked), id);
+  if (!write.onPod.empty()) out["booking"] = write.onPod;
+  return out;
 }
 
 void Extender::forgetClaimBooking(const std::string& replicaId, const std::string& why) {
@@ -689,7 +691,7 @@ Result<json> Extender::bind(const json& args, const OutsideLock& outside) {
   const bool guardedNow = !resource.empty() && !unconfirmed(id);
   if (guardedNow) unconfirmed_.push_back({id, *nodeId, resource, gpuCount, shape, now});
   BookingWrite write;
-  if (bookings_.prepare) write = bookings_.prepare(id, resource);
+  if (bookings_.prepare) write = bookings_.prepare(id, resource, /*podExists=*/true);
   Result<void> saved, bound;
   io([&] {
     if (write.write) saved = write.write();

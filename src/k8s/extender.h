@@ -80,14 +80,21 @@ const nlohmann::json* fieldIgnoringCase(const nlohmann::json& obj, std::string_v
 struct BookingWrite {
   std::function<Result<void>()> write;
   std::function<void(bool stored)> settle;
+  // Where the store keeps a pod's booking on the pod itself and the pod does not exist yet (a
+  // DRA claim booking, Extender::bookForClaim): the document the pod must carry when it is
+  // created (annotation tessera.io/booking, label tessera.io/booked=true); `write` then
+  // writes nothing, the pod's creation is the write.
+  std::string onPod;
 };
 // Makes a booking durable before its Binding is posted (prepare, under the caller's lock:
 // returns the write), and takes it back when the Binding failed or the booking was removed
 // while the Binding was in flight (forget, under the lock, with why).
 // `resource` is the extended resource that carries the pod's GPUs to its container ("" when
-// no device plugin is involved).
+// no device plugin is involved); `podExists` is false for a pod booked before it is created.
 struct BookingStore {
-  std::function<BookingWrite(const std::string& replicaId, const std::string& resource)> prepare;
+  std::function<BookingWrite(const std::string& replicaId, const std::string& resource,
+                             bool podExists)>
+      prepare;
   std::function<void(const std::string& replicaId, const std::string& why)> forget;
 };
 // Runs `io` with the caller's lock released and takes it again (bind's store write, Binding
@@ -110,7 +117,9 @@ class Extender {
   // is persisted through the BookingStore (outside the lock), and the answer is the choice
   // the ModelDeployment controller writes into the pod's ResourceClaim:
   //   {replica, node, mode, gpus: [{id, uuid, cardMemoryMib, reservedMib, computeMilli,
-  //                                 migProfile, migStart}]}
+  //                                 migProfile, migStart}], booking?}
+  // `booking`, when present, is the document the pod must carry at creation (the store keeps
+  // bookings on pods: BookingWrite::onPod); the caller's pod creation is then the write.
   // A retry for a replica already booked answers its booking. Errors: a pod that asks for no
   // GPU through Tessera (invalid), nothing fits (exhausted, with the engine's reason), the
   // write failed (nothing stays booked).

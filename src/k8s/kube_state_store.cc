@@ -258,6 +258,23 @@ Result<void> KubeStateStore::erase(const Key& key) {
     seen_.erase(known);
     return {};
   }
+  if (known == seen_.end() && key.first == "replica" && key.second.find('/') != std::string::npos) {
+    // A booking this store did not write: a pod created carrying it (GPU mode dra), or one
+    // written by the previous leader. Clear it on the pod (gone with a deleted pod), then make
+    // sure no ConfigMap holds it either.
+    const std::size_t slash = key.second.find('/');
+    const json clear = {{"metadata",
+                         {{"labels", {{std::string(kBookedLabel), nullptr}}},
+                          {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
+    auto r =
+        client_.request("PATCH", podPath(key.second.substr(0, slash), key.second.substr(slash + 1)),
+                        clear.dump(), "application/merge-patch+json");
+    if (!r)
+      return fail(
+          Error::internal("clearing the booking on pod " + key.second + ": " + r.error().message));
+    if (r->status != 200 && r->status != 404)
+      return fail(failure("clearing the booking on pod " + key.second, *r));
+  }
   const std::string cmName = configMapName(key.first, key.second);
   json options = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
   if (known != seen_.end() && !known->second.resourceVersion.empty()) {

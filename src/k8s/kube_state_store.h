@@ -59,6 +59,7 @@ class KubeStateStore final : public store::StateStore {
   Result<store::Snapshot> loadAll() const override;
   Result<std::int64_t> compactEventsBefore(std::int64_t seq) override;
   std::string describe() const override;
+  bool bookingsOnPods() const override { return true; }
 
   // Seeds the API server from another store's snapshot (an upgrade from the SQLite file):
   // every document is created (none may exist yet: a conflict means another replica is

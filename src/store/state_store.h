@@ -131,6 +131,10 @@ class StateStore {
   virtual Result<std::int64_t> compactEventsBefore(std::int64_t seq) = 0;
   // Where the state lives, for messages: a file path or "kubernetes:<server>/<namespace>".
   virtual std::string describe() const = 0;
+  // Whether a pod's booking (a "replica" document with `pod`) is kept on the pod itself, so
+  // that it can only be written once the pod exists: a pod booked before it is created (GPU
+  // mode dra) is created carrying the document instead.
+  virtual bool bookingsOnPods() const { return false; }
 };
 
 }  // namespace tessera::store
