@@ -25,8 +25,8 @@
 #include "agent/gpu_source.h"
 #include "agent/model_cache.h"
 #include "api/log.h"
-#include "common/names.h"
 #include "cli.h"
+#include "common/names.h"
 #include "model/gpu_catalog.h"
 
 namespace tessera::cli {

@@ -129,13 +129,13 @@ Result<void> readSources(const Field& list, AgentConfig& out) {
 }
 
 Result<void> readDraDriver(const Field& d, DraDriverConfig& out) {
-  TESSERA_RETURN_IF_ERROR(config::expectMap(
-      d, {"enabled", "registryDir", "pluginDir", "cdiDir", "gpus", "kubeApiServer",
-          "kubeTokenFile", "kubeCaFile", "watchSeconds"}));
+  TESSERA_RETURN_IF_ERROR(
+      config::expectMap(d, {"enabled", "registryDir", "pluginDir", "cdiDir", "gpus",
+                            "kubeApiServer", "kubeTokenFile", "kubeCaFile", "watchSeconds"}));
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "enabled", out.enabled));
-  for (const auto& [key, slot] : {std::pair{"registryDir", &out.registryDir},
-                                  std::pair{"pluginDir", &out.pluginDir},
-                                  std::pair{"cdiDir", &out.cdiDir}}) {
+  for (const auto& [key, slot] :
+       {std::pair{"registryDir", &out.registryDir}, std::pair{"pluginDir", &out.pluginDir},
+        std::pair{"cdiDir", &out.cdiDir}}) {
     TESSERA_RETURN_IF_ERROR(config::readOptional(d, key, *slot));
     if (slot->empty()) return fail(d.child(key).error("must not be empty"));
   }
@@ -152,8 +152,9 @@ Result<void> readDraDriver(const Field& d, DraDriverConfig& out) {
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "kubeApiServer", out.kubeApiServer));
   if (!out.kubeApiServer.empty() && out.kubeApiServer.rfind("http://", 0) != 0 &&
       out.kubeApiServer.rfind("https://", 0) != 0) {
-    return fail(d.child("kubeApiServer").error("must start with http:// or https://, got \"" +
-                                               out.kubeApiServer + "\""));
+    return fail(
+        d.child("kubeApiServer")
+            .error("must start with http:// or https://, got \"" + out.kubeApiServer + "\""));
   }
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "kubeTokenFile", out.kubeTokenFile));
   TESSERA_RETURN_IF_ERROR(config::readOptional(d, "kubeCaFile", out.kubeCaFile));

@@ -68,9 +68,8 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   extender_->setBookingStore(
       {.prepare = [this](const std::string& id, const std::string& resource,
                          bool podExists) { return prepareBooking(id, resource, podExists); },
-       .forget = [this](const std::string& id, const std::string& why) {
-         forgetBooking(id, why);
-       }});
+       .forget = [this](const std::string& id,
+                        const std::string& why) { forgetBooking(id, why); }});
   // The series exist from the start, for increase().
   reservationsExpired_.add({{"telemetry", "none"}}, 0);
   reservationsExpired_.add({{"telemetry", "unattributed"}}, 0);
@@ -774,7 +773,7 @@ Result<json> ControlPlane::extenderBind(const json& args, const k8s::OutsideLock
 }
 
 k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std::string& resource,
-                                                bool podExists) {
+                                               bool podExists) {
   const auto rid = state_.findReplica(id);
   if (!rid) {
     return {

@@ -32,8 +32,8 @@ class ApiServerClaims final : public ClaimSource {
  public:
   explicit ApiServerClaims(k8s::KubeClient& client) : client_(client) {}
   Result<std::optional<json>> claim(const std::string& ns, const std::string& name) override {
-    auto r = client_.request("GET", "/apis/resource.k8s.io/v1/namespaces/" + ns +
-                                        "/resourceclaims/" + name);
+    auto r = client_.request(
+        "GET", "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name);
     if (!r) return fail(r.error());
     if (r->status == 404) return std::optional<json>();
     if (r->status != 200) {
@@ -70,7 +70,6 @@ Result<std::unique_ptr<grpc::Server>> serveOn(const std::string& path, grpc::Ser
   if (!server) return fail(Error::internal("cannot serve gRPC on " + path));
   return server;
 }
-
 
 }  // namespace
 
@@ -160,7 +159,9 @@ class Driver::Services {
 Driver::Driver(DriverConfig config, ClaimSource& claims, deviceplugin::Inventory inventory)
     : config_(std::move(config)), claims_(claims), inventory_(std::move(inventory)) {}
 
-Driver::~Driver() { stop(); }
+Driver::~Driver() {
+  stop();
+}
 
 std::string Driver::registrationSocket() const {
   return (fs::path(config_.registryDir) / (config_.driver + "-reg.sock")).string();

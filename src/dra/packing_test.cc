@@ -21,8 +21,8 @@
 #include <gtest/gtest.h>
 
 #include "dra/slices.h"
-#include "k8s/dra_claims.h"
 #include "dra/testing/first_fit_allocator.h"
+#include "k8s/dra_claims.h"
 #include "model/gpu_catalog.h"
 #include "sim/fgd_run.h"
 #include "sim/metrics.h"

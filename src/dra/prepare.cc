@@ -79,17 +79,22 @@ Result<Resolved> resolve(const json& r, const std::string& who,
   const auto consumed = r.find("consumedCapacity");
   if (consumed == r.end() || !consumed->is_object()) return x;
   if (const auto m = consumed->find("memory"); m != consumed->end()) {
-    if (!m->is_string()) return fail(Error::invalid(who + ": consumedCapacity.memory is not a quantity"));
+    if (!m->is_string())
+      return fail(Error::invalid(who + ": consumedCapacity.memory is not a quantity"));
     auto mib = k8s::bytesToMib(m->get<std::string>());
-    if (!mib) return fail(Error::invalid(who + ": consumedCapacity.memory: " + mib.error().message));
+    if (!mib)
+      return fail(Error::invalid(who + ": consumedCapacity.memory: " + mib.error().message));
     x.gpu.memoryMib = std::min(*mib, ref->gpu->memoryMib);
     x.shared = *mib < ref->gpu->memoryMib;
   }
   if (const auto c = consumed->find("compute"); c != consumed->end()) {
-    if (!c->is_string()) return fail(Error::invalid(who + ": consumedCapacity.compute is not a quantity"));
+    if (!c->is_string())
+      return fail(Error::invalid(who + ": consumedCapacity.compute is not a quantity"));
     auto milli = k8s::wholeNumber(c->get<std::string>());
-    if (!milli) return fail(Error::invalid(who + ": consumedCapacity.compute: " + milli.error().message));
-    x.gpu.computeMilli = static_cast<std::int32_t>(std::clamp<std::int64_t>(*milli, 0, kComputeMilli));
+    if (!milli)
+      return fail(Error::invalid(who + ": consumedCapacity.compute: " + milli.error().message));
+    x.gpu.computeMilli =
+        static_cast<std::int32_t>(std::clamp<std::int64_t>(*milli, 0, kComputeMilli));
     x.shared = x.shared || *milli < kComputeMilli;
   }
   return x;
@@ -107,7 +112,9 @@ std::string replicaOf(const json& claim, const ClaimRef& ref) {
 
 }  // namespace
 
-std::string cdiKind(std::string_view driver) { return std::string(driver) + "/claim"; }
+std::string cdiKind(std::string_view driver) {
+  return std::string(driver) + "/claim";
+}
 
 std::string cdiSpecPath(std::string_view cdiDir, std::string_view driver, std::string_view uid) {
   return (fs::path(cdiDir) / (std::string(driver) + "-claim_" + std::string(uid) + ".json"))
@@ -157,8 +164,8 @@ Result<PreparedClaim> prepareClaim(const json& claim, const ClaimRef& ref,
     bool shared = false;
     for (const Resolved& x : xs) {
       if ((x.ref.mig != nullptr) != mig) {
-        return fail(Error::invalid(who + ": request " + request +
-                                   " mixes MIG instances and whole GPUs"));
+        return fail(
+            Error::invalid(who + ": request " + request + " mixes MIG instances and whole GPUs"));
       }
       shared = shared || x.shared;
       b.gpus.push_back(x.gpu);
@@ -189,8 +196,7 @@ Result<void> writeCdiSpec(const std::string& path, const json& spec) {
   std::error_code ec;
   fs::create_directories(p.parent_path(), ec);
   if (ec) {
-    return fail(Error::internal("CDI directory " + p.parent_path().string() + ": " +
-                                   ec.message()));
+    return fail(Error::internal("CDI directory " + p.parent_path().string() + ": " + ec.message()));
   }
   const fs::path tmp = p.parent_path() / ("." + p.filename().string() + ".tmp");
   {

@@ -106,10 +106,10 @@ Result<PublishResult> SlicePublisher::publishOnce(const deviceplugin::Inventory&
     if (it != existing.end()) existing.erase(it);
   }
   for (const auto& [name, item] : existing) {
-    json del = {{"kind", "DeleteOptions"},
-                {"apiVersion", "v1"},
-                {"preconditions",
-                 {{"resourceVersion", item["metadata"].value("resourceVersion", "")}}}};
+    json del = {
+        {"kind", "DeleteOptions"},
+        {"apiVersion", "v1"},
+        {"preconditions", {{"resourceVersion", item["metadata"].value("resourceVersion", "")}}}};
     auto r = client_.request("DELETE", std::string(kSlices) + "/" + name, del.dump());
     if (!r) return fail(r.error());
     if (r->status == 409) {

@@ -27,7 +27,7 @@ class KubeClient;
 namespace tessera::dra {
 
 struct PublishResult {
-  bool changed = false;        // slices were written
+  bool changed = false;         // slices were written
   std::int64_t generation = 0;  // the pool's generation as published
   int slices = 0;
   int devices = 0;

@@ -12,10 +12,16 @@ using json = nlohmann::json;
 using deviceplugin::GpuDevice;
 using deviceplugin::MigDevice;
 
-json stringAttr(std::string_view v) { return {{"string", std::string(v)}}; }
-json intAttr(std::int64_t v) { return {{"int", v}}; }
+json stringAttr(std::string_view v) {
+  return {{"string", std::string(v)}};
+}
+json intAttr(std::int64_t v) {
+  return {{"int", v}};
+}
 
-std::string mib(std::int64_t v) { return std::to_string(v) + "Mi"; }
+std::string mib(std::int64_t v) {
+  return std::to_string(v) + "Mi";
+}
 
 std::string dnsLabelPart(std::string_view text) {
   std::string out;
@@ -65,8 +71,7 @@ json gpuDevice(const GpuDevice& gpu, const SliceOptions& o) {
   capacity["compute"] = {
       {"value", std::to_string(kComputeMilli)},
       {"requestPolicy",
-       {{"default", "0"},
-        {"validRange", {{"min", "0"}, {"step", std::to_string(kComputeStep)}}}}}};
+       {{"default", "0"}, {"validRange", {{"min", "0"}, {"step", std::to_string(kComputeStep)}}}}}};
   json d = {{"name", gpuDeviceName(gpu)},
             {"attributes", std::move(attrs)},
             {"capacity", std::move(capacity)},
@@ -99,7 +104,9 @@ json migDevice(const GpuDevice& gpu, const MigDevice& mig, const SliceOptions& o
 
 }  // namespace
 
-std::string gpuDeviceName(const GpuDevice& gpu) { return "gpu-" + std::to_string(gpu.index); }
+std::string gpuDeviceName(const GpuDevice& gpu) {
+  return "gpu-" + std::to_string(gpu.index);
+}
 
 std::string migDeviceName(const GpuDevice& gpu, const MigDevice& mig) {
   return gpuDeviceName(gpu) + "-mig-" + dnsLabelPart(mig.profile) + "-" +
@@ -139,18 +146,17 @@ std::vector<json> resourceSlices(const deviceplugin::Inventory& inventory, const
          d < std::min(devices.size(), (i + 1) * kMaxDevicesPerSlice); ++d) {
       list.push_back(devices[d]);
     }
-    out.push_back(
-        {{"apiVersion", "resource.k8s.io/v1"},
-         {"kind", "ResourceSlice"},
-         {"metadata", {{"name", sliceName(o.nodeName, o.driver, i)}}},
-         {"spec",
-          {{"driver", o.driver},
-           {"nodeName", o.nodeName},
-           {"pool",
-            {{"name", o.nodeName},
-             {"generation", o.generation},
-             {"resourceSliceCount", static_cast<std::int64_t>(count)}}},
-           {"devices", std::move(list)}}}});
+    out.push_back({{"apiVersion", "resource.k8s.io/v1"},
+                   {"kind", "ResourceSlice"},
+                   {"metadata", {{"name", sliceName(o.nodeName, o.driver, i)}}},
+                   {"spec",
+                    {{"driver", o.driver},
+                     {"nodeName", o.nodeName},
+                     {"pool",
+                      {{"name", o.nodeName},
+                       {"generation", o.generation},
+                       {"resourceSliceCount", static_cast<std::int64_t>(count)}}},
+                     {"devices", std::move(list)}}}});
   }
   return out;
 }

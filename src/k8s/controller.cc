@@ -96,7 +96,9 @@ std::string claimPath(const std::string& ns, const std::string& name = "") {
 }
 
 // The claim of a replica's pod in GPU mode dra.
-std::string claimNameOf(const std::string& podName) { return podName + "-gpu"; }
+std::string claimNameOf(const std::string& podName) {
+  return podName + "-gpu";
+}
 
 // The pod without the tessera.io/* extended resources (no device plugin advertises them in
 // GPU mode dra: the claim carries the GPUs).
@@ -470,7 +472,8 @@ Result<void> Controller::createDraPod(const ModelDeploymentSpec& spec, json pod)
   if (!made || (made->status != 201 && made->status != 200)) {
     const std::string why = made ? describeFailure(*made) : made.error().message;
     fleet_.forgetPod(replica, "its ResourceClaim could not be created: " + why);
-    return fail(Error::precondition("creating ResourceClaim " + spec.ns + "/" + c.name + ": " + why));
+    return fail(
+        Error::precondition("creating ResourceClaim " + spec.ns + "/" + c.name + ": " + why));
   }
   {
     std::lock_guard lock(mu_);
@@ -522,7 +525,8 @@ void Controller::reportUnsatisfiedClaim(const std::string& podKey) {
   }
   // What the claim pins: the engine's choice.
   std::string choice = "its claim " + ns + "/" + claimNameOf(name);
-  if (auto got = client_.request("GET", claimPath(ns, claimNameOf(name))); got && got->status == 200) {
+  if (auto got = client_.request("GET", claimPath(ns, claimNameOf(name)));
+      got && got->status == 200) {
     const json claim = json::parse(got->body, nullptr, false);
     if (claim.is_object()) {
       const json meta = claim.value("metadata", json::object());
@@ -548,11 +552,7 @@ void Controller::reportUnsatisfiedClaim(const std::string& podKey) {
       {"kind", "Event"},
       {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},
       {"involvedObject",
-       {{"apiVersion", "v1"},
-        {"kind", "Pod"},
-        {"namespace", ns},
-        {"name", name},
-        {"uid", uid}}},
+       {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
       {"reason", "TesseraClaimUnsatisfied"},
       {"message", "kube-scheduler could not allocate " + choice + ": " + why +
                       ". Tessera's books and the cluster's ResourceSlices disagree (another "

@@ -234,7 +234,7 @@ class Controller {
   // Worker-only state.
   std::map<std::string, Known> known_;
   std::set<std::string> readySent_, goneSent_;
-  std::set<std::string> unsatisfiedReported_;             // pod keys (GPU mode dra)
+  std::set<std::string> unsatisfiedReported_;            // pod keys (GPU mode dra)
   std::map<std::string, std::string> unschedulableWhy_;  // pod key -> kube-scheduler's message
   std::map<std::string, bool> nodeCordoned_;  // as last seen in Kubernetes
   std::uint64_t nameCounter_ = 0;

@@ -24,10 +24,10 @@ std::string pinSelector(const PinnedGpu& g, std::string_view driver) {
   // The type first: on a device without MIG attributes it is false, and CEL's && then absorbs
   // the error of reading an attribute the device does not have.
   if (!g.migProfile.empty()) {
-    return attr(driver, "type") + " == 'mig' && " + attr(driver, "parentUUID") + " == " +
-           celString(g.uuid) + " && " +
-           attr(driver, "profile") + " == " + celString(g.migProfile) + " && " +
-           attr(driver, "migStart") + " == " + std::to_string(g.migStart);
+    return attr(driver, "type") + " == 'mig' && " + attr(driver, "parentUUID") +
+           " == " + celString(g.uuid) + " && " + attr(driver, "profile") +
+           " == " + celString(g.migProfile) + " && " + attr(driver, "migStart") +
+           " == " + std::to_string(g.migStart);
   }
   return attr(driver, "type") + " == 'gpu' && " + attr(driver, "uuid") + " == " + celString(g.uuid);
 }
@@ -43,9 +43,9 @@ json resourceClaim(const ClaimChoice& c) {
     if (g.migProfile.empty()) {
       const std::int64_t memory = g.exclusive ? g.cardMemoryMib : g.memoryMib;
       const std::int64_t compute = g.exclusive ? kDraComputeMilli : g.computeMilli;
-      exactly["capacity"] = {{"requests",
-                              {{"memory", std::to_string(memory) + "Mi"},
-                               {"compute", std::to_string(compute)}}}};
+      exactly["capacity"] = {
+          {"requests",
+           {{"memory", std::to_string(memory) + "Mi"}, {"compute", std::to_string(compute)}}}};
     }
     requests.push_back({{"name", "gpu-" + std::to_string(i)}, {"exactly", std::move(exactly)}});
   }
@@ -92,14 +92,15 @@ json pinPod(json pod, const std::string& claimName, const std::string& node) {
 }
 
 json deviceClass() {
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "DeviceClass"},
-          {"metadata", {{"name", std::string(kDeviceClassName)}}},
-          {"spec",
-           {{"selectors",
-             json::array({{{"cel",
-                            {{"expression",
-                              "device.driver == '" + std::string(kDraDriverName) + "'"}}}}})}}}};
+  return {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "DeviceClass"},
+      {"metadata", {{"name", std::string(kDeviceClassName)}}},
+      {"spec",
+       {{"selectors",
+         json::array(
+             {{{"cel",
+                {{"expression", "device.driver == '" + std::string(kDraDriverName) + "'"}}}}})}}}};
 }
 
 }  // namespace tessera::k8s

@@ -578,9 +578,9 @@ Result<json> Extender::bookForClaim(const json& podObject, const OutsideLock& ou
   if (write.settle) write.settle(saved.has_value());
   if (!saved) {
     (void)state_.apply(sched::ReplicaUnloaded{id});
-    return fail(Error::internal("the booking of " + id +
-                                " could not be stored, so no claim is written: " +
-                                saved.error().message));
+    return fail(
+        Error::internal("the booking of " + id +
+                        " could not be stored, so no claim is written: " + saved.error().message));
   }
   const auto booked = state_.findReplica(id);
   if (!booked) {

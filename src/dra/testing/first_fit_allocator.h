@@ -65,7 +65,8 @@ class FirstFitAllocator {
         Capacity x;
         x.value = quantity(c.at("value").get<std::string>());
         const nlohmann::json policy = c.value("requestPolicy", nlohmann::json::object());
-        if (policy.contains("default")) x.byDefault = quantity(policy["default"].get<std::string>());
+        if (policy.contains("default"))
+          x.byDefault = quantity(policy["default"].get<std::string>());
         if (const auto range = policy.find("validRange"); range != policy.end()) {
           if (range->contains("min")) x.min = quantity((*range)["min"].get<std::string>());
           if (range->contains("step")) x.step = quantity((*range)["step"].get<std::string>());
@@ -178,7 +179,8 @@ class FirstFitAllocator {
   };
   struct Device {
     std::map<std::string, Capacity> capacity;
-    std::map<std::string, Cel> cel;  // expression -> its value on this device (devices are immutable)
+    std::map<std::string, Cel>
+        cel;  // expression -> its value on this device (devices are immutable)
     std::string driver, pool, name;
     nlohmann::json object;
     bool multiple = false, tainted = false;
@@ -206,7 +208,8 @@ class FirstFitAllocator {
     if (!d.multiple) {
       if (d.claims > 0) return false;
       for (const auto& [cap, c] : d.capacity) {
-        if (const auto it = asked.find(cap); it != asked.end() && it->second > c.value) return false;
+        if (const auto it = asked.find(cap); it != asked.end() && it->second > c.value)
+          return false;
         consumes[cap] = c.value;
       }
       return true;

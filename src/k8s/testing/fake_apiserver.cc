@@ -108,18 +108,17 @@ std::optional<Target> parsePath(const std::string& path) {
   t.resource = segs[at];
   if (segs.size() > at + 1) t.name = segs[at + 1];
   if (segs.size() > at + 2) t.sub = segs[at + 2];
-  const bool known = core ? t.resource == "pods" || t.resource == "nodes" ||
-                                ((t.resource == "configmaps" || t.resource == "events") &&
-                                 (t.nsGiven || t.name.empty()))
-                     : coordination ? t.resource == "leases" && t.nsGiven
-                     : dra ? (t.resource == "resourceclaims" && (t.nsGiven || t.name.empty())) ||
-                                 ((t.resource == "resourceslices" || t.resource == "deviceclasses") &&
-                                  !t.nsGiven)
-                           : t.resource == "modeldeployments";
+  const bool known =
+      core ? t.resource == "pods" || t.resource == "nodes" ||
+                 ((t.resource == "configmaps" || t.resource == "events") &&
+                  (t.nsGiven || t.name.empty()))
+      : coordination ? t.resource == "leases" && t.nsGiven
+      : dra          ? (t.resource == "resourceclaims" && (t.nsGiven || t.name.empty())) ||
+                  ((t.resource == "resourceslices" || t.resource == "deviceclasses") && !t.nsGiven)
+            : t.resource == "modeldeployments";
   if (!known) return std::nullopt;
   if ((t.resource == "leases" || t.resource == "configmaps" || t.resource == "events" ||
-       t.resource == "resourceslices" ||
-       t.resource == "deviceclasses") &&
+       t.resource == "resourceslices" || t.resource == "deviceclasses") &&
       !t.sub.empty()) {
     return std::nullopt;
   }
