@@ -380,6 +380,9 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     if (!profile) return reportError(err, kCommand, profile.error());
     planeConfig.profile = std::move(*profile);
   }
+  // GPU mode dra: the ResourceSlices publish the MIG instances a card has, so the engine places
+  // only on those (a claim cannot pin an instance that does not exist yet; docs/dra.md).
+  if (o.gpuMode == "dra") planeConfig.profile.options.migCreation = false;
   SteadyClock steady;
   demo::FastClock fast(o.demoSpeed);
   const Clock& clock = o.demo ? static_cast<const Clock&>(fast) : steady;

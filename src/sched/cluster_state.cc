@@ -20,8 +20,9 @@ bool slotsFree(std::uint32_t used, int start, int count) {
 }
 
 int instancesOfProfile(const GpuRecord& gpu, int profile) {
-  return static_cast<int>(std::count_if(gpu.migInstances.begin(), gpu.migInstances.end(),
-                                        [&](const MigInstance& m) { return m.profile == profile; }));
+  return static_cast<int>(
+      std::count_if(gpu.migInstances.begin(), gpu.migInstances.end(),
+                    [&](const MigInstance& m) { return m.profile == profile; }));
 }
 
 // True when an instance of `profile` may be created at `start` on this card now.
@@ -46,7 +47,7 @@ bool migCreatable(const model::GpuType& type, const GpuRecord& gpu, int profile,
 
 std::string_view eventName(const Event& event) {
   static constexpr std::string_view kNames[] = {
-      "NodeAdded",     "NodeUpdated",     "NodeRemoved",     "GpuTelemetry",        "ReplicaPlaced",
+      "NodeAdded",     "NodeUpdated",     "NodeRemoved",     "GpuTelemetry",       "ReplicaPlaced",
       "ReplicaLoaded", "ReplicaUnloaded", "ReplicaActivity", "ReservationsExpired"};
   return kNames[event.index()];
 }
@@ -170,7 +171,7 @@ std::int64_t ClusterState::placeableMemoryMib(GpuId g) const {
       best = std::max(best, type.migProfiles[static_cast<std::size_t>(m.profile)].memoryMib);
     }
   }
-  for (std::size_t p = 0; p < type.migProfiles.size(); ++p) {
+  for (std::size_t p = 0; options_.migCreation && p < type.migProfiles.size(); ++p) {
     const model::MigProfile& prof = type.migProfiles[p];
     if (prof.memoryMib <= best) continue;
     for (int start : prof.allowedStarts) {
@@ -185,8 +186,8 @@ std::int64_t ClusterState::placeableMemoryMib(GpuId g) const {
 
 // ---- nodes --------------------------------------------------------------------------------
 
-Result<model::GpuSpec> ClusterState::resolveGpu(const model::NodeSpec& n,
-                                                const model::GpuSpec& in, int* typeIndex) const {
+Result<model::GpuSpec> ClusterState::resolveGpu(const model::NodeSpec& n, const model::GpuSpec& in,
+                                                int* typeIndex) const {
   const std::string where = "node " + n.name + " gpu " + in.id;
   if (in.id.empty()) return fail(Error::invalid("node " + n.name + ": a GPU has an empty id"));
   const int t = catalog_->indexOf(in.type);
@@ -260,7 +261,8 @@ Result<void> ClusterState::addNode(const model::NodeSpec& spec) {
                                    layout.error().message));
       }
       for (const model::MigPlacement& m : *layout) {
-        rec.migSlotsUsed |= model::migSliceMask(type.migProfiles[static_cast<std::size_t>(m.profile)], m.start);
+        rec.migSlotsUsed |=
+            model::migSliceMask(type.migProfiles[static_cast<std::size_t>(m.profile)], m.start);
         rec.migInstances.push_back(
             {static_cast<std::int16_t>(m.profile), static_cast<std::int8_t>(m.start), -1, false});
       }
@@ -421,8 +423,8 @@ Result<void> ClusterState::telemetry(const GpuTelemetry& ev) {
   }
   for (const auto& [name, used] : ev.replicaUsedMib) {
     if (used < 0) {
-      return fail(Error::invalid("telemetry for " + ev.node + "/" + ev.gpuId + ": replica " +
-                                 name + " usage must be >= 0"));
+      return fail(Error::invalid("telemetry for " + ev.node + "/" + ev.gpuId + ": replica " + name +
+                                 " usage must be >= 0"));
     }
   }
   GpuRecord& rec = gpus_[static_cast<std::size_t>(*gid)];
@@ -443,9 +445,8 @@ Result<void> ClusterState::telemetry(const GpuTelemetry& ev) {
   }
   // MIG usage lives inside instances Tessera already charges whole, and everything on an
   // exclusive card is its replica's: no foreign share there.
-  const std::int64_t foreign = rec.spec.migEnabled || rec.exclusive
-                                   ? 0
-                                   : std::max<std::int64_t>(0, ev.usedMib - attributed);
+  const std::int64_t foreign =
+      rec.spec.migEnabled || rec.exclusive ? 0 : std::max<std::int64_t>(0, ev.usedMib - attributed);
   rec.foreignMib = foreign;
   const std::vector<ReplicaId> onGpu = rec.replicas;
   for (ReplicaId r : onGpu) recharge(r);
@@ -515,7 +516,8 @@ Result<void> ClusterState::checkPlacement(const Placement& p) const {
           std::any_of(g.migInstances.begin(), g.migInstances.end(), [&](const MigInstance& m) {
             return m.profile == a.migProfile && m.start == a.migStart && m.occupant < 0;
           });
-      if (!freeInstance && !migCreatable(type, g, a.migProfile, a.migStart)) {
+      if (!freeInstance &&
+          (!options_.migCreation || !migCreatable(type, g, a.migProfile, a.migStart))) {
         return fail(Error::exhausted(where + ": MIG slice " +
                                      type.migProfiles[static_cast<std::size_t>(a.migProfile)].name +
                                      "@" + std::to_string(a.migStart) + " is not available"));
@@ -527,12 +529,12 @@ Result<void> ClusterState::checkPlacement(const Placement& p) const {
       // A slice owns a fixed share of the SMs; a booking beyond it cannot be real.
       const int slices = std::max(1, model::migComputeSlices(type));
       if (a.computeMilli > prof.computeSlices * g.spec.computeMilli / slices) {
-        return fail(Error::invalid(where + ": books more compute than the MIG slice " +
-                                   prof.name + " has"));
+        return fail(Error::invalid(where + ": books more compute than the MIG slice " + prof.name +
+                                   " has"));
       }
     } else if (a.reservedMib > g.freeMemoryMib()) {
-      return fail(Error::exhausted(where + ": needs " + std::to_string(a.reservedMib) +
-                                   " MiB, " + std::to_string(g.freeMemoryMib()) + " MiB free"));
+      return fail(Error::exhausted(where + ": needs " + std::to_string(a.reservedMib) + " MiB, " +
+                                   std::to_string(g.freeMemoryMib()) + " MiB free"));
     }
   }
   return {};
@@ -579,11 +581,13 @@ Result<void> ClusterState::place(const Placement& p) {
       g.foreignMib = 0;  // the card is the replica's whole: it is charged all of it
     }
     if (g.spec.migEnabled) {
-      auto it = std::find_if(g.migInstances.begin(), g.migInstances.end(), [&](const MigInstance& m) {
-        return m.profile == a.migProfile && m.start == a.migStart && m.occupant < 0;
-      });
+      auto it =
+          std::find_if(g.migInstances.begin(), g.migInstances.end(), [&](const MigInstance& m) {
+            return m.profile == a.migProfile && m.start == a.migStart && m.occupant < 0;
+          });
       if (it == g.migInstances.end()) {
-        const auto& prof = catalog_->at(g.typeIndex).migProfiles[static_cast<std::size_t>(a.migProfile)];
+        const auto& prof =
+            catalog_->at(g.typeIndex).migProfiles[static_cast<std::size_t>(a.migProfile)];
         g.migSlotsUsed |= slotMask(a.migStart, prof.slotCount);
         g.migInstances.push_back({a.migProfile, a.migStart, rid, true});
       } else {
@@ -591,7 +595,8 @@ Result<void> ClusterState::place(const Placement& p) {
       }
     }
   }
-  expiries_.insert({replicas_[static_cast<std::size_t>(rid)].placedAtMs + options_.reservationTtlMs, rid});
+  expiries_.insert(
+      {replicas_[static_cast<std::size_t>(rid)].placedAtMs + options_.reservationTtlMs, rid});
   ++activeReservations_;
   recharge(rid);
   // recharge reindexes only GPUs whose charge moved; an exclusive hold or a MIG instance
@@ -701,7 +706,8 @@ void ClusterState::releaseReplica(ReplicaId rid) {
         if (it->occupant != rid) continue;
         if (it->dynamic) {
           // Tessera made this instance for the replica; give the slices back.
-          g.migSlotsUsed &= ~slotMask(it->start, type.migProfiles[static_cast<std::size_t>(it->profile)].slotCount);
+          g.migSlotsUsed &= ~slotMask(
+              it->start, type.migProfiles[static_cast<std::size_t>(it->profile)].slotCount);
           g.migInstances.erase(it);
         } else {
           it->occupant = -1;
@@ -743,7 +749,8 @@ void ClusterState::reindex(GpuId g) {
     if (indexedKey_[oi] < 0) continue;
     maxKey = std::max(maxKey, indexedKey_[oi]);
     const GpuRecord& o = gpus_[oi];
-    maxCompute = std::max(maxCompute, o.spec.migEnabled ? o.spec.computeMilli : o.freeComputeMilli());
+    maxCompute =
+        std::max(maxCompute, o.spec.migEnabled ? o.spec.computeMilli : o.freeComputeMilli());
   }
   nodeMaxKey_[static_cast<std::size_t>(rec.node)] = maxKey;
   nodeMaxCompute_[static_cast<std::size_t>(rec.node)] = maxCompute;

@@ -168,7 +168,8 @@ std::optional<MigChoice> chooseMigSlice(const ClusterState& state, GpuId gpuId,
   const Layout layout = layoutOf(type, gpu);
   const bool mediaTaken = mediaEngineTaken(type, gpu);
   std::optional<std::size_t> profile;
-  for (std::size_t p = 0; p < profileCount(type); ++p) {
+  const bool mayCreate = state.options().migCreation;
+  for (std::size_t p = 0; mayCreate && p < profileCount(type); ++p) {
     if (!acceptable(p)) continue;
     if (mediaTaken && model::isMediaExtended(type.migProfiles[p])) continue;
     if (profile && !(profileKey(type.migProfiles[p]) < profileKey(type.migProfiles[*profile]))) {
@@ -223,6 +224,7 @@ std::int64_t migPlaceableAfterMib(const ClusterState& state, GpuId gpuId, const 
     }
     best = std::max(best, type.migProfiles[p].memoryMib);
   }
+  if (!state.options().migCreation) return best;  // only free instances are placeable
   return std::max(best, roomLeft(type, layout).first);
 }
 
@@ -238,7 +240,8 @@ MigAvailability migAvailability(const ClusterState& state, GpuId gpuId) {
     if (p < profileCount(type))
       a.largestFreeMib = std::max(a.largestFreeMib, type.migProfiles[p].memoryMib);
   }
-  a.largestCreatableMib = roomLeft(type, layoutOf(type, gpu)).first;
+  if (state.options().migCreation)
+    a.largestCreatableMib = roomLeft(type, layoutOf(type, gpu)).first;
   return a;
 }
 

@@ -110,6 +110,49 @@ TEST_F(MigChoiceTest, AvailabilitySeparatesFreeFromCreatable) {
   EXPECT_EQ(a.largestCreatableMib, 40960);  // 3g.40gb at 4
 }
 
+// EngineOptions::migCreation false (a DRA cluster publishes the instances that exist): only a
+// free existing instance is chosen, nothing counts as creatable, and the books refuse a
+// placement that would make one.
+TEST_F(MigChoiceTest, WithoutCreationOnlyFreeInstancesAreChosen) {
+  EngineOptions noCreate;
+  noCreate.migCreation = false;
+  ClusterState s(catalog_, clock_, noCreate);
+  auto spec = nodeSpec("fixed", "A100-80GB", 1);
+  spec.gpus[0].migEnabled = true;
+  spec.gpus[0].migInstances = {{"3g.40gb", 0}};
+  ASSERT_TRUE(s.apply(NodeAdded{spec}));
+  const GpuId g = s.node(*s.findNode("fixed")).gpuIds[0];
+  const model::PlacementRequest small = makeRequest("small", 5 * kGib);
+  // With creation a 1g slice would be carved; without, the free 3g.40gb is the only choice.
+  const auto c = chooseMigSlice(s, g, small, needsOf(small));
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->creates);
+  EXPECT_EQ(c->start, 0);
+  EXPECT_EQ(
+      catalog_.at(s.gpu(g).typeIndex).migProfiles[static_cast<std::size_t>(c->profileIndex)].name,
+      "3g.40gb");
+  EXPECT_EQ(migAvailability(s, g).largestCreatableMib, 0);
+  EXPECT_EQ(s.placeableMemoryMib(g), 40960);
+  // Once it is taken, nothing is left, although the card has unused memory slices.
+  Placement p;
+  p.replicaId = "small";
+  p.mode = model::SharingMode::kMig;
+  p.node = s.gpu(g).node;
+  p.gpus.push_back({g, 5 * 1024, 6 * 1024, 0, 0, c->profileIndex, c->start});
+  ASSERT_TRUE(s.apply(ReplicaPlaced{p}));
+  EXPECT_FALSE(chooseMigSlice(s, g, small, needsOf(small)));
+  EXPECT_EQ(s.placeableMemoryMib(g), 0);
+  // And a placement that would create an instance is refused by the books.
+  Placement made = p;
+  made.replicaId = "made";
+  made.gpus[0].migProfile = 0;
+  made.gpus[0].migStart = 6;
+  auto refused = s.apply(ReplicaPlaced{made});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("is not available"), std::string::npos)
+      << refused.error().message;
+}
+
 TEST_F(MigChoiceTest, ProfileFloorHelper) {
   const auto& type = *catalog_.find("A100-80GB");
   const auto idx = [&](const char* name) {

@@ -29,6 +29,10 @@ struct EngineOptions {
   double memorySafetyFactor = 1.2;   // applied to a replica's memory estimate
   Millis reservationTtlMs = 30'000;  // how long a reservation waits for telemetry
   GpuTieBreak gpuTieBreak = GpuTieBreak::kBestFit;
+  // Whether a MIG placement may create a new instance (the node agent makes it). false: only
+  // free instances that exist are placed on, as in a DRA cluster, which publishes the MIG
+  // instances a card has (docs/dra.md). Every MIG decision reads it from the state's options.
+  bool migCreation = true;
 };
 
 // What one request needs per GPU, derived once per decision.
