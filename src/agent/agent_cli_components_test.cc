@@ -1,7 +1,10 @@
 // `tessera agent run` (the real binary) with a devicePlugin and an engines section: the
 // agent it starts registers tessera.io/gpus with a fake kubelet on a real unix socket, shows
 // the plugin and the stand-in vLLM in its status, switches a LoRA adapter over its admin API,
-// and `tessera agent drain` puts vLLM to sleep and removes the plugin's socket.
+// and `tessera agent drain` puts vLLM to sleep and removes the plugin's socket. With a
+// draDriver section (GPU mode both) the same binary publishes its DRA GPUs as ResourceSlices
+// to the test API server, registers with a fake kubelet built from kubelet's own protos, and
+// the device plugin serves only the other GPUs.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,8 +18,10 @@
 #include "agent/testing/agent_process.h"
 #include "agent/testing/agent_testing.h"
 #include "deviceplugin/test_support.h"
+#include "dra/testing/fake_kubelet.h"
 #include "engines/testing/fake_vllm.h"
 #include "engines/testing/scratch_dir.h"
+#include "k8s/testing/fake_apiserver.h"
 
 namespace tessera::agent {
 namespace {
@@ -91,6 +96,78 @@ TEST(AgentCliComponents, RunHostsThePluginAndDrivesTheEngine) {
   EXPECT_EQ(agent.wait(), 0);
   EXPECT_EQ(vllm.sleepLevel(), 1);
   EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+TEST(AgentCliComponents, RunAsADraDriverNextToTheDevicePlugin) {
+  testing::ControlPlaneServer server;
+  server.start();
+  k8s::testing::FakeApiServer api;
+  ASSERT_TRUE(api.start());
+  deviceplugin::testing::SocketDir sockets;
+  ASSERT_FALSE(sockets.path().empty());
+  deviceplugin::testing::FakeKubelet kubelet(sockets.path());
+  engines::testing::ScratchDir dir;
+  const std::string config = (dir.path() / "agent.yaml").string();
+  testing::writeFile(config,
+                     "nodeName: cli-dra\n"
+                     "server: " +
+                         server.url() +
+                         "\n"
+                         "heartbeatSeconds: 0.05\n"
+                         "gpuDiscovery: virtual\n"
+                         "virtualGpus: [{type: L4, count: 3}]\n"
+                         "cache: {dir: " +
+                         (dir.path() / "cache").string() +
+                         "}\n"
+                         "admin: 127.0.0.1:0\n"
+                         "drain: {stopNewWorkSeconds: 0, inFlightMaxSeconds: 5}\n"
+                         "devicePlugin: {enabled: true, dir: " +
+                         sockets.path() +
+                         ", watchSeconds: 0.05}\n"
+                         "draDriver: {enabled: true, gpus: [\"1\", \"2\"], registryDir: " +
+                         sockets.file("registry") + ", pluginDir: " + sockets.file("plugins") +
+                         ", cdiDir: " + sockets.file("cdi") + ", kubeApiServer: \"" + api.url() +
+                         "\", watchSeconds: 0.05}\n");
+  testing::AgentProcess agent(TESSERA_BINARY, config);
+  ASSERT_FALSE(agent.adminAddress().empty()) << agent.firstLine();
+
+  // The driver's two GPUs in the node's pool, the device plugin's one through kubelet.
+  ASSERT_TRUE(
+      deviceplugin::testing::eventually([&] { return api.list("resourceslices").size() == 1; }));
+  const json slice = api.list("resourceslices")[0];
+  EXPECT_EQ(slice["spec"]["nodeName"], "cli-dra");
+  ASSERT_EQ(slice["spec"]["devices"].size(), 2u);
+  EXPECT_EQ(slice["spec"]["devices"][0]["name"], "gpu-1");
+  EXPECT_EQ(slice["spec"]["devices"][1]["attributes"]["uuid"],
+            json({{"string", "virtual-cli-dra-2"}}));
+  dra::testing::FakeKubelet draKubelet;
+  auto info = draKubelet.registerPlugin(sockets.file("registry") + "/gpu.tessera.io-reg.sock");
+  ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ((*info)["endpoint"], sockets.file("plugins") + "/gpu.tessera.io/dra.sock");
+
+  httplib::Client admin("http://" + agent.adminAddress());
+  admin.set_connection_timeout(5);
+  admin.set_read_timeout(30);
+  json status;
+  ASSERT_TRUE(testing::eventually([&] {
+    auto r = admin.Get("/status");
+    if (!r || r->status != 200) return false;
+    status = json::parse(r->body, nullptr, false);
+    return status.contains("draDriver") && status["draDriver"].value("registrations", 0) == 1 &&
+           status.contains("devicePlugin");
+  })) << status.dump();
+  EXPECT_EQ(status["draDriver"]["state"], "serving");
+  EXPECT_EQ(status["draDriver"]["poolGeneration"], 1);
+  ASSERT_EQ(status["devicePlugin"]["resources"][0]["gpus"].size(), 1u);  // GPU 0 only
+  EXPECT_EQ(status["devicePlugin"]["resources"][0]["gpus"][0]["id"], "0");
+
+  // The drain withdraws the pool and the agent exits.
+  const std::string drain = std::string(TESSERA_BINARY) + " agent drain --admin " +
+                            agent.adminAddress() + " >/dev/null 2>&1";
+  EXPECT_EQ(std::system(drain.c_str()), 0);
+  EXPECT_EQ(agent.wait(), 0);
+  EXPECT_TRUE(api.list("resourceslices").empty());
+  EXPECT_FALSE(std::filesystem::exists(sockets.file("registry") + "/gpu.tessera.io-reg.sock"));
 }
 
 }  // namespace
