@@ -81,7 +81,7 @@ inline std::string describePlacement(const ClusterState& s, const Placement& p) 
 
 // The largest memory a new placement could get on a GPU, from model/mig.h's legality rules:
 // free memory on a plain GPU (0 when held exclusively), the largest free or legally
-// creatable instance on a MIG GPU.
+// creatable instance on a MIG GPU (free only, when the options forbid creating instances).
 inline std::int64_t expectedPlaceableMib(const ClusterState& s, GpuId gid) {
   const GpuRecord& g = s.gpu(gid);
   if (!g.spec.migEnabled) return g.exclusive ? 0 : std::max<std::int64_t>(0, g.freeMemoryMib());
@@ -90,6 +90,7 @@ inline std::int64_t expectedPlaceableMib(const ClusterState& s, GpuId gid) {
   for (const MigInstance& m : g.migInstances) {
     if (m.occupant < 0) best = std::max(best, type.migProfiles[std::size_t(m.profile)].memoryMib);
   }
+  if (!s.options().migCreation) return best;  // only existing instances (EngineOptions)
   // What can be created depends on the type and the layout only, and layouts repeat a lot.
   // Keyed by type name: custom catalogues do not share indices.
   static thread_local std::map<std::pair<std::string, std::vector<std::pair<int, int>>>,
@@ -364,8 +365,9 @@ inline std::optional<std::string> admissionProblem(const ClusterState& s, const 
           });
       const auto legal = model::legalMigPlacements(type, a.migProfile, migLayout(g));
       const bool creatable =
+          s.options().migCreation &&
           std::find(legal.begin(), legal.end(), model::MigPlacement{a.migProfile, a.migStart}) !=
-          legal.end();
+              legal.end();
       if (!freeInstance && !creatable) return "MIG slice not available";
       if (a.reservedMib > type.migProfiles[std::size_t(a.migProfile)].memoryMib) {
         return "more than the MIG slice";

@@ -82,7 +82,8 @@ inline bool plainGpuFits(const ClusterState& s, GpuId id, const model::Placement
          g.freeMemoryMib() >= needs.memoryMib;
 }
 
-// A MIG slice of an acceptable profile is free, or can legally be created (model/mig.h).
+// A MIG slice of an acceptable profile is free, or can legally be created (model/mig.h) when
+// the state's options allow creating instances.
 inline bool migGpuFits(const ClusterState& s, GpuId id, const model::PlacementRequest& r,
                        const Needs& needs) {
   const GpuRecord& g = s.gpu(id);
@@ -98,6 +99,7 @@ inline bool migGpuFits(const ClusterState& s, GpuId id, const model::PlacementRe
   for (const MigInstance& m : g.migInstances) {
     if (m.occupant < 0 && acceptable(m.profile)) return true;
   }
+  if (!s.options().migCreation) return false;  // only existing instances (EngineOptions)
   const auto layout = migLayout(g);
   for (int p = 0; p < static_cast<int>(type.migProfiles.size()); ++p) {
     if (acceptable(p) && !model::legalMigPlacements(type, p, layout).empty()) return true;
