@@ -198,7 +198,13 @@ Result<PreparedClaim> Driver::prepare(const ClaimRef& ref) {
   o.driver = config_.driver;
   o.nodeName = config_.nodeName;
   o.env = config_.env;
-  auto prepared = prepareClaim(**claim, ref, inventory(), o);
+  Result<PreparedClaim> prepared = fail(Error::internal("not prepared"));
+  try {
+    prepared = prepareClaim(**claim, ref, inventory(), o);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of an unexpected type in what the API server answered: this claim's error.
+    return fail(Error::invalid("resourceclaim " + ref.key() + " is malformed: " + e.what()));
+  }
   if (!prepared) return fail(prepared.error());
   TESSERA_RETURN_IF_ERROR(
       writeCdiSpec(cdiSpecPath(config_.cdiDir, config_.driver, ref.uid), prepared->cdiSpec));

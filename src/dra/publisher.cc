@@ -37,7 +37,13 @@ Result<PublishResult> SlicePublisher::publish(const deviceplugin::Inventory& inv
   std::lock_guard lock(mu_);
   for (int attempt = 1;; ++attempt) {
     bool conflict = false;
-    auto r = publishOnce(inventory, conflict);
+    Result<PublishResult> r = fail(Error::internal("not published"));
+    try {
+      r = publishOnce(inventory, conflict);
+    } catch (const json::exception& e) {
+      return fail(Error::invalid("ResourceSlices of node " + options_.nodeName +
+                                 ": a malformed answer from the API server: " + e.what()));
+    }
     if (r || !conflict || attempt == kAttempts) return r;
   }
 }

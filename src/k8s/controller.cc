@@ -532,10 +532,15 @@ void Controller::reportUnsatisfiedClaim(const std::string& podKey) {
       const json meta = claim.value("metadata", json::object());
       choice += " (Tessera chose node " +
                 meta.value("annotations", json::object()).value("tessera.io/node", "?");
-      for (const json& r : claim["spec"]["devices"].value("requests", json::array())) {
+      const json requests = claim.value("spec", json::object())
+                                .value("devices", json::object())
+                                .value("requests", json::array());
+      for (const json& r : requests) {
         const json ex = r.value("exactly", json::object());
         const json sel = ex.value("selectors", json::array());
-        if (!sel.empty()) choice += "; " + sel[0]["cel"].value("expression", "");
+        if (!sel.empty() && sel[0].is_object()) {
+          choice += "; " + sel[0].value("cel", json::object()).value("expression", "");
+        }
         const json caps = ex.value("capacity", json::object()).value("requests", json::object());
         for (const auto& [k, v] : caps.items()) {
           choice += ", " + k + " " + (v.is_string() ? v.get<std::string>() : v.dump());
