@@ -91,6 +91,24 @@ Result<PublishResult> SlicePublisher::publishOnce(const deviceplugin::Inventory&
   }
   o.generation = generation + 1;
   wanted = resourceSlices(inventory, o);
+  // Owned by the Node (as kubelet plugins do), so that deleting the Node deletes its pool.
+  // A node the API server does not have (yet) leaves the slices without an owner.
+  if (nodeUid_.empty()) {
+    auto node = client_.request("GET", "/api/v1/nodes/" + options_.nodeName);
+    if (node && node->status == 200) {
+      const json n = json::parse(node->body, nullptr, false);
+      if (n.is_object()) nodeUid_ = n.value("metadata", json::object()).value("uid", "");
+    }
+  }
+  for (json& w : wanted) {
+    if (!nodeUid_.empty()) {
+      w["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "v1"},
+                                                       {"kind", "Node"},
+                                                       {"name", options_.nodeName},
+                                                       {"uid", nodeUid_},
+                                                       {"controller", true}}});
+    }
+  }
   for (json& w : wanted) {
     const std::string name = w["metadata"]["name"].get<std::string>();
     const auto it = existing.find(name);

@@ -8,7 +8,8 @@
 // resourceVersion it read), and slices the pool no longer needs are deleted. A write that lost
 // a race (409 Conflict, or 404 on a slice deleted meanwhile) starts again from a fresh list, a
 // few times; other answers are errors naming the slice and the status. An unchanged inventory
-// writes nothing.
+// writes nothing. The slices it writes are owned by the node's Node object (read once), so
+// deleting the Node deletes the pool; without a Node object they have no owner.
 //
 // Threading: one publish at a time (serialised inside); the client is borrowed.
 
@@ -47,6 +48,7 @@ class SlicePublisher {
 
   k8s::KubeClient& client_;
   SliceOptions options_;
+  std::string nodeUid_;  // the Node's, once read: the slices' owner
   std::mutex mu_;
 };
 

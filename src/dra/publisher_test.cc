@@ -117,6 +117,21 @@ TEST_F(SlicePublisherTest, ThePoolFollowsTheInventoryAtARisingGeneration) {
   expectPublished(gpus(1), 7);
 }
 
+TEST_F(SlicePublisherTest, TheSlicesAreOwnedByTheNode) {
+  auto node = api_.create("nodes", {{"metadata", {{"name", "node-a"}}}});
+  ASSERT_TRUE(node);
+  ASSERT_TRUE(publisher_->publish(gpus(70)));  // two slices
+  ASSERT_EQ(stored().size(), 2u);
+  for (const auto& [name, s] : stored()) {
+    EXPECT_EQ(s["metadata"]["ownerReferences"], json::array({{{"apiVersion", "v1"},
+                                                              {"kind", "Node"},
+                                                              {"name", "node-a"},
+                                                              {"uid", (*node)["metadata"]["uid"]},
+                                                              {"controller", true}}}))
+        << name;
+  }
+}
+
 TEST_F(SlicePublisherTest, ARestartedAgentContinuesTheGeneration) {
   ASSERT_TRUE(publisher_->publish(gpus(2)));
   ASSERT_TRUE(publisher_->publish(gpus(3)));
