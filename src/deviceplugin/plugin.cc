@@ -1,6 +1,5 @@
 #include "deviceplugin/plugin.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/file_identity.h"
 #include "deviceplugin/pod_resources.h"
 #include "deviceplugin/proto/api.grpc.pb.h"
 
@@ -19,13 +19,6 @@ namespace {
 
 // Identity of a file: inode and change time, so a socket removed and created again (which
 // may reuse the inode number) still reads as new. Empty when the file is missing.
-std::string fileIdentity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
-}
-
 std::string sortedKey(std::vector<std::string> ids) {
   std::sort(ids.begin(), ids.end());
   std::string key;

@@ -1,6 +1,5 @@
 #include "dra/driver.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +8,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/file_identity.h"
 #include "dra/proto/dra.grpc.pb.h"
 #include "dra/proto/pluginregistration.grpc.pb.h"
 #include "k8s/kube_client.h"
@@ -20,13 +20,6 @@ namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
 namespace regpb = ::pluginregistration;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string fileIdentity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
-}
 
 class ApiServerClaims final : public ClaimSource {
  public:
