@@ -195,6 +195,20 @@ TEST_F(KubeFleetTest, ADeploymentWhoseModelDeploymentIsGoneIsDeleted) {
 // claim and node affinity, without tessera.io/* resources. Deleting the pod deletes its claim
 // and frees the booking; a claim the API server refuses leaves nothing booked and no pod.
 TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) {
+  // What the cluster and the books hold, for a wait that timed out.
+  auto dump = [&] {
+    std::string out = "pods:";
+    for (const json& p : pods()) out += " " + p["metadata"]["name"].get<std::string>();
+    out += "; claims:";
+    for (const json& c : server_.list("resourceclaims")) {
+      out += " " + c["metadata"]["name"].get<std::string>();
+    }
+    out +=
+        "; bookings: " + withPlane<json>([](ControlPlane& p) { return p.listReplicas(); }).dump();
+    out += "; controller: created " + std::to_string(controller_->stats().podsCreated) + " pods, " +
+           std::to_string(controller_->stats().claimsCreated) + " claims";
+    return out;
+  };
   startController(k8s::GpuMode::kDra);
   ASSERT_TRUE(
       server_.create("modeldeployments",
@@ -206,7 +220,7 @@ TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) 
                         {"resources", {{"gpuMemory", "24Gi"}, {"gpuCompute", "250m"}}},
                         {"image", "vllm/vllm-openai:v0.6"}}}}));
   controller_->start();
-  ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
+  ASSERT_TRUE(eventually([&] { return pods().size() == 2; })) << dump();
   for (const json& pod : pods()) {
     const std::string name = pod["metadata"]["name"];
     SCOPED_TRACE(name);
@@ -260,7 +274,7 @@ TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) 
                        {"reason", "Unschedulable"},
                        {"message", "0/2 nodes are available: 2 cannot allocate all claims."}}})}};
     ASSERT_TRUE(server_.updateStatus("pods", pending));
-    ASSERT_TRUE(eventually([&] { return server_.list("events").size() == 1; }));
+    ASSERT_TRUE(eventually([&] { return server_.list("events").size() == 1; })) << dump();
     pending = *server_.get("pods", "ml", pending["metadata"]["name"]);
     pending["status"]["conditions"][0]["message"] = "0/2 nodes are available: still no.";
     ASSERT_TRUE(server_.updateStatus("pods", pending));
@@ -279,11 +293,12 @@ TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) 
   // A pod deleted: its claim goes, its booking is freed, a new pod and claim come.
   const std::string first = pods()[0]["metadata"]["name"];
   ASSERT_TRUE(server_.remove("pods", "ml", first));
-  ASSERT_TRUE(eventually([&] { return !server_.get("resourceclaims", "ml", first + "-gpu"); }));
+  ASSERT_TRUE(eventually([&] { return !server_.get("resourceclaims", "ml", first + "-gpu"); }))
+      << dump();
   ASSERT_TRUE(eventually([&] {
     return !withPlane<bool>(
         [&](ControlPlane& p) { return p.getReplica("ml/" + first).has_value(); });
-  }));
+  })) << dump();
   ASSERT_TRUE(
       eventually([&] { return pods().size() == 2 && server_.list("resourceclaims").size() == 2; }));
 
@@ -294,7 +309,7 @@ TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) 
   const std::size_t bookedBefore =
       withPlane<std::size_t>([](ControlPlane& p) { return p.listReplicas()["replicas"].size(); });
   ASSERT_TRUE(server_.remove("pods", "ml", pods()[0]["metadata"]["name"]));
-  ASSERT_TRUE(eventually([&] { return pods().size() == 1; }));
+  ASSERT_TRUE(eventually([&] { return pods().size() == 1; })) << dump();
   // Several reconciles are refused meanwhile. Each books, fails to write the claim and takes
   // the booking back: at most the one in flight is ever seen, and none stays.
   auto booked = [&] {
@@ -308,7 +323,7 @@ TEST_F(KubeFleetTest, DraModeWritesAClaimPinningTheEnginesChoiceForEachReplica) 
   EXPECT_EQ(pods().size(), 1u);
   EXPECT_TRUE(eventually([&] { return booked() == bookedBefore - 1; }));
   server_.refuseWrites({});
-  ASSERT_TRUE(eventually([&] { return pods().size() == 2; }));
+  ASSERT_TRUE(eventually([&] { return pods().size() == 2; })) << dump();
 }
 
 }  // namespace
