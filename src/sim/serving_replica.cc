@@ -60,7 +60,8 @@ void ReplicaEngine::remember(const ReplicaJob& job) {
   }
 }
 
-std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<int>& admitted) {
+std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<int>& admitted,
+                                                    double slowdown) {
   if (iterationEndUs_ || !hasWork()) return std::nullopt;
   // Admission, FIFO: the head waits (and everything behind it) until it fits.
   std::int64_t promptTokens = 0;
@@ -96,7 +97,8 @@ std::optional<Micros> ReplicaEngine::startIteration(Micros nowUs, std::vector<in
   }
   if (!any) return std::nullopt;  // only blocked requests: nothing can run (never fits)
   bytes += perf_.weightsBytes;
-  const double seconds = std::max(flops / perf_.flopsPerSec, bytes / perf_.bytesPerSec);
+  const double seconds =
+      std::max(flops / perf_.flopsPerSec, bytes / perf_.bytesPerSec) * std::max(1.0, slowdown);
   const auto us = std::max<Micros>(1, static_cast<Micros>(std::ceil(seconds * 1e6 - 1e-6)));
   iterationComputeUs_ =
       std::min(us, static_cast<Micros>(std::llround(flops / perf_.flopsPerSec * 1e6)));

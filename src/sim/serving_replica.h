@@ -70,7 +70,10 @@ class ReplicaEngine {
 
   // Starts the next iteration at `nowUs` when none is in flight and there is work; returns its
   // end, or nullopt. `admitted` receives the ids admitted now (their queueing ends at nowUs).
-  std::optional<Micros> startIteration(Micros nowUs, std::vector<int>& admitted);
+  // `slowdown` >= 1 stretches the iteration (a time-sliced GPU shared with busy neighbours);
+  // its compute time, the work itself, stays the same.
+  std::optional<Micros> startIteration(Micros nowUs, std::vector<int>& admitted,
+                                       double slowdown = 1);
   // Ends the iteration in flight (at its end time): ids that got their first token, and ids
   // that completed (a one-token request is in both).
   void finishIteration(std::vector<int>& firstTokens, std::vector<int>& completed);
@@ -87,6 +90,7 @@ class ReplicaEngine {
   int waiting() const { return static_cast<int>(waiting_.size()); }
   int running() const { return static_cast<int>(running_.size()); }
   double kvCacheUsage() const;
+  std::int64_t kvReservedTokens() const { return kvReservedTokens_; }
   // Microseconds spent iterating up to `nowUs` (GPU busy time; DCGM's GPU_UTIL over a window).
   Micros busyUsUntil(Micros nowUs) const;
   // Microseconds of that busy time the compute units worked (each iteration's FLOPs at the

@@ -161,7 +161,12 @@ struct ServingPolicyResult {
   int scaleEvents() const { return scaleUps + scaleDowns; }
   int coldStarts = 0;                     // replicas placed after t = 0
   std::array<int, 3> coldStartsByTier{};  // host memory, local disk, remote
+  // Load time of each cold start, seconds, by tier (the distribution behind coldStartsByTier).
+  std::array<std::vector<double>, 3> coldStartSeconds{};
   int placementFailures = 0;              // replicas the engine could not place
+  // Replica-seconds the reconciler asked for and the fleet had no room for (checked each sync).
+  double pendingReplicaSeconds = 0;
+  int evicted = 0;  // replicas a higher-priority deployment evicted (fleet runs)
   int peakReplicas = 0;                   // most replicas holding GPUs at once
   double meanServingReplicas = 0;         // time-average of loading + ready
   double horizonS = 0;
