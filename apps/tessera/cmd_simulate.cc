@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cmd_simulate_fleet.h"
 #include "cmd_simulate_serving.h"
 #include "model/gpu_catalog.h"
 #include "out_dir.h"
@@ -419,18 +420,22 @@ SimulateCommand::SimulateCommand(CLI::App& app) {
   matrix_ = addSimulateMatrix(*simulate_, *matrixOptions_);
   replicaOptions_ = std::make_unique<SimulateReplicaOptions>();
   replica_ = addSimulateReplica(*simulate_, *replicaOptions_);
+  fleetOptions_ = std::make_unique<SimulateFleetOptions>();
+  fleet_ = addSimulateFleet(*simulate_, *fleetOptions_);
 }
 
 SimulateCommand::~SimulateCommand() = default;
 
 bool SimulateCommand::parsed() const {
-  return fgd_->parsed() || serving_->parsed() || matrix_->parsed() || replica_->parsed();
+  return fgd_->parsed() || serving_->parsed() || matrix_->parsed() || replica_->parsed() ||
+         fleet_->parsed();
 }
 
 int SimulateCommand::run(std::ostream& out, std::ostream& err) const {
   if (serving_->parsed()) return runSimulateServing(*servingOptions_, out, err);
   if (matrix_->parsed()) return runSimulateMatrix(*matrixOptions_, out, err);
   if (replica_->parsed()) return runSimulateReplica(*replicaOptions_, out, err);
+  if (fleet_->parsed()) return runSimulateFleet(*fleetOptions_, out, err);
   return runSimulateFgd(options_, out, err);
 }
 

@@ -40,6 +40,7 @@ int runSimulateFgd(const SimulateFgdOptions& options, std::ostream& out, std::os
 struct SimulateServingOptions;  // cmd_simulate_serving.h
 struct SimulateMatrixOptions;
 struct SimulateReplicaOptions;
+struct SimulateFleetOptions;
 
 // Registers `simulate` and its subcommands `fgd` and `serving` on the app. Lives as long as the
 // app; not copyable (the parser holds pointers into it).
@@ -63,6 +64,8 @@ class SimulateCommand {
   std::unique_ptr<SimulateMatrixOptions> matrixOptions_;
   CLI::App* replica_;
   std::unique_ptr<SimulateReplicaOptions> replicaOptions_;
+  CLI::App* fleet_;
+  std::unique_ptr<SimulateFleetOptions> fleetOptions_;
 };
 
 }  // namespace tessera::cli

@@ -144,8 +144,45 @@ class Cluster {
   std::vector<DeploymentRun*> runs;
   std::vector<FleetSample> samples;
   int evictions = 0;
+  std::map<std::string, double> gpuUsByType;
+  int peakGpusInUse = 0;
+
+  // A replica took or left a GPU: cards in use, and their time within the measured window.
+  void gpuTaken(sched::GpuId gpu, int deployment, int replica, Micros now) {
+    auto& tenants = onGpu[gpu];
+    tenants.emplace_back(deployment, replica);
+    if (tenants.size() == 1) {
+      busySince_[gpu] = now;
+      ++inUse_;
+      if (now >= o_.measuredFromUs) peakGpusInUse = std::max(peakGpusInUse, inUse_);
+    }
+  }
+  void gpuLeft(sched::GpuId gpu, int deployment, int replica, Micros now) {
+    auto& tenants = onGpu[gpu];
+    std::erase(tenants, std::make_pair(deployment, replica));
+    if (tenants.empty()) {
+      chargeGpu(gpu, now);
+      --inUse_;
+    }
+  }
+  void chargeGpu(sched::GpuId gpu, Micros until) {
+    const Micros from = std::max(busySince_[gpu], o_.measuredFromUs);
+    if (until > from) {
+      gpuUsByType[state.gpu(gpu).spec.type] += static_cast<double>(until - from);
+    }
+  }
+  // At the horizon: the cards still in use.
+  void chargeOpenGpus(Micros horizon) {
+    for (const auto& [gpu, tenants] : onGpu) {
+      if (!tenants.empty()) chargeGpu(gpu, horizon);
+    }
+  }
+  // The cards in use when measuring starts count towards the peak.
+  void measuringStarts() { peakGpusInUse = std::max(peakGpusInUse, inUse_); }
 
  private:
+  std::unordered_map<sched::GpuId, Micros> busySince_;
+  int inUse_ = 0;
   std::uint64_t seq_ = 0;
   std::vector<model::NodeSpec> nodeSpecs_;
   std::vector<std::unordered_map<std::string, ModelOnNode>> models_;  // per node
@@ -301,7 +338,8 @@ Result<void> DeploymentRun::start() {
     s.sloUs = static_cast<Micros>(std::max(sloFloorUs, o_.sloPrefillFactor * prefillUs));
     requests_.push_back(s);
   }
-  horizonUs_ = trace_.spanUs() + Micros{o_.tailSeconds} * kUsPerSecond;
+  horizonUs_ =
+      s_.horizonUs > 0 ? s_.horizonUs : trace_.spanUs() + Micros{o_.tailSeconds} * kUsPerSecond;
   out_.policy = s_.name;
   lastDesired_ = std::clamp(controller_.initialReplicas(), 0, s_.replicaLimit);
   for (int i = 0; i < lastDesired_; ++i) {
@@ -421,7 +459,7 @@ Result<bool> DeploymentRun::addReplica(Micros now, bool warm, double share) {
   replicas_.push_back(std::move(r));
   const int index = static_cast<int>(replicas_.size()) - 1;
   c_.owner.emplace(id, std::make_pair(index_, index));
-  if (replicas_.back().gpu >= 0) c_.onGpu[replicas_.back().gpu].emplace_back(index_, index);
+  if (replicas_.back().gpu >= 0) c_.gpuTaken(replicas_.back().gpu, index_, index, now);
   setPhase(replicas_.back(), Phase::kLoading);
   ++c_.modelOn(node, o_.model.name).live;
   ++holding_;
@@ -617,10 +655,7 @@ Result<void> DeploymentRun::release(int index, Micros now) {
   --m.live;
   m.hostCachedUntil = now + Micros{o_.hostCacheSeconds} * kUsPerSecond;
   --holding_;
-  if (r.gpu >= 0) {
-    auto& tenants = c_.onGpu[r.gpu];
-    std::erase(tenants, std::make_pair(index_, index));
-  }
+  if (r.gpu >= 0) c_.gpuLeft(r.gpu, index_, index, now);
   return {};
 }
 
@@ -886,7 +921,9 @@ ServingPolicyResult DeploymentRun::finish() {
   return r;
 }
 
-void fleetSample(Cluster& c, Micros now, int periodSeconds) {
+// `record` false: only reads the counters (the measured window starts: compute is counted from
+// here).
+void fleetSample(Cluster& c, Micros now, int periodSeconds, bool record) {
   FleetSample f;
   f.timeS = static_cast<double>(now - c.o_.measuredFromUs) / 1e6;
   double used = 0, held = 0, compute = 0, capacity = 0;
@@ -907,7 +944,7 @@ void fleetSample(Cluster& c, Micros now, int periodSeconds) {
     f.memoryAllocated = held / capacity;
     f.compute = compute / (static_cast<double>(periodSeconds) * 1e6 * f.gpusInUse);
   }
-  c.samples.push_back(f);
+  if (record) c.samples.push_back(f);
 }
 
 }  // namespace
@@ -933,12 +970,17 @@ Result<LoopResult> runLoop(const model::GpuCatalog& catalog, const ClusterOption
   if (options.fleetSampleSeconds > 0) {
     cluster.push(options.measuredFromUs, EventType::kFleetSample, -1);
   }
+  bool measuring = false;
   while (!cluster.events.empty()) {
     const Event e = cluster.events.top();
     if (e.atUs > horizon) break;
     cluster.events.pop();
+    if (!measuring && e.atUs >= options.measuredFromUs) {
+      cluster.measuringStarts();
+      measuring = true;
+    }
     if (e.type == EventType::kFleetSample) {
-      fleetSample(cluster, e.atUs, options.fleetSampleSeconds);
+      fleetSample(cluster, e.atUs, options.fleetSampleSeconds, e.atUs > options.measuredFromUs);
       const Micros next = e.atUs + Micros{options.fleetSampleSeconds} * kUsPerSecond;
       if (next <= horizon) cluster.push(next, EventType::kFleetSample, -1);
     } else {
@@ -958,6 +1000,9 @@ Result<LoopResult> runLoop(const model::GpuCatalog& catalog, const ClusterOption
   for (auto& run : runs) out.deployments.push_back(run->finish());
   out.samples = std::move(cluster.samples);
   out.evictions = cluster.evictions;
+  cluster.chargeOpenGpus(horizon);
+  for (const auto& [type, us] : cluster.gpuUsByType) out.gpuHoursByType[type] = us / 3.6e9;
+  out.peakGpusInUse = cluster.peakGpusInUse;
   return out;
 }
 

@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +64,7 @@ struct DeploymentSetup {
   const ServingTrace* trace = nullptr;  // with its lead-in, on the loop's time line
   std::size_t firstCounted = 0;         // requests before this index are the lead-in's
   Micros measuredFromUs = 0;
+  Micros horizonUs = 0;     // where it ends; 0: its trace's last arrival + options.tailSeconds
   ServingOptions options;   // as the world runs (model error applied); fleet.gpuType is its type
   ReplicaPerf perf;         // one whole GPU (the SLO's unloaded prefill)
   ReplicaPerf replicaPerf;  // a replica on `share`
@@ -90,6 +92,10 @@ struct LoopResult {
   std::vector<ServingPolicyResult> deployments;  // in setup order
   std::vector<FleetSample> samples;
   int evictions = 0;
+  // Hours each GPU type's cards held at least one replica within the measured window (a card
+  // shared by four replicas counts once), and the most cards in use at once.
+  std::map<std::string, double> gpuHoursByType;
+  int peakGpusInUse = 0;
 };
 
 Result<LoopResult> runLoop(const model::GpuCatalog& catalog, const ClusterOptions& cluster,

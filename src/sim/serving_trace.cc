@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
@@ -37,35 +38,6 @@ bool digits(std::string_view s, std::size_t pos, std::size_t n, int& out) {
   return true;
 }
 
-// "2023-11-16 18:15:46.6805900" -> microseconds since the epoch; fraction digits beyond the
-// microsecond are truncated. False when it does not read as such a time.
-bool parseTimestamp(std::string_view s, Micros& out) {
-  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  if (s.size() < 19 || !digits(s, 0, 4, year) || s[4] != '-' || !digits(s, 5, 2, month) ||
-      s[7] != '-' || !digits(s, 8, 2, day) || (s[10] != ' ' && s[10] != 'T') ||
-      !digits(s, 11, 2, hour) || s[13] != ':' || !digits(s, 14, 2, minute) || s[16] != ':' ||
-      !digits(s, 17, 2, second)) {
-    return false;
-  }
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
-    return false;
-  }
-  std::int64_t micros = 0;
-  if (s.size() > 19) {
-    if (s[19] != '.' || s.size() == 20) return false;
-    std::int64_t scale = 100000;
-    for (std::size_t i = 20; i < s.size(); ++i) {
-      if (s[i] < '0' || s[i] > '9') return false;
-      micros += (s[i] - '0') * scale;
-      scale /= 10;
-    }
-  }
-  const std::int64_t days =
-      daysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
-  out = ((days * 24 + hour) * 60 + minute) * 60'000'000LL + second * 1'000'000LL + micros;
-  return true;
-}
-
 // Shifts arrivals to start at 0, scales them and sorts by arrival (stable: file order among
 // equal times).
 Result<ServingTrace> finish(ServingTrace trace, std::vector<Micros> raw, double timeScale,
@@ -94,6 +66,33 @@ std::string baseName(std::string_view path) {
 
 }  // namespace
 
+bool parseDateTime(std::string_view s, Micros& out) {
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  if (s.size() < 19 || !digits(s, 0, 4, year) || s[4] != '-' || !digits(s, 5, 2, month) ||
+      s[7] != '-' || !digits(s, 8, 2, day) || (s[10] != ' ' && s[10] != 'T') ||
+      !digits(s, 11, 2, hour) || s[13] != ':' || !digits(s, 14, 2, minute) || s[16] != ':' ||
+      !digits(s, 17, 2, second)) {
+    return false;
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
+    return false;
+  }
+  std::int64_t micros = 0;
+  if (s.size() > 19) {
+    if (s[19] != '.' || s.size() == 20) return false;
+    std::int64_t scale = 100000;
+    for (std::size_t i = 20; i < s.size(); ++i) {
+      if (s[i] < '0' || s[i] > '9') return false;
+      micros += (s[i] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  const std::int64_t days =
+      daysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
+  out = ((days * 24 + hour) * 60 + minute) * 60'000'000LL + second * 1'000'000LL + micros;
+  return true;
+}
+
 Result<ServingTrace> parseAzureLlmTrace(std::string_view text, std::string label,
                                         double timeScale) {
   auto table = parseCsv(text, label);
@@ -112,7 +111,7 @@ Result<ServingTrace> parseAzureLlmTrace(std::string_view text, std::string label
   for (const CsvRow& row : table->rows) {
     Micros at = 0;
     const std::string& when = row.fields[static_cast<std::size_t>(*ts)];
-    if (!parseTimestamp(when, at)) {
+    if (!parseDateTime(when, at)) {
       return fail(table->error(
           row, *ts, "expected a time like 2023-11-16 18:15:46.6805900, got \"" + when + "\""));
     }
@@ -235,15 +234,12 @@ Result<std::vector<QpsPoint>> parseQpsSeries(std::string_view text, const std::s
   return out;
 }
 
-Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path) {
-  if (!path.ends_with(".tar.gz") && !path.ends_with(".tgz")) {
-    auto text = readTextFile(path);
-    if (!text) return fail(text.error());
-    return parseQpsSeries(*text, path);
-  }
+Result<std::string> readCsvOrTarGz(const std::string& path) {
+  if (!path.ends_with(".tar.gz") && !path.ends_with(".tgz")) return readTextFile(path);
   if (path.find('\'') != std::string::npos) {
     return fail(Error::invalid(path + ": a path with a single quote cannot be passed to tar"));
   }
+  if (!std::filesystem::exists(path)) return fail(Error::notFound(path + ": no such file"));
   // GenTD26's archives carry macOS metadata entries; only *.csv members are read.
   const std::string command = "tar -xzOf '" + path + "' --wildcards '*.csv' --exclude '._*' 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -256,7 +252,13 @@ Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path) {
   if (status != 0 || text.empty()) {
     return fail(Error::invalid(path + ": tar could not read a .csv member from the archive"));
   }
-  return parseQpsSeries(text, path);
+  return text;
+}
+
+Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path) {
+  auto text = readCsvOrTarGz(path);
+  if (!text) return fail(text.error());
+  return parseQpsSeries(*text, path);
 }
 
 Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const ServingTrace& tokens,

@@ -59,6 +59,11 @@ Result<std::vector<QpsPoint>> parseQpsSeries(std::string_view text, const std::s
 // Reads a series from a CSV file, or from a .tar.gz holding one (as GenTD26 publishes it; read
 // through `tar`).
 Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path);
+// The text of a CSV file, or of the .csv member of a .tar.gz (read through `tar`).
+Result<std::string> readCsvOrTarGz(const std::string& path);
+// "2023-11-16 18:15:46.6805900" (or with a 'T') -> microseconds since the epoch, read as UTC;
+// fraction digits beyond the microsecond are truncated. False when it does not read as one.
+bool parseDateTime(std::string_view s, Micros& out);
 
 // A request trace shaped by a series: the series' time line stretched or compressed to
 // spanSeconds (0: as recorded), its rate scaled so that the mean over that span is

@@ -1,0 +1,242 @@
+#include "cmd_simulate_fleet.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cmd_simulate_serving.h"
+#include "model/gpu_catalog.h"
+#include "out_dir.h"
+#include "sim/fleet.h"
+#include "sim/fleet_report.h"
+#include "sim/fleet_traffic.h"
+#include "table.h"
+
+namespace tessera::cli {
+namespace {
+
+constexpr std::string_view kCommand = "simulate fleet";
+
+Result<std::vector<std::string>> policyList(const std::string& spec) {
+  std::vector<std::string> out;
+  if (spec == "all") {
+    for (auto n : sim::kFleetPolicyNames) out.emplace_back(n);
+    return out;
+  }
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', start), spec.size());
+    std::string name = spec.substr(start, comma - start);
+    if (!sim::isFleetPolicyName(name)) {
+      std::string known;
+      for (auto n : sim::kFleetPolicyNames) known += (known.empty() ? "" : ", ") + std::string(n);
+      return fail(Error::invalid("--policies: unknown policy '" + name + "' (known: " + known +
+                                 ", or all)"));
+    }
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
+    start = comma + 1;
+  }
+  return out;
+}
+
+Result<std::map<std::string, double>> parsePrices(const std::vector<std::string>& items,
+                                                  const model::GpuCatalog& catalog) {
+  std::map<std::string, double> out;
+  for (const std::string& item : items) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return fail(Error::invalid("--price " + item + ": expected TYPE=USD, e.g. H100-80GB=3.2"));
+    }
+    const std::string type = item.substr(0, eq);
+    if (catalog.find(type) == nullptr) {
+      return fail(Error::invalid("--price " + item + ": unknown GPU type '" + type + "'"));
+    }
+    double v = 0;
+    const char* b = item.data() + eq + 1;
+    const char* e = item.data() + item.size();
+    const auto [end, ec] = std::from_chars(b, e, v);
+    if (ec != std::errc() || end != e || !(v >= 0) || !std::isfinite(v)) {
+      return fail(Error::invalid("--price " + item + ": expected a price >= 0 after '='"));
+    }
+    out[type] = v;
+  }
+  return out;
+}
+
+// GenTD26's recorded load latencies, when the files are there.
+std::optional<sim::RecordedLoads> recordedLoads(const std::string& dataDir, std::ostream& err) {
+  const std::string dir = dataDir + "/alibaba-gentd26-genai-serving";
+  const std::string base = dir + "/basemodel_update_latency_anon.tar.gz";
+  const std::string lora = dir + "/lora_update_latency_anon.tar.gz";
+  if (!std::filesystem::exists(base) || !std::filesystem::exists(lora)) return std::nullopt;
+  auto b = sim::readLatencySeconds(base);
+  auto l = sim::readLatencySeconds(lora);
+  if (!b || !l) {
+    err << "tessera simulate fleet: warning: recorded load latencies not read: "
+        << (b ? l.error().message : b.error().message) << '\n';
+    return std::nullopt;
+  }
+  return sim::RecordedLoads{"Alibaba GenTD26 basemodel_update_latency, lora_update_latency",
+                            sim::distributionOf(std::move(*b)), sim::distributionOf(std::move(*l))};
+}
+
+std::string pct(double v) {
+  return fmt::format("{:.1f}%", 100 * v);
+}
+
+void printTable(const sim::FleetReport& r, std::ostream& out) {
+  out << fmt::format("fleet {}: {} nodes, {} GPUs, {} deployments; traffic: {}\n\n", r.fleet,
+                     r.nodes, r.gpus, r.deployments.size(), r.source);
+  Table t({{"POLICY"},
+           {"SLO MET", Align::kRight},
+           {"DEPLOYMENTS >= TARGET", Align::kRight},
+           {"GPU-H", Align::kRight},
+           {"COST", Align::kRight},
+           {"PEAK GPUS", Align::kRight},
+           {"MEM USED", Align::kRight},
+           {"COMPUTE", Align::kRight},
+           {"COLD STARTS (host/disk/remote)", Align::kRight},
+           {"COLD P50", Align::kRight},
+           {"EVICTIONS", Align::kRight},
+           {"PENDING", Align::kRight}});
+  for (const sim::FleetPolicyResult& p : r.policies) {
+    t.addRow({p.policy, fmt::format("{:.2f}%", 100 * p.sloAttainment),
+              fmt::format("{}/{}", p.deploymentsMeetingTarget, p.deployments.size()),
+              fmt::format("{:.1f}", p.gpuHours), fmt::format("${:.0f}", p.cost),
+              std::to_string(p.peakGpus), pct(p.meanMemoryUtilization),
+              pct(p.meanComputeUtilization),
+              fmt::format("{} ({}/{}/{})", p.coldStarts, p.coldStartsByTier[0],
+                          p.coldStartsByTier[1], p.coldStartsByTier[2]),
+              fmt::format("{:.1f} s", p.coldStartAll.p50), std::to_string(p.evictions),
+              fmt::format("{:.0f} s", p.pendingReplicaSeconds)});
+  }
+  t.print(out, "  ");
+  out << "\n  SLO MET: requests with TTFT within their deployment's SLO; GPU-H: cards holding a "
+         "replica x hours;\n  MEM USED: weights + KV of running requests on cards in use; COMPUTE: "
+         "tensor activity on them.\n";
+  if (r.recorded) {
+    out << fmt::format(
+        "\n  recorded loads ({}): base model p50 {:.1f} s, p90 {:.1f} s; LoRA p50 {:.1f} s\n",
+        r.recorded->source, r.recorded->baseModel.p50, r.recorded->baseModel.p90,
+        r.recorded->lora.p50);
+  }
+}
+
+}  // namespace
+
+int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostream& err) {
+  const auto catalog = model::GpuCatalog::builtin();
+  if (o.jobs < 0) return reportError(err, kCommand, Error::invalid("--jobs must be >= 0"));
+  if (!(o.minutes >= 10) || !std::isfinite(o.minutes)) {
+    return reportError(err, kCommand, Error::invalid("--minutes must be at least 10"));
+  }
+  auto policies = policyList(o.policies);
+  if (!policies) return reportError(err, kCommand, policies.error());
+  auto prices = parsePrices(o.prices, catalog);
+  if (!prices) return reportError(err, kCommand, prices.error());
+  sim::DefaultFleetOptions dfo;
+  dfo.dataDir = o.dataDir;
+  dfo.spanSeconds = o.minutes * 60;
+  dfo.nodes = o.nodes;
+  dfo.loraModels = o.checkpoints;
+  dfo.rateScale = o.rateScale;
+  dfo.seed = o.seed;
+  auto spec = sim::defaultFleet(dfo);
+  if (!spec) return reportError(err, kCommand, spec.error());
+  spec->pricePerGpuHour = *prices;
+  const std::size_t jobs = o.jobs > 0 ? static_cast<std::size_t>(o.jobs)
+                                      : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Result<sim::FleetPolicyResult>> results(policies->size(),
+                                                      fail(Error::internal("not run")));
+  // Each run owns its cluster; results do not depend on --jobs.
+  for (std::size_t begin = 0; begin < policies->size(); begin += jobs) {
+    const std::size_t end = std::min(policies->size(), begin + jobs);
+    std::vector<std::future<void>> running;
+    for (std::size_t i = begin; i < end; ++i) {
+      running.push_back(std::async(jobs > 1 ? std::launch::async : std::launch::deferred, [&, i] {
+        results[i] = sim::runFleet(*spec, catalog, (*policies)[i]);
+      }));
+    }
+    for (auto& f : running) f.get();
+  }
+  sim::FleetReport report;
+  report.fleet = spec->name;
+  report.source = spec->source;
+  for (const auto& g : spec->nodes) {
+    report.nodes += g.nodes;
+    report.gpus += g.nodes * g.gpusPerNode;
+  }
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (!results[i]) {
+      return reportError(
+          err, kCommand,
+          Error{results[i].error().code, (*policies)[i] + ": " + results[i].error().message});
+    }
+    report.policies.push_back(std::move(*results[i]));
+  }
+  report.deployments = spec->deployments;
+  report.recorded = recordedLoads(o.dataDir, err);
+  if (o.outDir) {
+    auto dir = OutDir::create(*o.outDir);
+    if (!dir) return reportError(err, kCommand, dir.error());
+    for (auto ok :
+         {dir->write("fleet.json",
+                     [&](std::ostream& f) { f << sim::fleetJson(report).dump(2) << '\n'; }),
+          dir->write("fleet_timeline.csv",
+                     [&](std::ostream& f) { sim::writeFleetTimelineCsv(f, report); }),
+          dir->write("fleet_utilization.svg",
+                     [&](std::ostream& f) { f << sim::fleetPlotSvg(report); })}) {
+      if (!ok) return reportError(err, kCommand, ok.error());
+    }
+    for (const auto& path : dir->written()) err << "wrote " << path << '\n';
+  }
+  if (o.format == SimulateFormat::kJson) {
+    out << sim::fleetJson(report).dump(2) << '\n';
+  } else if (o.format == SimulateFormat::kCsv) {
+    sim::writeFleetTimelineCsv(out, report);
+  } else {
+    printTable(report, out);
+  }
+  return kExitOk;
+}
+
+CLI::App* addSimulateFleet(CLI::App& simulate, SimulateFleetOptions& o) {
+  CLI::App* cmd = simulate.add_subcommand(
+      "fleet",
+      "Many deployments on one fleet under whole-gpu, time-slicing, binpack and tessera: "
+      "GPU-hours, "
+      "cost, utilisation, SLO attainment and cold starts (docs/fleet-simulator.md)");
+  cmd->add_option("--data", o.dataDir,
+                  "Folder with the public traces (azure-llm-inference-2023, "
+                  "alibaba-gentd26-genai-serving); a built-in synthetic fleet when absent")
+      ->capture_default_str();
+  cmd->add_option("--nodes", o.nodes, "Nodes of 8 H100-80GB in the fleet")->capture_default_str();
+  cmd->add_option("--minutes", o.minutes, "Every deployment's measured window")
+      ->capture_default_str();
+  cmd->add_option("--checkpoints", o.checkpoints,
+                  "GenTD26 checkpoints served as models of their own (the most requested first)")
+      ->capture_default_str();
+  cmd->add_option("--rate-scale", o.rateScale, "Every deployment's request rate x this")
+      ->capture_default_str();
+  cmd->add_option("--policies", o.policies,
+                  "Comma-separated: whole-gpu, time-slicing, binpack, tessera, or all")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the traffic draws")->capture_default_str();
+  cmd->add_option("--jobs,-j", o.jobs, "Policies run in parallel (0: one per core)")
+      ->default_str("1");
+  cmd->add_option("--price", o.prices,
+                  "Price per GPU-hour, TYPE=USD (repeatable; default H100-80GB=4, A100-80GB=2.5, "
+                  "L40S=1.5)");
+  cmd->add_option("--out-dir", o.outDir,
+                  "Write fleet.json, fleet_timeline.csv and fleet_utilization.svg here");
+  addSimulateFormatOption(*cmd, o.format);
+  return cmd;
+}
+
+}  // namespace tessera::cli
