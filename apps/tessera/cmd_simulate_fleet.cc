@@ -14,6 +14,7 @@
 #include "model/gpu_catalog.h"
 #include "out_dir.h"
 #include "sim/fleet.h"
+#include "sim/fleet_plan.h"
 #include "sim/fleet_report.h"
 #include "sim/fleet_traffic.h"
 #include "table.h"
@@ -128,18 +129,11 @@ void printTable(const sim::FleetReport& r, std::ostream& out) {
   }
 }
 
-}  // namespace
-
-int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostream& err) {
-  const auto catalog = model::GpuCatalog::builtin();
-  if (o.jobs < 0) return reportError(err, kCommand, Error::invalid("--jobs must be >= 0"));
+Result<sim::FleetSpec> fleetSpec(const SimulateFleetOptions& o,
+                                 const std::map<std::string, double>& prices) {
   if (!(o.minutes >= 10) || !std::isfinite(o.minutes)) {
-    return reportError(err, kCommand, Error::invalid("--minutes must be at least 10"));
+    return fail(Error::invalid("--minutes must be at least 10"));
   }
-  auto policies = policyList(o.policies);
-  if (!policies) return reportError(err, kCommand, policies.error());
-  auto prices = parsePrices(o.prices, catalog);
-  if (!prices) return reportError(err, kCommand, prices.error());
   sim::DefaultFleetOptions dfo;
   dfo.dataDir = o.dataDir;
   dfo.spanSeconds = o.minutes * 60;
@@ -148,8 +142,52 @@ int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostr
   dfo.rateScale = o.rateScale;
   dfo.seed = o.seed;
   auto spec = sim::defaultFleet(dfo);
+  if (!spec) return fail(spec.error());
+  spec->pricePerGpuHour = prices;
+  return spec;
+}
+
+// The traffic options `simulate fleet` and `plan` share.
+void addTrafficOptions(CLI::App& cmd, SimulateFleetOptions& o) {
+  cmd.add_option("--data", o.dataDir,
+                 "Folder with the public traces (azure-llm-inference-2023, "
+                 "alibaba-gentd26-genai-serving); a built-in synthetic fleet when absent")
+      ->capture_default_str();
+  cmd.add_option("--minutes", o.minutes, "Every deployment's measured window")
+      ->capture_default_str();
+  cmd.add_option("--checkpoints", o.checkpoints,
+                 "GenTD26 checkpoints served as models of their own (the most requested first)")
+      ->capture_default_str();
+  cmd.add_option("--rate-scale", o.rateScale, "Every deployment's request rate x this")
+      ->capture_default_str();
+  cmd.add_option("--seed", o.seed, "Seed of the traffic draws")->capture_default_str();
+  cmd.add_option("--price", o.prices,
+                 "Price per GPU-hour, TYPE=USD (repeatable; default H100-80GB=4, A100-80GB=2.5, "
+                 "L40S=1.5)");
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const std::size_t comma = std::min(s.find(',', start), s.size());
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostream& err) {
+  const auto catalog = model::GpuCatalog::builtin();
+  if (o.jobs < 0) return reportError(err, kCommand, Error::invalid("--jobs must be >= 0"));
+  auto policies = policyList(o.policies);
+  if (!policies) return reportError(err, kCommand, policies.error());
+  auto prices = parsePrices(o.prices, catalog);
+  if (!prices) return reportError(err, kCommand, prices.error());
+  auto spec = fleetSpec(o, *prices);
   if (!spec) return reportError(err, kCommand, spec.error());
-  spec->pricePerGpuHour = *prices;
   const std::size_t jobs = o.jobs > 0 ? static_cast<std::size_t>(o.jobs)
                                       : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Result<sim::FleetPolicyResult>> results(policies->size(),
@@ -212,30 +250,137 @@ CLI::App* addSimulateFleet(CLI::App& simulate, SimulateFleetOptions& o) {
       "Many deployments on one fleet under whole-gpu, time-slicing, binpack and tessera: "
       "GPU-hours, "
       "cost, utilisation, SLO attainment and cold starts (docs/fleet-simulator.md)");
-  cmd->add_option("--data", o.dataDir,
-                  "Folder with the public traces (azure-llm-inference-2023, "
-                  "alibaba-gentd26-genai-serving); a built-in synthetic fleet when absent")
-      ->capture_default_str();
+  addTrafficOptions(*cmd, o);
   cmd->add_option("--nodes", o.nodes, "Nodes of 8 H100-80GB in the fleet")->capture_default_str();
-  cmd->add_option("--minutes", o.minutes, "Every deployment's measured window")
-      ->capture_default_str();
-  cmd->add_option("--checkpoints", o.checkpoints,
-                  "GenTD26 checkpoints served as models of their own (the most requested first)")
-      ->capture_default_str();
-  cmd->add_option("--rate-scale", o.rateScale, "Every deployment's request rate x this")
-      ->capture_default_str();
   cmd->add_option("--policies", o.policies,
                   "Comma-separated: whole-gpu, time-slicing, binpack, tessera, or all")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the traffic draws")->capture_default_str();
   cmd->add_option("--jobs,-j", o.jobs, "Policies run in parallel (0: one per core)")
       ->default_str("1");
-  cmd->add_option("--price", o.prices,
-                  "Price per GPU-hour, TYPE=USD (repeatable; default H100-80GB=4, A100-80GB=2.5, "
-                  "L40S=1.5)");
   cmd->add_option("--out-dir", o.outDir,
                   "Write fleet.json, fleet_timeline.csv and fleet_utilization.svg here");
   addSimulateFormatOption(*cmd, o.format);
+  return cmd;
+}
+
+namespace {
+
+constexpr std::string_view kPlan = "plan";
+
+nlohmann::json planJson(const sim::Plan& p, double sloTarget) {
+  nlohmann::json j = {
+      {"policy", p.policy}, {"slo_target", sloTarget}, {"options", nlohmann::json::array()}};
+  for (const sim::PlanOption& o : p.options) {
+    nlohmann::json x = {{"gpu_type", o.gpuType},
+                        {"feasible", o.feasible},
+                        {"price_per_gpu_hour", o.pricePerGpuHour},
+                        {"runs", o.runs}};
+    if (!o.feasible) {
+      x["why"] = o.why;
+    } else {
+      x["gpus"] = o.gpus;
+      x["cost_per_hour"] = o.costPerHour;
+      x["slo_attainment"] = o.atCount.sloAttainment;
+      x["gpu_hours"] = o.atCount.gpuHours;
+      x["peak_gpus"] = o.atCount.peakGpus;
+      x["one_fewer"] = {{"slo_attainment", o.attainmentOneFewer},
+                        {"binding_deployment", o.bindingDeployment},
+                        {"binding_attainment", o.bindingAttainment}};
+    }
+    j["options"].push_back(std::move(x));
+  }
+  if (p.best) j["best"] = p.options[*p.best].gpuType;
+  return j;
+}
+
+}  // namespace
+
+int runPlan(const PlanCliOptions& o, std::ostream& out, std::ostream& err) {
+  const auto catalog = model::GpuCatalog::builtin();
+  auto prices = parsePrices(o.traffic.prices, catalog);
+  if (!prices) return reportError(err, kPlan, prices.error());
+  auto spec = fleetSpec(o.traffic, *prices);
+  if (!spec) return reportError(err, kPlan, spec.error());
+  if (!(o.sloTarget > 0 && o.sloTarget <= 1)) {
+    return reportError(err, kPlan, Error::invalid("--slo-target must be in (0, 1]"));
+  }
+  sim::PlanOptions po;
+  po.gpuTypes = splitList(o.gpuTypes);
+  for (const std::string& t : po.gpuTypes) {
+    if (catalog.find(t) == nullptr) {
+      return reportError(err, kPlan, Error::invalid("--gpu-types: unknown GPU type '" + t + "'"));
+    }
+  }
+  po.maxGpus = o.maxGpus;
+  po.sloTarget = o.sloTarget;
+  auto policies = policyList(o.policies);
+  if (!policies) return reportError(err, kPlan, policies.error());
+  std::vector<sim::Plan> plans;
+  for (const std::string& policy : *policies) {
+    po.policy = policy;
+    auto p = sim::plan(*spec, catalog, po);
+    if (!p) return reportError(err, kPlan, p.error());
+    plans.push_back(std::move(*p));
+  }
+  if (o.format == "json") {
+    nlohmann::json j = {{"fleet", spec->name},
+                        {"source", spec->source},
+                        {"deployments", spec->deployments.size()},
+                        {"plans", nlohmann::json::object()}};
+    for (const sim::Plan& p : plans) j["plans"][p.policy] = planJson(p, o.sloTarget);
+    out << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  out << fmt::format("{} deployments; traffic: {}\n", spec->deployments.size(), spec->source);
+  for (const sim::Plan& p : plans) {
+    out << fmt::format("\n{}: the fewest GPUs of each type that meet every SLO ({:.0f} %)\n\n",
+                       p.policy, 100 * o.sloTarget);
+    Table t({{"GPU TYPE"},
+             {"GPUS", Align::kRight},
+             {"$/GPU-H", Align::kRight},
+             {"$/HOUR", Align::kRight},
+             {"SLO MET", Align::kRight},
+             {"ONE FEWER", Align::kRight},
+             {"BINDING DEPLOYMENT"}});
+    for (const sim::PlanOption& x : p.options) {
+      if (!x.feasible) {
+        t.addRow({x.gpuType, "-", fmt::format("{:.2f}", x.pricePerGpuHour), "-", "-", "-", x.why});
+        continue;
+      }
+      t.addRow(
+          {x.gpuType + (p.best && p.options[*p.best].gpuType == x.gpuType ? " *" : ""),
+           std::to_string(x.gpus), fmt::format("{:.2f}", x.pricePerGpuHour),
+           fmt::format("{:.2f}", x.costPerHour),
+           fmt::format("{:.2f}%", 100 * x.atCount.sloAttainment),
+           x.bindingDeployment.empty() ? "-" : fmt::format("{:.2f}%", 100 * x.attainmentOneFewer),
+           x.bindingDeployment.empty()
+               ? "-"
+               : fmt::format("{} ({:.2f}%)", x.bindingDeployment, 100 * x.bindingAttainment)});
+    }
+    t.print(out, "  ");
+  }
+  out << "\n  * the cheapest; ONE FEWER: attainment with one GPU less, and the deployment that "
+         "misses most there\n";
+  return kExitOk;
+}
+
+CLI::App* addPlan(CLI::App& app, PlanCliOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "The smallest fleet per GPU type that meets every deployment's SLO under tessera, and what "
+      "whole GPUs would need, on the traffic of `simulate fleet` (docs/fleet-simulator.md)");
+  addTrafficOptions(*cmd, o.traffic);
+  cmd->add_option("--gpu-types", o.gpuTypes, "Candidate GPU types, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--policies", o.policies, "Policies to plan for, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--slo-target", o.sloTarget, "Attainment every deployment must reach")
+      ->capture_default_str();
+  cmd->add_option("--max-gpus", o.maxGpus, "The search gives up above this many GPUs")
+      ->capture_default_str();
+  cmd->add_option("-o,--output", o.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
   return cmd;
 }
 

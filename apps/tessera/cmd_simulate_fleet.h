@@ -31,4 +31,17 @@ struct SimulateFleetOptions {
 int runSimulateFleet(const SimulateFleetOptions& options, std::ostream& out, std::ostream& err);
 CLI::App* addSimulateFleet(CLI::App& simulate, SimulateFleetOptions& options);
 
+// `tessera plan`: the smallest fleet per GPU type that meets every SLO under tessera, and what
+// whole GPUs (today's set-up) would need, on the same traffic as `simulate fleet`.
+struct PlanCliOptions {
+  SimulateFleetOptions traffic;  // the experiment's traffic (nodes, policies and jobs unused)
+  std::string gpuTypes = "H100-80GB,A100-80GB,L40S";
+  std::string policies = "tessera,whole-gpu";
+  double sloTarget = 0.99;
+  int maxGpus = 512;
+  std::string format = "table";  // table | json
+};
+int runPlan(const PlanCliOptions& options, std::ostream& out, std::ostream& err);
+CLI::App* addPlan(CLI::App& app, PlanCliOptions& options);
+
 }  // namespace tessera::cli

@@ -10,14 +10,15 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.h"
-#include "common/text.h"
 #include "cmd_agent.h"
 #include "cmd_catalog.h"
 #include "cmd_place.h"
 #include "cmd_profile.h"
 #include "cmd_serve.h"
 #include "cmd_simulate.h"
+#include "cmd_simulate_fleet.h"
 #include "cmd_validate.h"
+#include "common/text.h"
 
 namespace {
 
@@ -130,6 +131,8 @@ int main(int argc, char** argv) {
   tessera::cli::ServeCommand serve(app);
   tessera::cli::ProfileCommand profile(app);
   tessera::cli::AgentCommand agent(app);
+  tessera::cli::PlanCliOptions planOptions;
+  CLI::App* planCmd = tessera::cli::addPlan(app, planOptions);
 
   tessera::cli::ValidateOptions validate;
   CLI::App* validateCmd = app.add_subcommand(
@@ -169,6 +172,7 @@ int main(int argc, char** argv) {
     if (serve.parsed()) return serve.run(std::cout, std::cerr);
     if (profile.parsed()) return profile.run(std::cout, std::cerr);
     if (agent.parsed()) return agent.run(std::cout, std::cerr);
+    if (planCmd->parsed()) return tessera::cli::runPlan(planOptions, std::cout, std::cerr);
     if (validateCmd->parsed()) {
       validate.format = validateOutput.format();
       return tessera::cli::runValidate(validate, std::cout, std::cerr);

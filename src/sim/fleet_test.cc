@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <random>
 
+#include "sim/fleet_plan.h"
 #include "sim/fleet_report.h"
 #include "sim/fleet_traffic.h"
 #include "sim/serving_test_support.h"
@@ -304,6 +305,53 @@ TEST(FleetTest, TheDefaultExperimentReadsTheSharedTraces) {
                                   "basemodel_update_latency_anon.tar.gz");
   ASSERT_TRUE(loads) << loads.error().message;
   EXPECT_GT(loads->size(), 1000u);
+}
+
+}  // namespace
+}  // namespace tessera::sim
+
+namespace tessera::sim {
+namespace {
+
+// The planner's fleet meets every SLO when replayed on its own, and one GPU fewer does not.
+TEST(FleetPlanTest, ThePlannedFleetMeetsEverySloAndOneGpuFewerDoesNot) {
+  const FleetSpec spec = smallFleet(11);
+  PlanOptions o;
+  o.gpuTypes = {"H100-80GB", "L40S"};
+  o.maxGpus = 64;
+  for (const char* policy : {"tessera", "whole-gpu"}) {
+    SCOPED_TRACE(policy);
+    o.policy = policy;
+    auto p = plan(spec, servingCatalog(), o);
+    ASSERT_TRUE(p) << p.error().message;
+    ASSERT_EQ(p->options.size(), 2u);
+    const PlanOption& h100 = p->options[0];
+    ASSERT_TRUE(h100.feasible) << h100.why;
+    // L40S (48 GB) cannot hold gemma-2-27b's weights and a KV cache.
+    EXPECT_FALSE(p->options[1].feasible);
+    EXPECT_NE(p->options[1].why.find("gemma-2-27b"), std::string::npos) << p->options[1].why;
+    ASSERT_TRUE(p->best.has_value());
+    EXPECT_EQ(*p->best, 0u);
+    auto atCount = runFleet(withFleet(spec, "H100-80GB", h100.gpus, 8), servingCatalog(), policy);
+    ASSERT_TRUE(atCount) << atCount.error().message;
+    EXPECT_TRUE(meetsEverySlo(*atCount, o.sloTarget));
+    auto fewer = runFleet(withFleet(spec, "H100-80GB", h100.gpus - 1, 8), servingCatalog(), policy);
+    ASSERT_TRUE(fewer) << fewer.error().message;
+    EXPECT_FALSE(meetsEverySlo(*fewer, o.sloTarget));
+    EXPECT_DOUBLE_EQ(h100.costPerHour, h100.gpus * defaultGpuPrice("H100-80GB"));
+  }
+}
+
+TEST(FleetPlanTest, WithFleetSplitsTheCountIntoNodes) {
+  FleetSpec spec;
+  spec.deployments = {deployment("a", "llama-3.1-8b", phasedTrace({{60, 1}}))};
+  const FleetSpec s = withFleet(spec, "A100-80GB", 19, 8);
+  ASSERT_EQ(s.nodes.size(), 2u);
+  EXPECT_EQ(s.nodes[0].nodes, 2);
+  EXPECT_EQ(s.nodes[0].gpusPerNode, 8);
+  EXPECT_EQ(s.nodes[1].nodes, 1);
+  EXPECT_EQ(s.nodes[1].gpusPerNode, 3);
+  EXPECT_EQ(s.deployments[0].gpuType, "A100-80GB");
 }
 
 }  // namespace
