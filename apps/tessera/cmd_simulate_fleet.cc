@@ -131,6 +131,13 @@ void printTable(const sim::FleetReport& r, std::ostream& out) {
 
 Result<sim::FleetSpec> fleetSpec(const SimulateFleetOptions& o,
                                  const std::map<std::string, double>& prices) {
+  if (o.fleetPath) {
+    auto spec = sim::loadFleetFile(*o.fleetPath, model::GpuCatalog::builtin());
+    if (!spec) return fail(spec.error());
+    // --price wins over the file's prices.
+    for (const auto& [type, price] : prices) spec->pricePerGpuHour[type] = price;
+    return spec;
+  }
   if (!(o.minutes >= 10) || !std::isfinite(o.minutes)) {
     return fail(Error::invalid("--minutes must be at least 10"));
   }
@@ -147,23 +154,36 @@ Result<sim::FleetSpec> fleetSpec(const SimulateFleetOptions& o,
   return spec;
 }
 
-// The traffic options `simulate fleet` and `plan` share.
-void addTrafficOptions(CLI::App& cmd, SimulateFleetOptions& o) {
-  cmd.add_option("--data", o.dataDir,
-                 "Folder with the public traces (azure-llm-inference-2023, "
-                 "alibaba-gentd26-genai-serving); a built-in synthetic fleet when absent")
-      ->capture_default_str();
-  cmd.add_option("--minutes", o.minutes, "Every deployment's measured window")
-      ->capture_default_str();
-  cmd.add_option("--checkpoints", o.checkpoints,
-                 "GenTD26 checkpoints served as models of their own (the most requested first)")
-      ->capture_default_str();
-  cmd.add_option("--rate-scale", o.rateScale, "Every deployment's request rate x this")
-      ->capture_default_str();
-  cmd.add_option("--seed", o.seed, "Seed of the traffic draws")->capture_default_str();
+// The traffic options `simulate fleet` and `plan` share; --fleet replaces the default
+// experiment's (and excludes them).
+CLI::Option* addTrafficOptions(CLI::App& cmd, SimulateFleetOptions& o) {
+  CLI::Option* fleet = cmd.add_option("--fleet", o.fleetPath,
+                                      "A fleet file (nodes, models, prices, deployments and their "
+                                      "traffic) instead of the default experiment")
+                           ->check(CLI::ExistingFile);
+  std::vector<CLI::Option*> experiment;
+  experiment.push_back(
+      cmd.add_option("--data", o.dataDir,
+                     "Folder with the public traces (azure-llm-inference-2023, "
+                     "alibaba-gentd26-genai-serving); a built-in synthetic fleet when absent")
+          ->capture_default_str());
+  experiment.push_back(cmd.add_option("--minutes", o.minutes, "Every deployment's measured window")
+                           ->capture_default_str());
+  experiment.push_back(
+      cmd.add_option("--checkpoints", o.checkpoints,
+                     "GenTD26 checkpoints served as models of their own (the most requested "
+                     "first)")
+          ->capture_default_str());
+  experiment.push_back(
+      cmd.add_option("--rate-scale", o.rateScale, "Every deployment's request rate x this")
+          ->capture_default_str());
+  experiment.push_back(
+      cmd.add_option("--seed", o.seed, "Seed of the traffic draws")->capture_default_str());
+  for (CLI::Option* e : experiment) fleet->excludes(e);
   cmd.add_option("--price", o.prices,
                  "Price per GPU-hour, TYPE=USD (repeatable; default H100-80GB=4, A100-80GB=2.5, "
                  "L40S=1.5)");
+  return fleet;
 }
 
 std::vector<std::string> splitList(const std::string& s) {
@@ -250,8 +270,9 @@ CLI::App* addSimulateFleet(CLI::App& simulate, SimulateFleetOptions& o) {
       "Many deployments on one fleet under whole-gpu, time-slicing, binpack and tessera: "
       "GPU-hours, "
       "cost, utilisation, SLO attainment and cold starts (docs/fleet-simulator.md)");
-  addTrafficOptions(*cmd, o);
-  cmd->add_option("--nodes", o.nodes, "Nodes of 8 H100-80GB in the fleet")->capture_default_str();
+  CLI::Option* fleet = addTrafficOptions(*cmd, o);
+  fleet->excludes(cmd->add_option("--nodes", o.nodes, "Nodes of 8 H100-80GB in the fleet")
+                      ->capture_default_str());
   cmd->add_option("--policies", o.policies,
                   "Comma-separated: whole-gpu, time-slicing, binpack, tessera, or all")
       ->capture_default_str();

@@ -15,6 +15,7 @@
 namespace tessera::cli {
 
 struct SimulateFleetOptions {
+  std::optional<std::string> fleetPath;  // a fleet file instead of the default experiment
   std::string dataDir = "../shared/data";
   int nodes = 8;         // nodes of 8 H100-80GB
   double minutes = 60;   // every deployment's measured window

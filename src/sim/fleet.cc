@@ -27,41 +27,6 @@ ServingModel modelOf(std::string name, std::int64_t weightsMib, double parameter
   return m;
 }
 
-// A trace at `rate` times its own request rate, started `shiftSeconds` into itself (wrapping
-// round), over `spanSeconds`: a rate below 1 keeps each request with that probability (the
-// shape stays), a rate above 1 compresses time and repeats the trace to fill the span.
-ServingTrace reshape(const ServingTrace& t, double rate, double shiftSeconds, double spanSeconds,
-                     std::uint64_t seed, std::string name) {
-  ServingTrace out;
-  out.name = std::move(name);
-  if (t.requests.empty()) return out;
-  const double compress = std::max(1.0, rate);
-  const double keep = std::min(1.0, rate);
-  const auto period = static_cast<double>(t.spanUs() + 1) / compress;  // microseconds
-  const double span = spanSeconds * 1e6;
-  const double shift = std::fmod(shiftSeconds * 1e6, period);
-  std::mt19937_64 rng(seed);
-  std::bernoulli_distribution kept(keep);
-  for (double base = -shift; base < span; base += period) {
-    for (const ServingRequest& r : t.requests) {
-      const double at = base + static_cast<double>(r.arrivalUs) / compress;
-      if (keep < 1 && !kept(rng)) continue;
-      if (at < 0 || at >= span) continue;
-      ServingRequest c = r;
-      c.arrivalUs = static_cast<Micros>(std::llround(at));
-      out.requests.push_back(std::move(c));
-    }
-  }
-  std::stable_sort(
-      out.requests.begin(), out.requests.end(),
-      [](const ServingRequest& a, const ServingRequest& b) { return a.arrivalUs < b.arrivalUs; });
-  if (!out.requests.empty()) {
-    const Micros first = out.requests.front().arrivalUs;
-    for (ServingRequest& r : out.requests) r.arrivalUs -= first;
-  }
-  return out;
-}
-
 double seriesArea(const std::vector<QpsPoint>& s) {
   double area = 0;
   for (std::size_t i = 0; i + 1 < s.size(); ++i) area += s[i].qps * (s[i + 1].timeS - s[i].timeS);
@@ -94,6 +59,38 @@ int gpusOfType(const FleetSpec& spec, std::string_view type) {
 }
 
 }  // namespace
+
+ServingTrace reshapeTrace(const ServingTrace& t, double rate, double shiftSeconds,
+                          double spanSeconds, std::uint64_t seed, std::string name) {
+  ServingTrace out;
+  out.name = std::move(name);
+  if (t.requests.empty()) return out;
+  const double compress = std::max(1.0, rate);
+  const double keep = std::min(1.0, rate);
+  const auto period = static_cast<double>(t.spanUs() + 1) / compress;  // microseconds
+  const double span = spanSeconds * 1e6;
+  const double shift = std::fmod(shiftSeconds * 1e6, period);
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution kept(keep);
+  for (double base = -shift; base < span; base += period) {
+    for (const ServingRequest& r : t.requests) {
+      const double at = base + static_cast<double>(r.arrivalUs) / compress;
+      if (keep < 1 && !kept(rng)) continue;
+      if (at < 0 || at >= span) continue;
+      ServingRequest c = r;
+      c.arrivalUs = static_cast<Micros>(std::llround(at));
+      out.requests.push_back(std::move(c));
+    }
+  }
+  std::stable_sort(
+      out.requests.begin(), out.requests.end(),
+      [](const ServingRequest& a, const ServingRequest& b) { return a.arrivalUs < b.arrivalUs; });
+  if (!out.requests.empty()) {
+    const Micros first = out.requests.front().arrivalUs;
+    for (ServingRequest& r : out.requests) r.arrivalUs -= first;
+  }
+  return out;
+}
 
 bool isFleetPolicyName(std::string_view name) {
   return std::find(kFleetPolicyNames.begin(), kFleetPolicyNames.end(), name) !=
@@ -184,7 +181,7 @@ Result<FleetSpec> defaultFleet(const DefaultFleetOptions& o) {
     d.model = c.model;
     d.sloTtftMs = c.sloMs;
     d.priority = c.priority;
-    d.trace = reshape(chat, c.rate * o.rateScale, c.shiftS, o.spanSeconds, ++seed, c.name);
+    d.trace = reshapeTrace(chat, c.rate * o.rateScale, c.shiftS, o.spanSeconds, ++seed, c.name);
     char what[160];
     std::snprintf(what, sizeof what, "%s x%.2f, shifted %.0f s", chat.name.c_str(),
                   c.rate * o.rateScale, c.shiftS);
@@ -318,6 +315,8 @@ Result<ServingOptions> fleetServingOptions(const FleetSpec& spec, const FleetDep
   o.load = spec.load;
   o.sloTtftMs = d.sloTtftMs;
   o.warmupSeconds = spec.warmupSeconds;
+  o.maxContextTokens = d.maxContextTokens;
+  o.minReplicaKvTokens = d.maxContextTokens;
   return o;
 }
 
@@ -360,6 +359,12 @@ Result<Prepared> prepare(const FleetSpec& spec, const FleetDeployment& d,
   if (d.trace.requests.empty()) {
     return fail(Error::invalid("deployment " + d.name + ": its traffic has no requests"));
   }
+  if (whole->kvCapacityTokens < d.maxContextTokens) {
+    return fail(Error::invalid("deployment " + d.name + ": one " + o.fleet.gpuType + " holds " +
+                               std::to_string(whole->kvCapacityTokens) + " tokens of " + d.model +
+                               "'s KV cache, fewer than its maxContextTokens " +
+                               std::to_string(d.maxContextTokens)));
+  }
   Prepared p;
   const Micros ownLeadIn = leadInUs(d.trace, o.warmupSeconds);
   ServingTrace warmed = withLeadIn(d.trace, o.warmupSeconds);
@@ -388,7 +393,8 @@ Result<Prepared> prepare(const FleetSpec& spec, const FleetDeployment& d,
       // model fits on); binpack: the smallest quarter the model fits on.
       const double step = policy == "time-slicing" ? 1.0 / std::max(1, spec.timeSlices) : 0.25;
       for (double f = step; f < 1 - 1e-9; f += step) {
-        if (sharePerf(*whole, o.model, f)) {
+        const auto p = sharePerf(*whole, o.model, f);
+        if (p && p->kvCapacityTokens >= d.maxContextTokens) {
           share = f;
           break;
         }

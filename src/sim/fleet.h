@@ -50,6 +50,9 @@ struct FleetDeployment {
   double sloTtftMs = 2000;
   int priority = 0;     // higher evicts strictly lower when nothing fits (tessera only)
   int maxReplicas = 0;  // 0: as many as the fleet's GPUs of its type hold
+  // The engine's max_model_len: longer requests are refused, and a replica's KV cache must hold
+  // one request this long (vLLM will not start otherwise), which bounds how small a share can be.
+  std::int64_t maxContextTokens = 32768;
   ServingTrace trace;   // its traffic, arrivals from 0
   std::string traffic;  // where the traffic came from, in words
 };
@@ -99,6 +102,20 @@ struct DefaultFleetOptions {
   std::uint64_t seed = 1;
 };
 Result<FleetSpec> defaultFleet(const DefaultFleetOptions& options);
+
+// A fleet of your own (docs/fleet-simulator.md, "Fleet file"): nodes, extra models, prices,
+// load speeds and deployments with their traffic; trace paths relative to `baseDir`. Every
+// error names the file, line and field.
+Result<FleetSpec> parseFleetYaml(const std::string& text, const std::string& source,
+                                 const std::string& baseDir, const model::GpuCatalog& catalog);
+Result<FleetSpec> loadFleetFile(const std::string& path, const model::GpuCatalog& catalog);
+
+// A trace at `rate` times its own request rate, started `shiftSeconds` into itself (wrapping
+// round), over `spanSeconds`, arrivals from 0: a rate below 1 keeps each request with that
+// probability (the shape stays), a rate above 1 compresses time and repeats the trace to fill
+// the span. Deterministic for a seed.
+ServingTrace reshapeTrace(const ServingTrace& trace, double rate, double shiftSeconds,
+                          double spanSeconds, std::uint64_t seed, std::string name);
 
 struct Distribution {
   int count = 0;

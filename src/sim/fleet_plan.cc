@@ -42,8 +42,12 @@ std::string unfit(const FleetSpec& spec, const model::GpuCatalog& catalog,
   for (const FleetDeployment& d : spec.deployments) {
     for (const ServingModel& m : spec.models) {
       if (m.name != d.model) continue;
-      if (!replicaPerf(m, *t)) {
-        return "deployment " + d.name + ": " + m.name + " does not fit on one " + type;
+      const auto perf = replicaPerf(m, *t);
+      if (!perf) return "deployment " + d.name + ": " + m.name + " does not fit on one " + type;
+      if (perf->kvCapacityTokens < d.maxContextTokens) {
+        return "deployment " + d.name + ": one " + type + " holds " +
+               std::to_string(perf->kvCapacityTokens) + " tokens of " + m.name +
+               "'s KV cache, fewer than its maxContextTokens " + std::to_string(d.maxContextTokens);
       }
     }
   }

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "sim/fleet_plan.h"
@@ -352,6 +355,109 @@ TEST(FleetPlanTest, WithFleetSplitsTheCountIntoNodes) {
   EXPECT_EQ(s.nodes[1].nodes, 1);
   EXPECT_EQ(s.nodes[1].gpusPerNode, 3);
   EXPECT_EQ(s.deployments[0].gpuType, "A100-80GB");
+}
+
+}  // namespace
+}  // namespace tessera::sim
+
+namespace tessera::sim {
+namespace {
+
+class FleetFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tessera_fleet_file_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  Result<FleetSpec> load(const std::string& yaml) {
+    return loadFleetFile(write("fleet.yaml", yaml), servingCatalog());
+  }
+  std::filesystem::path dir_;
+};
+
+constexpr const char* kAzure =
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    "2023-11-16 18:15:46.0000000,800,40\n"
+    "2023-11-16 18:15:47.0000000,900,60\n"
+    "2023-11-16 18:15:49.0000000,700,50\n"
+    "2023-11-16 18:25:49.0000000,700,50\n";
+
+TEST_F(FleetFileTest, AFleetFileDescribesNodesModelsPricesAndTraffic) {
+  write("conv.csv", kAzure);
+  auto spec = load(
+      "kind: Fleet\nname: mine\nminutes: 10\n"
+      "nodes:\n  - {gpuType: A100-80GB, count: 2, gpusPerNode: 4}\n"
+      "models:\n  - {name: tiny, weightsMib: 1000, parametersB: 0.5, layers: 8, hiddenSize: 1024}\n"
+      "prices: {A100-80GB: 1.9}\n"
+      "load: {remoteGBps: 2}\n"
+      "deployments:\n"
+      "  - {name: a, model: tiny, priority: 3, traffic: {trace: conv.csv, rate: 0.5}}\n"
+      "  - {name: b, model: llama-3.1-8b, sloTtftMs: 1500, traffic: {builtin: chat, seed: 4}}\n");
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->name, "mine");
+  ASSERT_EQ(spec->nodes.size(), 1u);
+  EXPECT_EQ(spec->nodes[0].gpuType, "A100-80GB");
+  EXPECT_EQ(spec->nodes[0].nodes, 2);
+  EXPECT_EQ(spec->nodes[0].gpusPerNode, 4);
+  EXPECT_DOUBLE_EQ(spec->pricePerGpuHour.at("A100-80GB"), 1.9);
+  EXPECT_DOUBLE_EQ(spec->load.remoteGBps, 2);
+  ASSERT_EQ(spec->deployments.size(), 2u);
+  EXPECT_EQ(spec->deployments[0].priority, 3);
+  EXPECT_LE(spec->deployments[0].trace.requests.size(), 4u);  // rate 0.5 thins the trace
+  EXPECT_DOUBLE_EQ(spec->deployments[1].sloTtftMs, 1500);
+  // The built-in chat trace, cut to the 10-minute span.
+  EXPECT_LE(spec->deployments[1].trace.spanUs(), Micros{600} * 1'000'000);
+  auto r = runFleet(*spec, servingCatalog(), "tessera");
+  ASSERT_TRUE(r) << r.error().message;
+  expectConserved(*spec, *r);
+}
+
+TEST_F(FleetFileTest, MistakesNameTheFileLineAndField) {
+  struct Case {
+    std::string yaml;
+    std::string expected;
+  };
+  const std::string nodes = "nodes:\n  - {gpuType: H100-80GB, count: 1}\n";
+  for (const Case& c : std::vector<Case>{
+           {nodes + "deployments:\n  - {name: a, model: gpt-9, traffic: {builtin: chat}}\n",
+            "fleet.yaml:4: deployments[0].model: unknown model 'gpt-9'"},
+           {nodes + "deployments:\n  - {name: a, model: llama-3.1-8b, traffic: {trace: no.csv}}\n",
+            "deployments[0].traffic.trace:"},
+           {nodes + "deployments:\n  - {name: a, model: llama-3.1-8b, traffic: {}}\n",
+            "give exactly one of trace, qps or builtin"},
+           {nodes + "deployments:\n  - {name: a, model: llama-3.1-8b, trafic: {}}\n", "trafic"},
+           {"nodes:\n  - {gpuType: Z80, count: 1}\ndeployments: []\n", "unknown GPU type 'Z80'"},
+           {nodes + "deployments:\n  - {name: a, model: llama-3.1-8b, gpuType: L40S, traffic: "
+                    "{builtin: chat}}\n",
+            "the fleet has no L40S nodes"},
+           {nodes + "deployments:\n  - {name: a, model: llama-3.1-8b, traffic: {builtin: chat}}\n"
+                    "  - {name: a, model: llama-3.1-8b, traffic: {builtin: chat}}\n",
+            "named twice"},
+           {nodes + "deployments: []\n", "at least one deployment"},
+           {"kind: Cluster\n" + nodes, "kind"},
+       }) {
+    auto spec = load(c.yaml);
+    ASSERT_FALSE(spec) << c.yaml;
+    EXPECT_NE(spec.error().message.find(c.expected), std::string::npos)
+        << "got: " << spec.error().message << "\nwanted: " << c.expected;
+  }
+}
+
+TEST_F(FleetFileTest, TheExampleFleetFileLoadsAndRuns) {
+  auto spec =
+      loadFleetFile(std::string(TESSERA_SOURCE_DIR) + "/examples/fleet.yaml", servingCatalog());
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->deployments.size(), 3u);
+  auto r = runFleet(*spec, servingCatalog(), "tessera");
+  ASSERT_TRUE(r) << r.error().message;
+  expectConserved(*spec, *r);
 }
 
 }  // namespace

@@ -4,22 +4,22 @@
 
 #include <tuple>
 
-#include "config/yaml_field.h"
-#include "sim/serving_model.h"
+#include "sim/serving_model_yaml.h"
 
 namespace tessera::sim {
 
-Result<ServingModel> parseServingModelYaml(const std::string& text, const std::string& source) {
+Result<ServingModel> readServingModel(const config::Field& root, bool header) {
   using namespace tessera::config;
-  auto document = parseYamlDocument(text, source);
-  if (!document) return fail(std::move(document.error()));
-  const Field root = Field::root(source, *document);
-  if (root.isNull()) return fail(root.error("empty file; a serving model has at least a name"));
-  TESSERA_RETURN_IF_ERROR(
-      expectMap(root, {"apiVersion", "kind", "name", "weightsMib", "weights", "overheadMib",
-                       "overhead", "kvBytesPerToken", "parametersB", "layers", "hiddenSize",
-                       "maxNumSeqs", "maxBatchedTokens", "gpuMemoryUtilization"}));
-  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, "ServingModel"));
+  std::vector<std::string_view> keys = {"name",        "weightsMib",       "weights",
+                                        "overheadMib", "overhead",         "kvBytesPerToken",
+                                        "parametersB", "layers",           "hiddenSize",
+                                        "maxNumSeqs",  "maxBatchedTokens", "gpuMemoryUtilization"};
+  if (header) {
+    keys.push_back("apiVersion");
+    keys.push_back("kind");
+  }
+  TESSERA_RETURN_IF_ERROR(expectMap(root, keys));
+  if (header) TESSERA_RETURN_IF_ERROR(checkApiHeader(root, "ServingModel"));
   ServingModel m;
   const Field name = root.child("name");
   TESSERA_RETURN_IF_ERROR(require(name));
@@ -49,6 +49,15 @@ Result<ServingModel> parseServingModelYaml(const std::string& text, const std::s
   TESSERA_RETURN_IF_ERROR(
       readOptional(root, "gpuMemoryUtilization", m.gpuMemoryUtilization, 0.05, 1.0));
   return m;
+}
+
+Result<ServingModel> parseServingModelYaml(const std::string& text, const std::string& source) {
+  using namespace tessera::config;
+  auto document = parseYamlDocument(text, source);
+  if (!document) return fail(std::move(document.error()));
+  const Field root = Field::root(source, *document);
+  if (root.isNull()) return fail(root.error("empty file; a serving model has at least a name"));
+  return readServingModel(root, /*header=*/true);
 }
 
 Result<ServingModel> loadServingModelFile(const std::string& path) {

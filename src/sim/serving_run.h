@@ -67,6 +67,10 @@ struct ServingOptions {
   ServingFleet fleet;
   LoadTimes load;
   std::int64_t maxContextTokens = 131072;  // the model's context window (prompt + output)
+  // The share rule offers only shares whose KV cache holds this many tokens (vLLM refuses to
+  // start when one sequence of max_model_len does not fit its cache); 0: any share the weights
+  // fit on. The fleet simulation sets it to each deployment's maxContextTokens.
+  std::int64_t minReplicaKvTokens = 0;
   // A request meets the SLO when TTFT <= max(sloTtftMs, sloPrefillFactor x its prompt's
   // unloaded prefill time): prompts too long to prefill within sloTtftMs even alone get a
   // proportional target instead of an impossible one. 0 = the flat SLO.

@@ -127,7 +127,8 @@ std::optional<scale::ShareRule> shareRuleFor(std::string_view policy, const Repl
   // The smallest step the weights fit on with a KV cache; none below a whole GPU: whole.
   rule.minShareMilli = 1000;
   for (std::int32_t m = rule.stepMilli; m < 1000; m += rule.stepMilli) {
-    if (sharePerf(whole, o.model, m / 1000.0)) {
+    const auto p = sharePerf(whole, o.model, m / 1000.0);
+    if (p && p->kvCapacityTokens >= o.minReplicaKvTokens) {
       rule.minShareMilli = m;
       break;
     }
