@@ -76,4 +76,20 @@ TEST_F(FleetCli, PlanReportsTheFewestGpusPerTypeAndWhyATypeCannotServe) {
   EXPECT_NE(bad.err.find("unknown GPU type 'X1'"), std::string::npos) << bad.err;
 }
 
+TEST_F(FleetCli, AFleetFileReplacesTheDefaultExperiment) {
+  const Outcome run = tessera("simulate fleet -o json --policies tessera,whole-gpu --fleet " +
+                              example("fleet.yaml"));
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const json report = json::parse(run.out);
+  EXPECT_EQ(report.at("fleet"), "example");
+  EXPECT_EQ(report.at("deployments").size(), 3u);
+  EXPECT_EQ(report.at("policies").size(), 2u);
+  const Outcome both = tessera("simulate fleet --nodes 3 --fleet " + example("fleet.yaml"));
+  EXPECT_EQ(both.exitCode, 2);
+  EXPECT_NE(both.err.find("--fleet excludes --nodes"), std::string::npos) << both.err;
+  const Outcome bad = tessera("plan --fleet " + quoted(write("f.yaml", "nodes: 3\n")));
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("f.yaml:1: nodes"), std::string::npos) << bad.err;
+}
+
 }  // namespace
