@@ -75,7 +75,8 @@ std::optional<sim::RecordedLoads> recordedLoads(const std::string& dataDir, std:
   const std::string dir = dataDir + "/alibaba-gentd26-genai-serving";
   const std::string base = dir + "/basemodel_update_latency_anon.tar.gz";
   const std::string lora = dir + "/lora_update_latency_anon.tar.gz";
-  if (!std::filesystem::exists(base) || !std::filesystem::exists(lora)) return std::nullopt;
+  std::error_code ec;
+  if (!std::filesystem::exists(base, ec) || !std::filesystem::exists(lora, ec)) return std::nullopt;
   auto b = sim::readLatencySeconds(base);
   auto l = sim::readLatencySeconds(lora);
   if (!b || !l) {

@@ -60,19 +60,35 @@ int gpusOfType(const FleetSpec& spec, std::string_view type) {
 
 }  // namespace
 
-ServingTrace reshapeTrace(const ServingTrace& t, double rate, double shiftSeconds,
-                          double spanSeconds, std::uint64_t seed, std::string name) {
+Result<ServingTrace> reshapeTrace(const ServingTrace& t, double rate, double shiftSeconds,
+                                  double spanSeconds, std::uint64_t seed, std::string name) {
+  if (!(rate > 0) || !std::isfinite(rate)) return fail(Error::invalid("the rate must be > 0"));
+  if (!(spanSeconds > 0) || !std::isfinite(spanSeconds) || !(shiftSeconds >= 0) ||
+      !std::isfinite(shiftSeconds)) {
+    return fail(Error::invalid("the span must be > 0 and the shift >= 0"));
+  }
   ServingTrace out;
   out.name = std::move(name);
   if (t.requests.empty()) return out;
+  const double span = spanSeconds * 1e6;  // microseconds
   const double compress = std::max(1.0, rate);
   const double keep = std::min(1.0, rate);
-  const auto period = static_cast<double>(t.spanUs() + 1) / compress;  // microseconds
-  const double span = spanSeconds * 1e6;
-  const double shift = std::fmod(shiftSeconds * 1e6, period);
+  // The trace repeats with its own span, or the window's when it is shorter (a short trace
+  // plays once per window at rate 1), compressed by the rate above 1.
+  const double source = std::max(static_cast<double>(t.spanUs()) + 1, span);
+  const double period = source / compress;
+  const double shift = std::fmod(shiftSeconds * 1e6, source) / compress;
+  const double copies = std::ceil((span + shift) / period);
+  constexpr double kMaxRequests = 2e7;
+  if (copies * static_cast<double>(t.requests.size()) * keep > kMaxRequests) {
+    return fail(Error::invalid(out.name + ": rate " + std::to_string(rate) + " over " +
+                               std::to_string(static_cast<long long>(spanSeconds)) +
+                               " s would make more than 20 million requests"));
+  }
   std::mt19937_64 rng(seed);
   std::bernoulli_distribution kept(keep);
-  for (double base = -shift; base < span; base += period) {
+  for (double k = 0; k < copies; ++k) {
+    const double base = k * period - shift;
     for (const ServingRequest& r : t.requests) {
       const double at = base + static_cast<double>(r.arrivalUs) / compress;
       if (keep < 1 && !kept(rng)) continue;
@@ -85,10 +101,6 @@ ServingTrace reshapeTrace(const ServingTrace& t, double rate, double shiftSecond
   std::stable_sort(
       out.requests.begin(), out.requests.end(),
       [](const ServingRequest& a, const ServingRequest& b) { return a.arrivalUs < b.arrivalUs; });
-  if (!out.requests.empty()) {
-    const Micros first = out.requests.front().arrivalUs;
-    for (ServingRequest& r : out.requests) r.arrivalUs -= first;
-  }
   return out;
 }
 
@@ -151,8 +163,9 @@ Result<FleetSpec> defaultFleet(const DefaultFleetOptions& o) {
   namespace fs = std::filesystem;
   const std::string azure = o.dataDir + "/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv";
   const std::string gentd = o.dataDir + "/alibaba-gentd26-genai-serving";
-  const bool shared = fs::exists(azure) && fs::exists(gentd + "/qps.tar.gz") &&
-                      fs::exists(gentd + "/lora_request_trace.csv");
+  std::error_code ec;
+  const bool shared = fs::exists(azure, ec) && fs::exists(gentd + "/qps.tar.gz", ec) &&
+                      fs::exists(gentd + "/lora_request_trace.csv", ec);
   ServingTrace chat;
   if (shared) {
     auto t = readServingTrace(azure, ServingTraceFormat::kAzure);
@@ -181,15 +194,17 @@ Result<FleetSpec> defaultFleet(const DefaultFleetOptions& o) {
     d.model = c.model;
     d.sloTtftMs = c.sloMs;
     d.priority = c.priority;
-    d.trace = reshapeTrace(chat, c.rate * o.rateScale, c.shiftS, o.spanSeconds, ++seed, c.name);
+    auto t = reshapeTrace(chat, c.rate * o.rateScale, c.shiftS, o.spanSeconds, ++seed, c.name);
+    if (!t) return fail(t.error());
+    d.trace = std::move(*t);
     char what[160];
     std::snprintf(what, sizeof what, "%s x%.2f, shifted %.0f s", chat.name.c_str(),
                   c.rate * o.rateScale, c.shiftS);
     d.traffic = what;
     spec.deployments.push_back(std::move(d));
   }
-  // Services shaped like GenTD26's busiest containers (their QPS series, phases kept), the
-  // busiest at 2 requests/s and the others in proportion.
+  // Services shaped like GenTD26's busiest containers (each one's QPS series stretched over the
+  // span), the busiest at 2 requests/s and the others in proportion.
   std::vector<std::pair<std::string, std::vector<QpsPoint>>> shapes;
   if (shared) {
     auto byContainer = readQpsByContainer(gentd + "/qps.tar.gz", "Generative Requests");
@@ -268,7 +283,8 @@ Result<FleetSpec> defaultFleet(const DefaultFleetOptions& o) {
     }
   }
   const ServingModel base = modelOf("llama-3.2-3b", 6130, 3.21, 28, 3072, 8, 128);
-  const double compress = std::max(1e-9, tailSpan / o.spanSeconds) / o.rateScale;
+  // Replayed over the span at rate 1, then at the rate scale (thinned or repeated).
+  const double compress = std::max(1e-9, tailSpan / o.spanSeconds);
   for (const auto& [id, arrivals] : tail) {
     ServingModel m = base;
     m.name = "llama-3.2-3b@" + id;
@@ -281,10 +297,14 @@ Result<FleetSpec> defaultFleet(const DefaultFleetOptions& o) {
     // On the window's time line (traceFromArrivals starts at the first arrival), within the span.
     const double offsetUs = arrivals.front() / compress * 1e6;
     for (ServingRequest& r : t->requests) r.arrivalUs += static_cast<Micros>(offsetUs);
-    d.trace.name = d.name;
+    ServingTrace window;
+    window.name = d.name;
     for (ServingRequest& r : t->requests) {
-      if (static_cast<double>(r.arrivalUs) < o.spanSeconds * 1e6) d.trace.requests.push_back(r);
+      if (static_cast<double>(r.arrivalUs) < o.spanSeconds * 1e6) window.requests.push_back(r);
     }
+    auto scaled = reshapeTrace(window, o.rateScale, 0, o.spanSeconds, seed, d.name);
+    if (!scaled) return fail(scaled.error());
+    d.trace = std::move(*scaled);
     if (d.trace.requests.size() < 2) continue;
     char what[160];
     std::snprintf(what, sizeof what, "checkpoint %s of GenTD26's LoRA trace, busiest %.0f h at %gx",

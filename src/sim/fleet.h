@@ -48,7 +48,7 @@ struct FleetDeployment {
   std::string model;    // a name in FleetSpec::models
   std::string gpuType;  // empty: the fleet's first node group's
   double sloTtftMs = 2000;
-  int priority = 0;     // higher evicts strictly lower when nothing fits (tessera only)
+  int priority = 0;     // higher evicts strictly lower when nothing fits (every policy)
   int maxReplicas = 0;  // 0: as many as the fleet's GPUs of its type hold
   // The engine's max_model_len: longer requests are refused, and a replica's KV cache must hold
   // one request this long (vLLM will not start otherwise), which bounds how small a share can be.
@@ -111,11 +111,12 @@ Result<FleetSpec> parseFleetYaml(const std::string& text, const std::string& sou
 Result<FleetSpec> loadFleetFile(const std::string& path, const model::GpuCatalog& catalog);
 
 // A trace at `rate` times its own request rate, started `shiftSeconds` into itself (wrapping
-// round), over `spanSeconds`, arrivals from 0: a rate below 1 keeps each request with that
-// probability (the shape stays), a rate above 1 compresses time and repeats the trace to fill
-// the span. Deterministic for a seed.
-ServingTrace reshapeTrace(const ServingTrace& trace, double rate, double shiftSeconds,
-                          double spanSeconds, std::uint64_t seed, std::string name);
+// round: the trace repeats with its span, or with spanSeconds when it is shorter), cut to
+// [0, spanSeconds): a rate below 1 keeps each request with that probability (the shape stays),
+// a rate above 1 compresses time and repeats the trace to fill the span. Fails when that would
+// make more than 20 million requests. Deterministic for a seed.
+Result<ServingTrace> reshapeTrace(const ServingTrace& trace, double rate, double shiftSeconds,
+                                  double spanSeconds, std::uint64_t seed, std::string name);
 
 struct Distribution {
   int count = 0;

@@ -51,7 +51,7 @@ Result<ServingTrace> readTraffic(const Field& f, const std::string& baseDir, dou
   if (sources != 1) return fail(f.error("give exactly one of trace, qps or builtin"));
   double rate = 1, shift = 0;
   std::int64_t seed = static_cast<std::int64_t>(defaultSeed % (std::uint64_t{1} << 62));
-  TESSERA_RETURN_IF_ERROR(config::readOptional(f, "rate", rate, 1e-6, 1e6));
+  TESSERA_RETURN_IF_ERROR(config::readOptional(f, "rate", rate, 1e-6, 1000));
   TESSERA_RETURN_IF_ERROR(config::readOptional(f, "shiftSeconds", shift, 0, 1e9));
   TESSERA_RETURN_IF_ERROR(config::readOptional(f, "seed", seed, 0, std::int64_t{1} << 62));
   auto tokensOf = [&]() -> Result<ServingTrace> {
@@ -125,9 +125,9 @@ Result<ServingTrace> readTraffic(const Field& f, const std::string& baseDir, dou
     }
     base = builtinChatTrace(static_cast<std::uint64_t>(seed));
   }
-  ServingTrace t =
-      reshapeTrace(base, rate, shift, spanSeconds, static_cast<std::uint64_t>(seed), name);
-  if (t.requests.empty()) return fail(f.error("the traffic has no requests within the span"));
+  auto t = reshapeTrace(base, rate, shift, spanSeconds, static_cast<std::uint64_t>(seed), name);
+  if (!t) return fail(f.error(t.error().message));
+  if (t->requests.empty()) return fail(f.error("the traffic has no requests within the span"));
   return t;
 }
 

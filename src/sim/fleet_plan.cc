@@ -84,9 +84,22 @@ Result<Plan> plan(const FleetSpec& spec, const model::GpuCatalog& catalog, const
     // Double until it meets, then bisect (lo fails, hi meets).
     int lo = 0, hi = 1;
     std::optional<FleetPolicyResult> atHi;
+    std::string hopeless;
     for (;;) {
       auto r = replay(hi);
       if (!r) return fail(Error{r.error().code, type + ": " + r.error().message});
+      // Requests no replica can ever run (longer than maxContextTokens or the KV cache) miss
+      // at any size: more of them than the target leaves, and no fleet will do.
+      for (const FleetDeploymentResult& d : r->deployments) {
+        if (d.run.requests > 0 &&
+            d.run.rejected > (1 - o.sloTarget) * static_cast<double>(d.run.requests)) {
+          hopeless = "deployment " + d.name + ": " + std::to_string(d.run.rejected) + " of " +
+                     std::to_string(d.run.requests) +
+                     " requests can never run (longer than its maxContextTokens or the KV cache)";
+          break;
+        }
+      }
+      if (!hopeless.empty()) break;
       if (meetsEverySlo(*r, o.sloTarget)) {
         atHi = std::move(*r);
         break;
@@ -96,7 +109,9 @@ Result<Plan> plan(const FleetSpec& spec, const model::GpuCatalog& catalog, const
       hi = std::min(o.maxGpus, hi * 2);
     }
     if (!atHi) {
-      opt.why = "even " + std::to_string(o.maxGpus) + " GPUs do not meet every SLO";
+      opt.why = !hopeless.empty()
+                    ? hopeless
+                    : "even " + std::to_string(o.maxGpus) + " GPUs do not meet every SLO";
       out.options.push_back(std::move(opt));
       continue;
     }

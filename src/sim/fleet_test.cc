@@ -171,6 +171,8 @@ TEST(FleetTest, HigherPriorityEvictsLowerWhenTheFleetIsFull) {
   FleetSpec spec;
   spec.nodes = {nodes(1, 2)};
   spec.models = builtinFleetModels();
+  // No lead-in: the HPA on duty cycle asks for a second replica at the first busy sync, and
+  // evictions count (as cold starts do) only within the measured window.
   spec.warmupSeconds = 0;
   // "low" holds one card from the start; "high" starts small and then needs both.
   spec.deployments = {
@@ -458,6 +460,87 @@ TEST_F(FleetFileTest, TheExampleFleetFileLoadsAndRuns) {
   auto r = runFleet(*spec, servingCatalog(), "tessera");
   ASSERT_TRUE(r) << r.error().message;
   expectConserved(*spec, *r);
+}
+
+}  // namespace
+}  // namespace tessera::sim
+
+namespace tessera::sim {
+namespace {
+
+TEST(FleetTrafficTest, ReshapeThinsCompressesShiftsAndRefusesAFlood) {
+  // One request per second for 100 s.
+  const ServingTrace t = phasedTrace({{100, 1.0}});
+  auto same = reshapeTrace(t, 1, 0, 100, 1, "same");
+  ASSERT_TRUE(same) << same.error().message;
+  EXPECT_EQ(same->requests.size(), t.requests.size());
+  EXPECT_EQ(same->requests.front().arrivalUs, 0);
+  // Twice the rate: the trace compressed into 50 s and played twice.
+  auto twice = reshapeTrace(t, 2, 0, 100, 1, "twice");
+  ASSERT_TRUE(twice);
+  EXPECT_EQ(twice->requests.size(), 2 * t.requests.size());
+  EXPECT_EQ(twice->requests[1].arrivalUs, 500'000);
+  // A shift is in the trace's own seconds, whatever the rate: 30 s in, the request at t = 30 s
+  // comes first (at 15 s of it at twice the rate, so at 0).
+  auto shifted = reshapeTrace(t, 2, 30, 100, 1, "shifted");
+  ASSERT_TRUE(shifted);
+  EXPECT_EQ(shifted->requests.front().arrivalUs, 0);
+  EXPECT_EQ(shifted->requests.size(), 2 * t.requests.size());
+  // Half the rate keeps about half, over the same span.
+  auto half = reshapeTrace(t, 0.5, 0, 100, 1, "half");
+  ASSERT_TRUE(half);
+  EXPECT_GT(half->requests.size(), 30u);
+  EXPECT_LT(half->requests.size(), 70u);
+  // A trace shorter than the span plays once per span at rate 1.
+  auto longer = reshapeTrace(t, 1, 0, 400, 1, "longer");
+  ASSERT_TRUE(longer);
+  EXPECT_EQ(longer->requests.size(), t.requests.size());
+  // A single instant repeated to a high rate would be a flood: refused.
+  ServingTrace instant;
+  instant.requests.push_back({0, 100, 10, 2});
+  auto flood = reshapeTrace(instant, 1000, 0, 1e6, 1, "flood");
+  EXPECT_TRUE(flood);  // 1000 copies of one request: fine
+  ServingTrace many = phasedTrace({{100, 1000.0}});
+  auto tooMany = reshapeTrace(many, 1000, 0, 1e6, 1, "too-many");
+  ASSERT_FALSE(tooMany);
+  EXPECT_NE(tooMany.error().message.find("20 million"), std::string::npos);
+  EXPECT_FALSE(reshapeTrace(t, 0, 0, 100, 1, "zero"));
+}
+
+TEST(FleetTest, TheRateScaleScalesEveryDeploymentIncludingTheLongTail) {
+  DefaultFleetOptions o;
+  o.dataDir = "/nonexistent";
+  o.spanSeconds = 1200;
+  o.nodes = 2;
+  o.loraModels = 4;
+  auto one = defaultFleet(o);
+  o.rateScale = 2;
+  auto two = defaultFleet(o);
+  ASSERT_TRUE(one && two);
+  ASSERT_EQ(one->deployments.size(), two->deployments.size());
+  for (std::size_t i = 0; i < one->deployments.size(); ++i) {
+    const double a = static_cast<double>(one->deployments[i].trace.requests.size());
+    const double b = static_cast<double>(two->deployments[i].trace.requests.size());
+    // Twice the rate (a compressed trace reaches further into its swell: not exactly 2).
+    EXPECT_GT(b, 1.5 * a) << one->deployments[i].name;
+    EXPECT_LT(b, 3.0 * a) << one->deployments[i].name;
+  }
+}
+
+TEST(FleetPlanTest, RequestsNoReplicaCanRunMakeATypeInfeasibleAtOnce) {
+  FleetSpec spec;
+  spec.models = builtinFleetModels();
+  FleetDeployment d = deployment("long", "llama-3.1-8b", phasedTrace({{300, 1.0}}, 3000, 100));
+  d.maxContextTokens = 2048;  // every request is longer
+  spec.deployments = {d};
+  PlanOptions o;
+  o.gpuTypes = {"H100-80GB"};
+  o.maxGpus = 256;
+  auto p = plan(spec, servingCatalog(), o);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_FALSE(p->options[0].feasible);
+  EXPECT_NE(p->options[0].why.find("can never run"), std::string::npos) << p->options[0].why;
+  EXPECT_EQ(p->options[0].runs, 1);  // no search to 256 GPUs
 }
 
 }  // namespace

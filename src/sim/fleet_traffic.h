@@ -22,7 +22,8 @@
 namespace tessera::sim {
 
 // One QPS series per container_ip (rows of request_type `requestType` only; empty: all), every
-// series on the time line of the file's first timestamp (the services' phases are kept).
+// series on the time line of the file's first timestamp (held at 0 before a container's first
+// sample).
 Result<std::map<std::string, std::vector<QpsPoint>>> parseQpsByContainer(
     std::string_view text, const std::string& label, std::string_view requestType);
 Result<std::map<std::string, std::vector<QpsPoint>>> readQpsByContainer(

@@ -144,6 +144,8 @@ class Cluster {
   std::vector<DeploymentRun*> runs;
   std::vector<FleetSample> samples;
   int evictions = 0;
+  int lowestPriority = 0;        // of every deployment
+  double releasedComputeUs = 0;  // compute of replicas freed since the last fleet sample
   std::map<std::string, double> gpuUsByType;
   int peakGpusInUse = 0;
 
@@ -261,6 +263,7 @@ class DeploymentRun {
   };
   Usage sample(int replica, Micros now);
   const std::string& modelName() const { return o_.model.name; }
+  int priority() const { return s_.priority; }
   Micros horizonUs() const { return horizonUs_; }
 
  private:
@@ -384,9 +387,10 @@ Result<const ReplicaPerf*> DeploymentRun::perfOn(double share) {
 
 Result<std::optional<sched::Decision>> DeploymentRun::placeByEviction(
     const model::PlacementRequest& req, Micros now) {
-  if (s_.priority <= 0) return std::optional<sched::Decision>();
+  // Only strictly lower priorities are victims: none below this deployment, nothing to plan.
+  if (s_.priority <= c_.lowestPriority) return std::optional<sched::Decision>();
   const sched::EvictionPlan plan = sched::planEviction(*c_.engine, c_.state, req);
-  if (!plan.feasible) return std::optional<sched::Decision>();
+  if (!plan.feasible || !plan.placement) return std::optional<sched::Decision>();
   for (const std::string& victim : plan.victims) {
     const auto it = c_.owner.find(victim);
     if (it == c_.owner.end()) {
@@ -394,7 +398,7 @@ Result<std::optional<sched::Decision>> DeploymentRun::placeByEviction(
     }
     const auto [dep, replica] = it->second;
     TESSERA_RETURN_IF_ERROR(c_.runs[static_cast<std::size_t>(dep)]->evict(replica, now));
-    ++c_.evictions;
+    if (measuring(now)) ++c_.evictions;  // as each deployment counts its own
   }
   sched::DecideOptions opts;
   opts.explain = false;
@@ -647,6 +651,8 @@ Result<void> DeploymentRun::evict(int index, Micros now) {
 Result<void> DeploymentRun::release(int index, Micros now) {
   Replica& r = replicas_[static_cast<std::size_t>(index)];
   if (r.phase == Phase::kGone) return {};
+  // Its compute since the last fleet sample still counts in the next one.
+  if (c_.o_.fleetSampleSeconds > 0) c_.releasedComputeUs += sample(index, now).computeUs;
   c_.setClock(now);
   if (auto ok = c_.state.apply(sched::ReplicaUnloaded{r.id}); !ok) return fail(ok.error());
   setPhase(r, Phase::kGone);
@@ -926,7 +932,8 @@ ServingPolicyResult DeploymentRun::finish() {
 void fleetSample(Cluster& c, Micros now, int periodSeconds, bool record) {
   FleetSample f;
   f.timeS = static_cast<double>(now - c.o_.measuredFromUs) / 1e6;
-  double used = 0, held = 0, compute = 0, capacity = 0;
+  double used = 0, held = 0, compute = c.releasedComputeUs, capacity = 0;
+  c.releasedComputeUs = 0;
   for (auto& [gpu, tenants] : c.onGpu) {
     if (tenants.empty()) continue;
     ++f.gpusInUse;
@@ -961,6 +968,12 @@ Result<LoopResult> runLoop(const model::GpuCatalog& catalog, const ClusterOption
     runs.push_back(
         std::make_unique<DeploymentRun>(cluster, static_cast<int>(i), std::move(setups[i])));
     cluster.runs.push_back(runs.back().get());
+  }
+  if (!runs.empty()) {
+    cluster.lowestPriority = runs.front()->priority();
+    for (const auto& run : runs) {
+      cluster.lowestPriority = std::min(cluster.lowestPriority, run->priority());
+    }
   }
   Micros horizon = 0;
   for (auto& run : runs) {

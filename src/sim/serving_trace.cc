@@ -212,9 +212,9 @@ Result<std::vector<QpsPoint>> parseQpsSeries(std::string_view text, const std::s
     double v = 0;
     const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
     if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v) || v < 0) {
-      return fail(table->error(row, column,
-                               std::string("expected a non-negative number (") + what +
-                                   "), got \"" + f + "\""));
+      return fail(table->error(
+          row, column,
+          std::string("expected a non-negative number (") + what + "), got \"" + f + "\""));
     }
     return v;
   };
@@ -239,9 +239,11 @@ Result<std::string> readCsvOrTarGz(const std::string& path) {
   if (path.find('\'') != std::string::npos) {
     return fail(Error::invalid(path + ": a path with a single quote cannot be passed to tar"));
   }
-  if (!std::filesystem::exists(path)) return fail(Error::notFound(path + ": no such file"));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return fail(Error::notFound(path + ": no such file"));
   // GenTD26's archives carry macOS metadata entries; only *.csv members are read.
-  const std::string command = "tar -xzOf '" + path + "' --wildcards '*.csv' --exclude '._*' 2>/dev/null";
+  const std::string command =
+      "tar -xzOf '" + path + "' --wildcards '*.csv' --exclude '._*' 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return fail(Error::invalid(path + ": cannot run tar to read the archive"));
   std::string text;
@@ -264,7 +266,8 @@ Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path) {
 Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const ServingTrace& tokens,
                                 const QpsShapeOptions& o, std::string name) {
   if (series.size() < 2) return fail(Error::invalid("a QPS series needs two points"));
-  if (tokens.requests.empty()) return fail(Error::invalid("no requests to draw token lengths from"));
+  if (tokens.requests.empty())
+    return fail(Error::invalid("no requests to draw token lengths from"));
   if (!(o.meanRatePerSec > 0) || !std::isfinite(o.meanRatePerSec)) {
     return fail(Error::invalid("the mean request rate must be a number > 0"));
   }
