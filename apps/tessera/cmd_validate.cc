@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "agent/agent_config.h"
 #include "common/text.h"
@@ -14,6 +14,7 @@
 #include "model/gpu_catalog.h"
 #include "sched/plugin.h"
 #include "sched/profile.h"
+#include "sim/fleet.h"
 #include "sim/serving_model.h"
 
 namespace tessera::cli {
@@ -21,8 +22,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kKinds[] = {"Cluster",     "PlacementRequests", "PlacementProfile",
-                                       "ServerConfig", "AgentConfig",      "ServingModel"};
+constexpr std::string_view kKinds[] = {"Cluster",      "PlacementRequests", "PlacementProfile",
+                                       "ServerConfig", "AgentConfig",       "ServingModel",
+                                       "Fleet"};
 
 // The file's `kind:`, read leniently: the loader then says what else is wrong.
 Result<std::string> kindOf(const std::string& path) {
@@ -34,8 +36,8 @@ Result<std::string> kindOf(const std::string& path) {
   try {
     root = YAML::Load(text.str());
   } catch (const YAML::Exception& e) {
-    return fail(Error::invalid(path + ":" + std::to_string(e.mark.line + 1) + ": not YAML: " +
-                               e.msg));
+    return fail(
+        Error::invalid(path + ":" + std::to_string(e.mark.line + 1) + ": not YAML: " + e.msg));
   }
   std::string known;
   for (std::string_view k : kKinds) known += (known.empty() ? "" : ", ") + std::string(k);
@@ -45,8 +47,8 @@ Result<std::string> kindOf(const std::string& path) {
   const std::string kind = root["kind"].Scalar();
   if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
     std::string msg = path + ": kind " + kind + " is not a Tessera configuration file";
-    if (const auto near = closestName(kind, std::vector<std::string_view>(std::begin(kKinds),
-                                                                          std::end(kKinds)))) {
+    if (const auto near = closestName(
+            kind, std::vector<std::string_view>(std::begin(kKinds), std::end(kKinds)))) {
       msg += " (did you mean " + std::string(*near) + "?)";
     }
     return fail(Error::invalid(msg + "; one of " + known));
@@ -114,6 +116,14 @@ int runValidate(const ValidateOptions& options, std::ostream& out, std::ostream&
       if (auto agent = agent::loadAgentFile(file); !agent) c.error = agent.error();
     } else if (*kind == "ServingModel") {
       if (auto m = sim::loadServingModelFile(file); !m) c.error = m.error();
+    } else if (*kind == "Fleet") {
+      // As `simulate fleet --fleet` reads it, traces included.
+      auto fleet = sim::loadFleetFile(file, model::GpuCatalog::builtin());
+      if (!fleet) {
+        c.error = fleet.error();
+      } else {
+        c.summary = std::to_string(fleet->deployments.size()) + " deployments";
+      }
     }
     results.push_back(std::move(c));
   }
@@ -122,7 +132,8 @@ int runValidate(const ValidateOptions& options, std::ostream& out, std::ostream&
   for (const Checked& c : results) {
     allOk = allOk && !c.error;
     if (options.format == OutputFormat::kJson) {
-      json e = {{"file", c.file}, {"kind", c.kind.empty() ? json(nullptr) : json(c.kind)},
+      json e = {{"file", c.file},
+                {"kind", c.kind.empty() ? json(nullptr) : json(c.kind)},
                 {"valid", !c.error}};
       if (c.error) e["error"] = c.error->message;
       if (!c.summary.empty()) e["summary"] = c.summary;
@@ -134,7 +145,8 @@ int runValidate(const ValidateOptions& options, std::ostream& out, std::ostream&
           << '\n';
     }
   }
-  if (options.format == OutputFormat::kJson) out << json{{"files", list}, {"valid", allOk}}.dump(2) << '\n';
+  if (options.format == OutputFormat::kJson)
+    out << json{{"files", list}, {"valid", allOk}}.dump(2) << '\n';
   return allOk ? kExitOk : kExitUsage;
 }
 

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
   CLI::App* validateCmd = app.add_subcommand(
       "validate",
       "Check configuration files (Cluster, PlacementRequests, PlacementProfile, ServerConfig, "
-      "AgentConfig, ServingModel) as the commands that read them do");
+      "AgentConfig, ServingModel, Fleet) as the commands that read them do");
   validateCmd->add_option("files", validate.files, "Files to check; a Cluster file's models are known to the requests files")
       ->required()
       ->check(CLI::ExistingFile);

@@ -8,9 +8,10 @@ namespace {
 class ValidateCli : public CliTest {};  // a suite of its own: gtest keys fixtures by suite name
 
 TEST_F(ValidateCli, ValidateAcceptsTheExamplesAndTheDeployedAgentConfig) {
-  const Outcome r = tessera("validate " + example("cluster.yaml") + " " + example("requests.yaml") +
-                            " " + example("profile.yaml") + " " +
-                            quoted(std::string(TESSERA_SOURCE_DIR) + "/deploy/base/agent-config.yaml"));
+  const Outcome r =
+      tessera("validate " + example("cluster.yaml") + " " + example("requests.yaml") + " " +
+              example("profile.yaml") + " " +
+              quoted(std::string(TESSERA_SOURCE_DIR) + "/deploy/base/agent-config.yaml"));
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("valid Cluster (7 nodes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("valid PlacementRequests (18 requests)"), std::string::npos) << r.out;
@@ -63,6 +64,21 @@ TEST_F(ValidateCli, SimulateServingRunsOnTheBuiltInTraceWithoutFiles) {
   const Outcome bad = tessera("simulate serving --format qps");
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.err.find("need --trace"), std::string::npos) << bad.err;
+}
+
+TEST_F(ValidateCli, ValidateChecksAFleetFileAsSimulateFleetReadsIt) {
+  const Outcome good = tessera("validate " + example("fleet.yaml"));
+  EXPECT_EQ(good.exitCode, 0) << good.err;
+  EXPECT_NE(good.out.find("valid Fleet (3 deployments)"), std::string::npos) << good.out;
+  const std::string bad =
+      write("fleet.yaml",
+            "kind: Fleet\nnodes:\n  - {gpuType: H100-80GB, count: 1}\n"
+            "deployments:\n  - {name: a, model: gpt-9, traffic: {builtin: chat}}\n");
+  const Outcome r = tessera("validate " + quoted(bad));
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("fleet.yaml:5: deployments[0].model: unknown model 'gpt-9'"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace
