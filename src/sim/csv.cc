@@ -1,6 +1,7 @@
 #include "sim/csv.h"
 
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -69,6 +70,18 @@ Error CsvTable::error(const CsvRow& row, int column, std::string_view what) cons
   }
   msg += what;
   return Error::invalid(std::move(msg));
+}
+
+Result<double> CsvTable::nonNegative(const CsvRow& row, int column, std::string_view what) const {
+  const std::string& f = row.fields[static_cast<std::size_t>(column)];
+  double v = 0;
+  const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+  if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v) || v < 0) {
+    return fail(
+        error(row, column,
+              "expected a non-negative number (" + std::string(what) + "), got \"" + f + "\""));
+  }
+  return v;
 }
 
 Result<std::int64_t> CsvTable::integer(const CsvRow& row, int column, std::int64_t min,

@@ -34,6 +34,9 @@ struct CsvTable {
   // Field `column` of `row` as an integer in [min, max].
   Result<std::int64_t> integer(const CsvRow& row, int column, std::int64_t min,
                                std::int64_t max) const;
+  // Field `column` of `row` as a finite number >= 0; `what` names its unit in the error
+  // ("expected a non-negative number (seconds), got \"x\"").
+  Result<double> nonNegative(const CsvRow& row, int column, std::string_view what) const;
 };
 
 // Parses CSV text. `label` names the source in error messages.

@@ -8,22 +8,6 @@
 #include "sim/csv.h"
 
 namespace tessera::sim {
-namespace {
-
-Result<double> numberAt(const CsvTable& table, const CsvRow& row, int column, const char* what) {
-  const std::string& f = row.fields[static_cast<std::size_t>(column)];
-  double v = 0;
-  const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
-  if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v) || v < 0) {
-    return fail(table.error(
-        row, column,
-        std::string("expected a non-negative number (") + what + "), got \"" + f + "\""));
-  }
-  return v;
-}
-
-}  // namespace
-
 Result<std::map<std::string, std::vector<QpsPoint>>> parseQpsByContainer(
     std::string_view text, const std::string& label, std::string_view requestType) {
   auto table = parseCsv(text, label);
@@ -43,9 +27,9 @@ Result<std::map<std::string, std::vector<QpsPoint>>> parseQpsByContainer(
         row.fields[static_cast<std::size_t>(type)] != requestType) {
       continue;
     }
-    auto at = numberAt(*table, row, *ts, "seconds");
+    auto at = table->nonNegative(row, *ts, "seconds");
     if (!at) return fail(at.error());
-    auto v = numberAt(*table, row, *value, "requests per second");
+    auto v = table->nonNegative(row, *value, "requests per second");
     if (!v) return fail(v.error());
     const std::string& id = row.fields[static_cast<std::size_t>(*container)];
     if (id.empty()) return fail(table->error(row, *container, "empty container id"));
@@ -171,7 +155,7 @@ Result<std::vector<double>> readLatencySeconds(const std::string& path) {
   std::vector<double> out;
   out.reserve(table->rows.size());
   for (const CsvRow& row : table->rows) {
-    auto v = numberAt(*table, row, *value, "milliseconds");
+    auto v = table->nonNegative(row, *value, "milliseconds");
     if (!v) return fail(v.error());
     out.push_back(*v / 1000);
   }

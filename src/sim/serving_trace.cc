@@ -207,16 +207,8 @@ Result<std::vector<QpsPoint>> parseQpsSeries(std::string_view text, const std::s
   }
   auto value = table->requireColumn("value");
   if (!value) return fail(value.error());
-  auto number = [&](const CsvRow& row, int column, const char* what) -> Result<double> {
-    const std::string& f = row.fields[static_cast<std::size_t>(column)];
-    double v = 0;
-    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
-    if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v) || v < 0) {
-      return fail(table->error(
-          row, column,
-          std::string("expected a non-negative number (") + what + "), got \"" + f + "\""));
-    }
-    return v;
+  auto number = [&](const CsvRow& row, int column, const char* what) {
+    return table->nonNegative(row, column, what);
   };
   std::map<double, double> sum;
   for (const CsvRow& row : table->rows) {
