@@ -230,6 +230,12 @@ void Controller::onPod(Informer::Change change, const json& pod) {
         overlay_.erase(it);
       }
     }
+    if (change == Informer::Change::kDeleted) {
+      if (deletedRv_.size() >= 4096) deletedRv_.erase(deletedRv_.begin());  // names are random
+      deletedRv_[key] = rvNumber(pod);
+    } else if (change == Informer::Change::kAdded) {
+      deletedRv_.erase(key);  // the name is in use again
+    }
     if (change == Informer::Change::kDeleted || terminating(pod) || finished(pod)) {
       podNotes_.emplace_back(PodNote::kGone, key);
     } else {
@@ -415,6 +421,11 @@ void Controller::remember(const std::string& key, Overlay write) {
   std::lock_guard lock(mu_);
   const auto seen = pods_->get(key);
   if (write.pod ? (seen && rvNumber(*seen) >= write.rv) : !seen) return;
+  // Not seen because the watch showed it made and already deleted: nothing to remember.
+  if (const auto gone = deletedRv_.find(key);
+      write.pod && !seen && gone != deletedRv_.end() && gone->second >= write.rv) {
+    return;
+  }
   overlay_[key] = std::move(write);
 }
 

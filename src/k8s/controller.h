@@ -229,6 +229,10 @@ class Controller {
   std::vector<std::pair<PodNote, std::string>> podNotes_;  // by replica id, in order
   std::set<std::string> dirtyNodes_;
   std::map<std::string, Overlay> overlay_;  // pod key → our write not seen yet
+  // Pod key → the resourceVersion its deletion had, as the watch showed it. A create whose
+  // answer comes back after the watch already showed the pod made and deleted must not be
+  // remembered as live (it would stand in for the pod forever, and no replacement is made).
+  std::map<std::string, std::int64_t> deletedRv_;
   Stats stats_;
 
   // Worker-only state.
@@ -236,7 +240,7 @@ class Controller {
   std::set<std::string> readySent_, goneSent_;
   std::set<std::string> unsatisfiedReported_;            // pod keys (GPU mode dra)
   std::map<std::string, std::string> unschedulableWhy_;  // pod key -> kube-scheduler's message
-  std::map<std::string, bool> nodeCordoned_;  // as last seen in Kubernetes
+  std::map<std::string, bool> nodeCordoned_;             // as last seen in Kubernetes
   std::uint64_t nameCounter_ = 0;
   std::thread worker_;
 };
