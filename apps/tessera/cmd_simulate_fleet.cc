@@ -1,7 +1,6 @@
 #include "cmd_simulate_fleet.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <future>
@@ -13,6 +12,7 @@
 #include "cmd_simulate_serving.h"
 #include "model/gpu_catalog.h"
 #include "out_dir.h"
+#include "serving_cli.h"
 #include "sim/fleet.h"
 #include "sim/fleet_plan.h"
 #include "sim/fleet_report.h"
@@ -30,10 +30,7 @@ Result<std::vector<std::string>> policyList(const std::string& spec) {
     for (auto n : sim::kFleetPolicyNames) out.emplace_back(n);
     return out;
   }
-  std::size_t start = 0;
-  while (start <= spec.size()) {
-    const std::size_t comma = std::min(spec.find(',', start), spec.size());
-    std::string name = spec.substr(start, comma - start);
+  for (std::string& name : splitList(spec)) {
     if (!sim::isFleetPolicyName(name)) {
       std::string known;
       for (auto n : sim::kFleetPolicyNames) known += (known.empty() ? "" : ", ") + std::string(n);
@@ -41,8 +38,8 @@ Result<std::vector<std::string>> policyList(const std::string& spec) {
                                  ", or all)"));
     }
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
-    start = comma + 1;
   }
+  if (out.empty()) return fail(Error::invalid("--policies: no policy named"));
   return out;
 }
 
@@ -58,14 +55,11 @@ Result<std::map<std::string, double>> parsePrices(const std::vector<std::string>
     if (catalog.find(type) == nullptr) {
       return fail(Error::invalid("--price " + item + ": unknown GPU type '" + type + "'"));
     }
-    double v = 0;
-    const char* b = item.data() + eq + 1;
-    const char* e = item.data() + item.size();
-    const auto [end, ec] = std::from_chars(b, e, v);
-    if (ec != std::errc() || end != e || !(v >= 0) || !std::isfinite(v)) {
+    const auto v = number(item.substr(eq + 1));
+    if (!v || !(*v >= 0) || !std::isfinite(*v)) {
       return fail(Error::invalid("--price " + item + ": expected a price >= 0 after '='"));
     }
-    out[type] = v;
+    out[type] = *v;
   }
   return out;
 }
@@ -185,17 +179,6 @@ CLI::Option* addTrafficOptions(CLI::App& cmd, SimulateFleetOptions& o) {
                  "Price per GPU-hour, TYPE=USD (repeatable; default H100-80GB=4, A100-80GB=2.5, "
                  "L40S=1.5)");
   return fleet;
-}
-
-std::vector<std::string> splitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    const std::size_t comma = std::min(s.find(',', start), s.size());
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
 }
 
 }  // namespace

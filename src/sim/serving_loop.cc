@@ -262,7 +262,6 @@ class DeploymentRun {
     double usedMib = 0, heldMib = 0, computeUs = 0;
   };
   Usage sample(int replica, Micros now);
-  const std::string& modelName() const { return o_.model.name; }
   int priority() const { return s_.priority; }
   Micros horizonUs() const { return horizonUs_; }
 
