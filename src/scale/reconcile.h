@@ -1,7 +1,7 @@
 #pragma once
 // From an autoscaler's decision to replicas: how many to place, on what GPU share, and which
 // to retire. One loop for every caller: the control plane (src/api/deployments.cc) and the
-// serving simulator (src/sim/serving_loop.cc) both execute the plan this returns, so what the
+// serving simulator (src/sim/serving_deployment.cc) both execute the plan this returns, so what the
 // simulation measures is what the server does.
 //
 //   target  = min(limit, desired + warm)        (the warm pool is held as placed replicas)
