@@ -633,6 +633,12 @@ TEST_F(CliTest, SimulateServingMatrixWithoutTracesExitsTwo) {
   const Outcome rates = tessera("simulate serving-matrix --rates 1,x");
   EXPECT_TRUE(exitedWith(rates, 2));
   EXPECT_NE(rates.err.find("--rates"), std::string::npos) << rates.err;
+  const Outcome arg = tessera("simulate serving-matrix --policy-arg static-peak.minReplicas=2");
+  EXPECT_TRUE(exitedWith(arg, 2));
+  EXPECT_NE(arg.err.find("not an autoscaled policy"), std::string::npos) << arg.err;
+  const Outcome value = tessera("simulate serving-matrix --policy-arg tessera.targetUtilization");
+  EXPECT_TRUE(exitedWith(value, 2));
+  EXPECT_NE(value.err.find("POLICY.KEY=NUMBER"), std::string::npos) << value.err;
 }
 
 TEST_F(CliTest, SimulateServingBadTracesExitTwoNamingFileLineAndField) {

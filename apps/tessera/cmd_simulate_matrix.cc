@@ -75,6 +75,9 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     return reportError(err, kMatrix, Error::invalid("--clairvoyant-runs must be >= 1"));
   }
   m.base.clairvoyantMaxRuns = o.clairvoyantRuns;
+  auto settings = parsePolicyArgs(o.policyArgs);
+  if (!settings) return reportError(err, kMatrix, settings.error());
+  m.base.policySettings = std::move(*settings);
   if (!(o.minutes > 0)) return reportError(err, kMatrix, Error::invalid("--minutes must be > 0"));
   m.jobs =
       o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -168,6 +171,7 @@ CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
                   "Simulations the clairvoyant's search may take per GPU share")
       ->capture_default_str();
   cmd->add_option("--jobs,-j", o.jobs, "Cells in parallel (0: one per core)")->default_str("1");
+  cmd->add_option("--policy-arg", o.policyArgs, kPolicyArgHelp);
   cmd->add_option("-o,--output", o.format, "markdown or json")->capture_default_str();
   return cmd;
 }

@@ -97,24 +97,9 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
     }
     so.replicaShare = *share;
   }
-  for (const std::string& text : o.policyArgs) {
-    const std::size_t dot = text.find('.');
-    const std::size_t eq = text.find('=');
-    const std::optional<double> value =
-        eq == std::string::npos ? std::nullopt : number(text.substr(eq + 1));
-    if (dot == std::string::npos || eq == std::string::npos || dot > eq || !value) {
-      return fail(
-          Error::invalid("--policy-arg " + text +
-                         ": expected POLICY.KEY=NUMBER, e.g. tessera.targetUtilization=0.7"));
-    }
-    const std::string policy = text.substr(0, dot);
-    if (!sim::isServingPolicyName(policy) || policy == "static-peak" || policy == "clairvoyant") {
-      return fail(Error::invalid("--policy-arg " + text + ": '" + policy +
-                                 "' is not an autoscaled policy (hpa, weighted, littles-law, kpa, "
-                                 "tessera)"));
-    }
-    so.policySettings.push_back({policy, text.substr(dot + 1, eq - dot - 1), *value});
-  }
+  auto settings = parsePolicyArgs(o.policyArgs);
+  if (!settings) return fail(settings.error());
+  so.policySettings = std::move(*settings);
   return so;
 }
 
@@ -376,10 +361,7 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
   cmd->add_option("--gpus-per-node", o.gpusPerNode, "GPUs per node")->capture_default_str();
   cmd->add_option("--jobs,-j", o.jobs, "Policies run in parallel (0: one per core)")
       ->default_str("1");
-  cmd->add_option("--policy-arg", o.policyArgs,
-                  "Experiment: change an autoscaled policy's setting, POLICY.KEY=VALUE (a "
-                  "recommender argument, or minReplicas, maxReplicas, warmReplicas, "
-                  "syncPeriodSeconds, scaleUpWindowSeconds, scaleDownWindowSeconds); repeatable");
+  cmd->add_option("--policy-arg", o.policyArgs, kPolicyArgHelp);
   cmd->add_option("--out-dir", o.outDir,
                   "Write per-policy timeline CSVs, an SVG timeline and a summary CSV here");
   addSimulateFormatOption(*cmd, o.format);
@@ -440,6 +422,31 @@ Result<std::vector<double>> positiveList(const std::string& text, const std::str
     out.push_back(*x);
   }
   if (out.empty()) return fail(Error::invalid(flag + ": no number"));
+  return out;
+}
+
+// --policy-arg POLICY.KEY=NUMBER, repeatable.
+Result<std::vector<sim::ServingOptions::PolicySetting>> parsePolicyArgs(
+    const std::vector<std::string>& texts) {
+  std::vector<sim::ServingOptions::PolicySetting> out;
+  for (const std::string& text : texts) {
+    const std::size_t dot = text.find('.');
+    const std::size_t eq = text.find('=');
+    const std::optional<double> value =
+        eq == std::string::npos ? std::nullopt : number(text.substr(eq + 1));
+    if (dot == std::string::npos || eq == std::string::npos || dot > eq || !value) {
+      return fail(
+          Error::invalid("--policy-arg " + text +
+                         ": expected POLICY.KEY=NUMBER, e.g. tessera.targetUtilization=0.7"));
+    }
+    const std::string policy = text.substr(0, dot);
+    if (!sim::isServingPolicyName(policy) || policy == "static-peak" || policy == "clairvoyant") {
+      return fail(Error::invalid("--policy-arg " + text + ": '" + policy +
+                                 "' is not an autoscaled policy (hpa, weighted, littles-law, kpa, "
+                                 "tessera)"));
+    }
+    out.push_back({policy, text.substr(dot + 1, eq - dot - 1), *value});
+  }
   return out;
 }
 

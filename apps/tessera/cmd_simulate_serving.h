@@ -56,6 +56,7 @@ struct SimulateMatrixOptions {
   int routerQueueDepth = 0;
   int clairvoyantRuns = 16;
   int jobs = 1;
+  std::vector<std::string> policyArgs;  // POLICY.KEY=VALUE, every cell
   std::string format = "markdown";  // markdown | json
 };
 int runSimulateMatrix(const SimulateMatrixOptions& options, std::ostream& out, std::ostream& err);

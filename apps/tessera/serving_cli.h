@@ -27,6 +27,14 @@ Result<std::vector<double>> positiveList(const std::string& text, const std::str
 std::vector<std::string> splitList(const std::string& text);
 // "P,D,C": actual prefill speed, decode speed and cold-start time as multiples of the model's.
 Result<sim::ModelError> parseModelError(const std::string& text, const char* flag);
+// --policy-arg POLICY.KEY=NUMBER values: an autoscaled policy's setting each.
+Result<std::vector<sim::ServingOptions::PolicySetting>> parsePolicyArgs(
+    const std::vector<std::string>& texts);
+// The help of --policy-arg, which `simulate serving` and `serving-matrix` share.
+inline constexpr const char* kPolicyArgHelp =
+    "Experiment: change an autoscaled policy's setting, POLICY.KEY=VALUE (a recommender "
+    "argument, or minReplicas, maxReplicas, warmReplicas, syncPeriodSeconds, "
+    "scaleUpWindowSeconds, scaleDownWindowSeconds); repeatable";
 
 // An Azure or Mooncake trace, the format given or taken from the extension.
 Result<sim::ServingTrace> readTrace(const std::string& path,

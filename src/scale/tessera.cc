@@ -14,9 +14,9 @@
 //           where cold start = the last seen load time (expectedReadyMs − createdMs of a
 //           loading replica, when at most 15 min), else `coldStartSeconds`
 //   P       meanPrefillMs (when measured): the mean time a prompt holds its replica's prefill;
-//           when every ready replica reports computeActive and prefillsPerSec and their ratio
-//           Σ computeActive / Σ prefillsPerSec (the prompt's own compute: the measured time
-//           counts the whole step each prompt of a batch shared) is at most half of it, that
+//           when ready replicas report computeActive and prefillsPerSec and the ratio
+//           Σ computeActive / Σ prefillsPerSec over those (the prompt's own compute: the measured
+//           time counts the whole step each prompt of a batch shared) is at most half of it, that
 //           ratio; the tail's wait budget still leaves the measured P (the step waited for)
 //   λ       the arrival rate measured now; for the up-sizing terms the forecast one cold start
 //           ahead instead, when higher: the least-squares trend of the rates this recommender
@@ -94,6 +94,23 @@ constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
 // robustness matrix it held more replicas on long-prompt traffic for no attainment.
 constexpr double kExponential = 1;
 
+// A prompt's own compute: Σ computeActive / Σ prefillsPerSec over the ready replicas that
+// report both over a window in which they prefilled (a replica that has just become ready has
+// no window yet, and says nothing about the others' prompts). nullopt: none does.
+std::optional<double> ownPrefillSec(const DeploymentSignals& signals) {
+  double compute = 0, prefills = 0;
+  for (const ReplicaSignals& r : signals.replicas) {
+    if (r.phase != ReplicaPhase::kReady || !r.computeActive || !r.prefillsPerSec ||
+        *r.prefillsPerSec <= 0) {
+      continue;
+    }
+    compute += *r.computeActive;
+    prefills += *r.prefillsPerSec;
+  }
+  if (compute <= 0 || prefills <= 0) return std::nullopt;
+  return compute / prefills;
+}
+
 int ceilCount(double x) {
   return static_cast<int>(std::ceil(x - 1e-9));
 }
@@ -170,19 +187,16 @@ class TesseraRecommender final : public Recommender {
       prefillSec =
           signals.meanPrefillMs && *signals.meanPrefillMs > 0 ? *signals.meanPrefillMs / 1000 : 0;
       // A prompt's own work: the compute the ready replicas did per prompt they prefilled,
-      // when every ready replica reports both. The measured P counts the whole step a batch of
-      // prompts shared (each prompt of the batch reads the step), the compute does not.
-      const ReadySum compute = sumOverReady(signals, &ReplicaSignals::computeActive);
-      const ReadySum prefills = sumOverReady(signals, &ReplicaSignals::prefillsPerSec);
+      // over those that report both (ownPrefillSec). The measured P counts the whole step a batch
+      // of prompts shared (each prompt of the batch reads the step), the compute does not.
       stepSec = prefillSec;
-      if (prefillSec > 0 && ready > 0 && compute.reporting == ready &&
-          prefills.reporting == ready && compute.sum > 0 && prefills.sum > 0) {
-        const double own = compute.sum / prefills.sum;
+      const std::optional<double> own = ownPrefillSec(signals);
+      if (prefillSec > 0 && own) {
         // Only where batching is what the measured P shows: two or more prompts to a step on
         // average. Where prompts mostly run alone (long ones) the step is their own work plus
         // the decode it stalls, and that is what the next prompt waits for.
-        if (own <= prefillSec / 2) {
-          prefillSec = own;
+        if (*own <= prefillSec / 2) {
+          prefillSec = *own;
           ownPrefill = true;
         }
       }

@@ -305,9 +305,16 @@ TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
     EXPECT_NE(why.find("prefill 1.95"), std::string::npos) << why;
     EXPECT_EQ(why.find("own"), std::string::npos) << why;
   }
-  // One ready replica without the metric: the measured P, with the gate (p99 900 ms: 1 → hold).
+  // One ready replica without the metric (just ready, no window yet): the other two still
+  // say what a prompt costs, 0.52 / 1.73 = 0.3 s.
   for (ReplicaSignals& x : s.replicas) x.computeActive = 0.26;
   s.replicas[0].computeActive.reset();
+  s.nowMs += 15 * kSec;
+  const Recommendation partial = r->recommend(s, 1);
+  EXPECT_EQ(partial.replicas, 2);
+  EXPECT_NE(partial.reason.find("own 0.3 s"), std::string::npos) << partial.reason;
+  // None reports it: the measured P, with the gate (p99 900 ms: 1 → hold).
+  for (ReplicaSignals& x : s.replicas) x.computeActive.reset();
   s.nowMs += 15 * kSec;
   EXPECT_EQ(r->recommend(s, 1).replicas, 1);
 }
