@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,8 @@
 
 #include "common/file_identity.h"
 #include "dra/proto/dra.grpc.pb.h"
+#include "dra/proto/dra_health.grpc.pb.h"
+#include "dra/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "dra/proto/pluginregistration.grpc.pb.h"
 #include "k8s/kube_client.h"
 
@@ -51,14 +54,15 @@ Result<void> ensureDir(const std::string& dir) {
   return {};
 }
 
-Result<std::unique_ptr<grpc::Server>> serveOn(const std::string& path, grpc::Service& service) {
+Result<std::unique_ptr<grpc::Server>> serveOn(const std::string& path,
+                                              std::initializer_list<grpc::Service*> services) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return fail(
         Error::internal("cannot remove stale socket " + path + ": " + std::strerror(errno)));
   }
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
+  for (grpc::Service* s : services) builder.RegisterService(s);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return fail(Error::internal("cannot serve gRPC on " + path));
   return server;
@@ -70,9 +74,87 @@ std::unique_ptr<ClaimSource> apiServerClaims(k8s::KubeClient& client) {
   return std::make_unique<ApiServerClaims>(client);
 }
 
+namespace {
+
+std::int64_t unixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One answer of the health stream, for either package's messages (their fields and enum
+// numbers are the same: HEALTHY = 1, UNHEALTHY = 2).
+template <class Response>
+Response healthAnswer(const std::vector<DeviceHealth>& devices, const std::string& pool,
+                      std::int64_t observedAtSec, std::int64_t timeoutSec) {
+  Response out;
+  for (const DeviceHealth& h : devices) {
+    auto* d = out.add_devices();
+    d->mutable_device()->set_pool_name(pool);
+    d->mutable_device()->set_device_name(h.device);
+    using Status = std::remove_cvref_t<decltype(d->health())>;
+    d->set_health(static_cast<Status>(h.healthy ? 1 : 2));
+    d->set_last_updated_time(observedAtSec);
+    d->set_health_check_timeout_seconds(timeoutSec);
+    if (!h.message.empty()) d->set_message(h.message.substr(0, 1024));
+  }
+  return out;
+}
+
+}  // namespace
+
 class Driver::Services {
  public:
-  explicit Services(Driver& d) : registration(d), plugin(d) {}
+  explicit Services(Driver& d)
+      : registration(d), plugin(d), health(d, closing), healthV1alpha1(d, closing) {}
+
+  // The health stream of either package: the devices at once, then on every change and at
+  // least every healthResendInterval, until kubelet cancels or the servers close.
+  template <class Response>
+  static void streamHealth(Driver& d, const std::atomic<bool>& closing, grpc::ServerContext& ctx,
+                           grpc::ServerWriter<Response>& writer) {
+    using Clock = std::chrono::steady_clock;
+    const auto resend = std::max(d.config_.healthResendInterval, std::chrono::milliseconds(1));
+    const std::int64_t timeoutSec = d.config_.healthTimeout.count();
+    d.healthStreams_.fetch_add(1);
+    std::optional<std::vector<DeviceHealth>> sent;
+    Clock::time_point sentAt;
+    std::unique_lock lock(d.mu_);
+    while (!d.stopping_ && !closing.load() && !ctx.IsCancelled()) {
+      std::vector<DeviceHealth> now = deviceHealth(d.inventory_);
+      const Clock::time_point t = Clock::now();
+      if (!sent || now != *sent || t - sentAt >= resend) {
+        const Response answer =
+            healthAnswer<Response>(now, d.config_.nodeName, d.observedAtSec_, timeoutSec);
+        lock.unlock();
+        const bool written = writer.Write(answer);
+        lock.lock();
+        if (!written) break;
+        sent = std::move(now);
+        sentAt = t;
+      }
+      // Woken by a change or a stop; the short bound notices a cancelled stream.
+      d.healthWake_.wait_until(
+          lock, std::min(sentAt + resend, Clock::now() + std::chrono::milliseconds(200)));
+    }
+    lock.unlock();
+    d.healthStreams_.fetch_sub(1);
+  }
+
+  template <class Base, class Request, class Response>
+  class Health final : public Base {
+   public:
+    Health(Driver& d, const std::atomic<bool>& closing) : d_(d), closing_(closing) {}
+    grpc::Status NodeWatchResources(grpc::ServerContext* ctx, const Request*,
+                                    grpc::ServerWriter<Response>* writer) override {
+      streamHealth(d_, closing_, *ctx, *writer);
+      return grpc::Status::OK;
+    }
+
+   private:
+    Driver& d_;
+    const std::atomic<bool>& closing_;
+  };
 
   class Registration final : public regpb::Registration::Service {
    public:
@@ -83,6 +165,8 @@ class Driver::Services {
       out->set_name(d_.config_.driver);
       out->set_endpoint(d_.pluginSocket());
       out->add_supported_versions(std::string(kDraService));
+      out->add_supported_versions(std::string(kHealthServiceV1alpha1));
+      out->add_supported_versions(std::string(kHealthService));
       return grpc::Status::OK;
     }
     grpc::Status NotifyRegistrationStatus(grpc::ServerContext*, const regpb::RegistrationStatus* in,
@@ -145,12 +229,22 @@ class Driver::Services {
     Driver& d_;
   };
 
+  std::atomic<bool> closing{false};  // set before the servers shut down: streams end
   Registration registration;
   Plugin plugin;
+  Health<::v1::DRAResourceHealth::Service, ::v1::NodeWatchResourcesRequest,
+         ::v1::NodeWatchResourcesResponse>
+      health;
+  Health<::v1alpha1::DRAResourceHealth::Service, ::v1alpha1::NodeWatchResourcesRequest,
+         ::v1alpha1::NodeWatchResourcesResponse>
+      healthV1alpha1;
 };
 
 Driver::Driver(DriverConfig config, ClaimSource& claims, deviceplugin::Inventory inventory)
-    : config_(std::move(config)), claims_(claims), inventory_(std::move(inventory)) {}
+    : config_(std::move(config)),
+      claims_(claims),
+      inventory_(std::move(inventory)),
+      observedAtSec_(unixSeconds()) {}
 
 Driver::~Driver() {
   stop();
@@ -170,8 +264,12 @@ std::string Driver::lastRegistrationError() const {
 }
 
 void Driver::setInventory(deviceplugin::Inventory inventory) {
-  std::lock_guard lock(mu_);
-  inventory_ = std::move(inventory);
+  {
+    std::lock_guard lock(mu_);
+    inventory_ = std::move(inventory);
+    observedAtSec_ = unixSeconds();
+  }
+  healthWake_.notify_all();
 }
 
 deviceplugin::Inventory Driver::inventory() const {
@@ -213,9 +311,10 @@ Result<void> Driver::serve() {
   TESSERA_RETURN_IF_ERROR(ensureDir((fs::path(config_.pluginDir) / config_.driver).string()));
   auto services = std::make_unique<Services>(*this);
   // The endpoint first: kubelet connects to it as soon as registration succeeds.
-  auto plugin = serveOn(pluginSocket(), services->plugin);
+  auto plugin =
+      serveOn(pluginSocket(), {&services->plugin, &services->health, &services->healthV1alpha1});
   if (!plugin) return fail(plugin.error());
-  auto registration = serveOn(registrationSocket(), services->registration);
+  auto registration = serveOn(registrationSocket(), {&services->registration});
   if (!registration) {
     (*plugin)->Shutdown();
     return fail(registration.error());
@@ -241,6 +340,8 @@ void Driver::shutdownServers() {
     b = std::move(pluginServer_);
     services = std::move(services_);
   }
+  if (services) services->closing = true;
+  healthWake_.notify_all();
   for (grpc::Server* s : {a.get(), b.get()}) {
     if (s == nullptr) continue;
     s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -265,6 +366,7 @@ void Driver::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
+  healthWake_.notify_all();
   if (watcher_.joinable()) watcher_.join();
   shutdownServers();
   // The registry socket goes with the driver: kubelet's watcher then deregisters it.

@@ -10,6 +10,12 @@
 //    (dra/prepare.h), answering the CDI ids and share ids; NodeUnprepareResources removes the
 //    spec. Both are idempotent (kubelet retries), and a failure is that claim's error in the
 //    answer, not a failed call.
+//  - DRAResourceHealth (v1, and v1alpha1 as the 1.34 to 1.36 kubelets call it) on the same
+//    endpoint: NodeWatchResources streams every published device's health (dra/slices.h
+//    deviceHealth) at once, again on every change, and at least every healthResendInterval;
+//    each entry is stamped with the time of the agent's last GPU sample (setInventory), so a
+//    stalled agent reads as unknown to kubelet after healthTimeout. A stream ends when kubelet
+//    cancels it or the driver stops or serves its sockets again.
 //  - A kubelet restart: a restarted kubelet scans the registry again and calls GetInfo on the
 //    socket that is there; a kubelet (or an operator) that removed the sockets is noticed by
 //    the watch thread, which serves both again so that the plugin watcher registers it anew.
@@ -20,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,6 +57,8 @@ inline constexpr std::string_view kDefaultPluginDir = "/var/lib/kubelet/plugins"
 inline constexpr std::string_view kDefaultCdiDir = "/var/run/cdi";
 inline constexpr std::string_view kPluginType = "DRAPlugin";
 inline constexpr std::string_view kDraService = "v1.DRAPlugin";
+inline constexpr std::string_view kHealthService = "v1.DRAResourceHealth";
+inline constexpr std::string_view kHealthServiceV1alpha1 = "v1alpha1.DRAResourceHealth";
 
 // Where ResourceClaims are read from.
 // Threading: implementations must allow calls from several threads.
@@ -72,6 +81,10 @@ struct DriverConfig {
   std::string cdiDir = std::string(kDefaultCdiDir);
   deviceplugin::EnvOptions env;
   std::chrono::milliseconds watchInterval{1000};  // socket check
+  // The health stream: the whole device list again at least this often, and the timeout
+  // kubelet is told (a status it has not heard renewed within it reads as unknown).
+  std::chrono::milliseconds healthResendInterval{10'000};
+  std::chrono::seconds healthTimeout{30};
   std::function<void(const std::string&)> log;    // nullptr: silent
 };
 
@@ -88,6 +101,8 @@ class Driver {
   Result<void> start();
   void stop();
 
+  // The agent's latest view of the GPUs (every sample, changed or not: its time stamps the
+  // health stream's entries).
   void setInventory(deviceplugin::Inventory inventory);
   deviceplugin::Inventory inventory() const;
 
@@ -98,6 +113,9 @@ class Driver {
   std::string lastRegistrationError() const;
   // Times the sockets were served (1 after start; +1 per restart the watch thread noticed).
   int serves() const { return serves_.load(); }
+  // Health streams kubelet holds open now, and the timeout they tell kubelet.
+  int healthStreams() const { return healthStreams_.load(); }
+  std::chrono::seconds healthTimeout() const { return config_.healthTimeout; }
 
   // What the gRPC handlers do, callable directly.
   Result<PreparedClaim> prepare(const ClaimRef& claim);
@@ -116,6 +134,9 @@ class Driver {
   ClaimSource& claims_;
   mutable std::mutex mu_;  // inventory, servers, registration error, stop flag
   deviceplugin::Inventory inventory_;
+  std::int64_t observedAtSec_ = 0;  // Unix seconds of the last setInventory (or construction)
+  std::condition_variable healthWake_;
+  std::atomic<int> healthStreams_{0};
   std::unique_ptr<Services> services_;
   std::unique_ptr<grpc::Server> pluginServer_, registrationServer_;
   std::string pluginId_, registrationId_;  // identities of the sockets as served

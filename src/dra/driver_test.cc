@@ -74,7 +74,17 @@ class DraDriverTest : public ::testing::Test {
     c.pluginDir = dir_.file("plugins");
     c.cdiDir = dir_.file("cdi");
     c.watchInterval = std::chrono::milliseconds(20);
+    c.healthResendInterval = std::chrono::milliseconds(50);
+    config_ = c;
     driver_ = std::make_unique<Driver>(c, *claims_, twoGpus());
+    ASSERT_TRUE(driver_->start());
+  }
+
+  // Replaces the driver with one whose configuration `change` altered.
+  void restartDriver(const std::function<void(DriverConfig&)>& change) {
+    driver_.reset();
+    change(config_);
+    driver_ = std::make_unique<Driver>(config_, *claims_, twoGpus());
     ASSERT_TRUE(driver_->start());
   }
 
@@ -97,6 +107,7 @@ class DraDriverTest : public ::testing::Test {
     return json::parse(f, nullptr, false);
   }
 
+  DriverConfig config_;
   SocketDir dir_;
   k8s::testing::FakeApiServer api_;
   std::unique_ptr<k8s::KubeClient> client_;
@@ -113,7 +124,8 @@ TEST_F(DraDriverTest, RegistersWithThePluginWatcher) {
   EXPECT_EQ((*info)["type"], "DRAPlugin");
   EXPECT_EQ((*info)["name"], "gpu.tessera.io");
   EXPECT_EQ((*info)["endpoint"], driver_->pluginSocket());
-  EXPECT_EQ((*info)["supported_versions"], json::array({"v1.DRAPlugin"}));
+  EXPECT_EQ((*info)["supported_versions"],
+            json::array({"v1.DRAPlugin", "v1alpha1.DRAResourceHealth", "v1.DRAResourceHealth"}));
   EXPECT_EQ(driver_->registrations(), 1);
   EXPECT_EQ(driver_->registrationSocket(), dir_.file("registry") + "/gpu.tessera.io-reg.sock");
   EXPECT_EQ(driver_->pluginSocket(), dir_.file("plugins") + "/gpu.tessera.io/dra.sock");
@@ -250,6 +262,95 @@ TEST_F(DraDriverTest, StopRemovesTheRegistrationSocket) {
   driver_->stop();
   EXPECT_FALSE(std::filesystem::exists(reg));
   EXPECT_FALSE(kubelet_.registerPlugin(reg));
+}
+
+// The names and health of one health-stream answer: {"gpu-0": "HEALTHY", ...}, in order.
+std::vector<std::pair<std::string, std::string>> healthOf(const json& answer) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const json& d : answer.value("devices", json::array())) {
+    out.emplace_back(d["device"].value("device_name", ""), d.value("health", "UNKNOWN"));
+  }
+  return out;
+}
+
+TEST_F(DraDriverTest, StreamsDeviceHealthToKubeletOnEveryChange) {
+  // Renewals an hour apart: every answer after the first comes from a change.
+  restartDriver([](DriverConfig& c) { c.healthResendInterval = std::chrono::hours(1); });
+  auto watch = kubelet_.watchHealth(driver_->pluginSocket(), "v1.DRAResourceHealth");
+  ASSERT_TRUE(eventually([&] { return watch->answers().size() == 1; })) << watch->status();
+  EXPECT_EQ(driver_->healthStreams(), 1);
+  const json first = watch->answers()[0];
+  using Health = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(healthOf(first), (Health{{"gpu-0", "HEALTHY"}, {"gpu-1", "HEALTHY"}})) << first.dump();
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  for (const json& d : first["devices"]) {
+    EXPECT_EQ(d["device"]["pool_name"], "node-a");
+    // int64 fields are strings in proto3's JSON.
+    EXPECT_LE(std::abs(std::stoll(d["last_updated_time"].get<std::string>()) - now), 120)
+        << d.dump();
+    EXPECT_EQ(d["health_check_timeout_seconds"], "30");
+  }
+
+  // A sample that changes nothing is not news.
+  driver_->setInventory(twoGpus());
+  // A GPU turns unhealthy: the whole list again, that GPU unhealthy with the reason.
+  deviceplugin::Inventory inv = twoGpus();
+  inv.gpus[1].healthy = false;
+  driver_->setInventory(inv);
+  ASSERT_TRUE(eventually([&] { return watch->answers().size() >= 2; }));
+  const json second = watch->answers()[1];
+  EXPECT_EQ(healthOf(second), (Health{{"gpu-0", "HEALTHY"}, {"gpu-1", "UNHEALTHY"}}))
+      << second.dump();
+  EXPECT_NE(second["devices"][1].value("message", "").find("GPU-1001 unhealthy"), std::string::npos)
+      << second.dump();
+
+  // GPU 0 goes into MIG mode: its instances replace it, named as the slices name them.
+  deviceplugin::MigDevice a, b;
+  a.uuid = "MIG-a";
+  a.profile = "3g.40gb";
+  a.startSlot = 0;
+  b.uuid = "MIG-b";
+  b.profile = "3g.40gb";
+  b.startSlot = 4;
+  inv.gpus[0].migEnabled = true;
+  inv.gpus[0].migDevices = {a, b};
+  driver_->setInventory(inv);
+  ASSERT_TRUE(eventually([&] { return watch->answers().size() >= 3; }));
+  EXPECT_EQ(watch->answers().size(), 3u) << "an unchanged sample was sent again";
+  Health published;
+  for (const json& d : sliceDevices(inv, SliceOptions{})) {
+    published.emplace_back(d["name"].get<std::string>(),
+                           d.contains("taints") ? "UNHEALTHY" : "HEALTHY");
+  }
+  EXPECT_EQ(healthOf(watch->answers()[2]), published);
+  EXPECT_EQ(published.size(), 3u);
+
+  // Kubelet goes away: the stream ends on the driver's side too.
+  watch->cancel();
+  ASSERT_TRUE(eventually([&] { return watch->ended() && driver_->healthStreams() == 0; }));
+}
+
+TEST_F(DraDriverTest, HealthIsRenewedServedAsV1alpha1AndEndsWithTheServer) {
+  auto watch = kubelet_.watchHealth(driver_->pluginSocket(), "v1alpha1.DRAResourceHealth");
+  // Renewed every 50 ms with nothing changed.
+  ASSERT_TRUE(eventually([&] { return watch->answers().size() >= 3; })) << watch->status();
+  for (const json& answer : watch->answers()) {
+    EXPECT_EQ(healthOf(answer).size(), 2u) << answer.dump();
+  }
+  // A kubelet that cleared its directories: the driver serves anew, the old stream ends and a
+  // new one is answered.
+  std::filesystem::remove_all(dir_.file("plugins"));
+  ASSERT_TRUE(eventually([&] { return watch->ended(); }));
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(driver_->pluginSocket()); }));
+  auto again = kubelet_.watchHealth(driver_->pluginSocket(), "v1.DRAResourceHealth");
+  ASSERT_TRUE(eventually([&] { return !again->answers().empty(); })) << again->status();
+  // Stopping the driver ends the stream with OK.
+  driver_->stop();
+  ASSERT_TRUE(eventually([&] { return again->ended(); }));
+  EXPECT_EQ(again->status(), "OK");
+  EXPECT_EQ(driver_->healthStreams(), 0);
 }
 
 }  // namespace

@@ -113,6 +113,27 @@ std::string migDeviceName(const GpuDevice& gpu, const MigDevice& mig) {
          std::to_string(std::max(0, mig.startSlot));
 }
 
+std::vector<DeviceHealth> deviceHealth(const deviceplugin::Inventory& inventory) {
+  std::vector<DeviceHealth> out;
+  for (const json& d : sliceDevices(inventory, SliceOptions{})) {
+    DeviceHealth h;
+    h.device = d.at("name").get<std::string>();
+    for (const json& t : d.value("taints", json::array())) {
+      if (t.value("key", "") == kUnhealthyTaint) h.healthy = false;
+    }
+    if (!h.healthy) {
+      const std::optional<DeviceRef> ref = findDevice(inventory, h.device);
+      const deviceplugin::GpuDevice* gpu = ref ? ref->gpu : nullptr;
+      h.message = "the node agent reports GPU " +
+                  (gpu == nullptr ? h.device : (gpu->uuid.empty() ? gpu->id : gpu->uuid)) +
+                  " unhealthy" +
+                  (ref && ref->mig != nullptr ? " (this is one of its MIG instances)" : "");
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 std::string sliceName(std::string_view nodeName, std::string_view driver, std::size_t index) {
   return std::string(nodeName) + "-" + std::string(driver) + "-" + std::to_string(index);
 }

@@ -68,6 +68,16 @@ std::vector<nlohmann::json> resourceSlices(const deviceplugin::Inventory& invent
                                            const SliceOptions& options);
 std::string sliceName(std::string_view nodeName, std::string_view driver, std::size_t index);
 
+// Each published device's health, in publishing order (what the driver streams to kubelet,
+// dra/driver.h): a device is unhealthy exactly when its slice entry carries kUnhealthyTaint.
+struct DeviceHealth {
+  std::string device;  // the published name
+  bool healthy = true;
+  std::string message;  // why, for an unhealthy device
+  bool operator==(const DeviceHealth&) const = default;
+};
+std::vector<DeviceHealth> deviceHealth(const deviceplugin::Inventory& inventory);
+
 // A published device name resolved on the inventory: the GPU, and the MIG instance for a MIG
 // device. nullopt: no such device here.
 struct DeviceRef {

@@ -1,12 +1,16 @@
 // The repository's own definitions of kubelet's DRA APIs (proto/dra.proto: DRAPlugin v1;
-// proto/pluginregistration.proto: plugin registration v1) against kubelet's published files
-// in ../shared/reference/kubelet/: the same messages, field numbers, types and methods, and
-// the same bytes both ways (common/testing/upstream_proto.h). Skipped without ../shared.
+// proto/pluginregistration.proto: plugin registration v1; proto/dra_health.proto and
+// dra_health_v1alpha1.proto: DRAResourceHealth v1 and the same under v1alpha1) against kubelet's
+// published files in ../shared/reference/kubelet/: the same messages, field numbers, types and
+// methods, and the same bytes both ways (common/testing/upstream_proto.h). Skipped without
+// ../shared.
 
 #include <gtest/gtest.h>
 
 #include "common/testing/upstream_proto.h"
 #include "dra/proto/dra.pb.h"
+#include "dra/proto/dra_health.pb.h"
+#include "dra/proto/dra_health_v1alpha1.pb.h"
 #include "dra/proto/pluginregistration.pb.h"
 
 namespace tessera::dra {
@@ -61,6 +65,40 @@ TEST(UpstreamProto, PluginRegistrationMatchesKubeletsDefinition) {
   ::pluginregistration::RegistrationStatus status;
   expectSameWire(upstream, "pluginregistration.RegistrationStatus",
                  R"(plugin_registered: false error: "version not supported")", status);
+}
+
+// One answer of the health stream as the driver writes it (two devices, one unhealthy).
+constexpr const char* kHealthAnswer = R"(
+    devices { device { pool_name: "node-a" device_name: "gpu-0" } health: HEALTHY
+              last_updated_time: 1764806400 health_check_timeout_seconds: 30 }
+    devices { device { pool_name: "node-a" device_name: "gpu-1-mig-1g-10gb-0" } health: UNHEALTHY
+              last_updated_time: 1764806400 health_check_timeout_seconds: 30
+              message: "the node agent reports GPU GPU-1001 unhealthy" })";
+
+TEST(UpstreamProto, DraHealthMatchesKubeletsDefinition) {
+  Upstream upstream("dra-health-v1.proto");
+  SKIP_WITHOUT_SHARED(upstream, "dra-health-v1.proto");
+  expectSameInterface(*upstream.descriptor, *::v1::DeviceHealth::descriptor()->file());
+  ::v1::NodeWatchResourcesResponse answer;
+  expectSameWire(upstream, "v1.NodeWatchResourcesResponse", kHealthAnswer, answer);
+  ASSERT_EQ(answer.devices_size(), 2);
+  EXPECT_EQ(answer.devices(1).health(), ::v1::UNHEALTHY);
+  ::v1::NodeWatchResourcesRequest request;
+  expectSameWire(upstream, "v1.NodeWatchResourcesRequest", "", request);
+}
+
+// The 1.34 to 1.36 kubelets call the same API as v1alpha1: the same messages, numbers and
+// bytes under that package.
+TEST(UpstreamProto, DraHealthV1alpha1IsTheSameInterfaceUnderItsPackage) {
+  Upstream upstream("dra-health-v1.proto");
+  SKIP_WITHOUT_SHARED(upstream, "dra-health-v1.proto");
+  expectSameInterface(*upstream.descriptor, *::v1alpha1::DeviceHealth::descriptor()->file(),
+                      "v1alpha1");
+  ::v1alpha1::NodeWatchResourcesResponse answer;
+  expectSameWire(upstream, "v1.NodeWatchResourcesResponse", kHealthAnswer, answer);
+  ASSERT_EQ(answer.devices_size(), 2);
+  EXPECT_EQ(answer.devices(0).device().device_name(), "gpu-0");
+  EXPECT_EQ(answer.devices(1).health(), ::v1alpha1::UNHEALTHY);
 }
 
 }  // namespace

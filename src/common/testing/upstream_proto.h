@@ -58,14 +58,19 @@ struct Upstream {
   }                                                                                       \
   ASSERT_NE((upstream).descriptor, nullptr) << (upstream).errors.errors
 
-// Every upstream message, field, enum and method has its counterpart in `ours`.
-inline void expectSameInterface(const pb::FileDescriptor& upstream,
-                                const pb::FileDescriptor& ours) {
-  EXPECT_EQ(upstream.package(), ours.package());
+// Every upstream message, field, enum and method has its counterpart in `ours`. With
+// `oursPackage`, ours is the same interface under another package (an older API version).
+inline void expectSameInterface(const pb::FileDescriptor& upstream, const pb::FileDescriptor& ours,
+                                const std::string& oursPackage = "") {
+  const std::string package = oursPackage.empty() ? upstream.package() : oursPackage;
+  EXPECT_EQ(ours.package(), package);
+  auto mapped = [&](const std::string& name) {
+    return package + name.substr(upstream.package().size());
+  };
   const pb::DescriptorPool& pool = *ours.pool();
   for (int i = 0; i < upstream.message_type_count(); ++i) {
     const pb::Descriptor& up = *upstream.message_type(i);
-    const pb::Descriptor* mine = pool.FindMessageTypeByName(up.full_name());
+    const pb::Descriptor* mine = pool.FindMessageTypeByName(mapped(up.full_name()));
     ASSERT_NE(mine, nullptr) << "message " << up.full_name() << " is missing";
     EXPECT_EQ(mine->field_count(), up.field_count()) << up.full_name();
     for (int f = 0; f < up.field_count(); ++f) {
@@ -79,7 +84,7 @@ inline void expectSameInterface(const pb::FileDescriptor& upstream,
       EXPECT_EQ(mf->has_presence(), uf.has_presence()) << uf.full_name();
       if (uf.message_type() != nullptr) {
         ASSERT_NE(mf->message_type(), nullptr) << uf.full_name();
-        EXPECT_EQ(mf->message_type()->full_name(), uf.message_type()->full_name())
+        EXPECT_EQ(mf->message_type()->full_name(), mapped(uf.message_type()->full_name()))
             << uf.full_name();
       }
       if (uf.is_map()) {
@@ -89,7 +94,7 @@ inline void expectSameInterface(const pb::FileDescriptor& upstream,
   }
   for (int i = 0; i < upstream.enum_type_count(); ++i) {
     const pb::EnumDescriptor& up = *upstream.enum_type(i);
-    const pb::EnumDescriptor* mine = pool.FindEnumTypeByName(up.full_name());
+    const pb::EnumDescriptor* mine = pool.FindEnumTypeByName(mapped(up.full_name()));
     ASSERT_NE(mine, nullptr) << "enum " << up.full_name() << " is missing";
     for (int v = 0; v < up.value_count(); ++v) {
       const pb::EnumValueDescriptor* mv = mine->FindValueByNumber(up.value(v)->number());
@@ -100,15 +105,17 @@ inline void expectSameInterface(const pb::FileDescriptor& upstream,
   EXPECT_EQ(ours.service_count(), upstream.service_count());
   for (int i = 0; i < upstream.service_count(); ++i) {
     const pb::ServiceDescriptor& up = *upstream.service(i);
-    const pb::ServiceDescriptor* mine = pool.FindServiceByName(up.full_name());
+    const pb::ServiceDescriptor* mine = pool.FindServiceByName(mapped(up.full_name()));
     ASSERT_NE(mine, nullptr) << "service " << up.full_name() << " is missing";
     EXPECT_EQ(mine->method_count(), up.method_count()) << up.full_name();
     for (int m = 0; m < up.method_count(); ++m) {
       const pb::MethodDescriptor& um = *up.method(m);
       const pb::MethodDescriptor* mm = mine->FindMethodByName(um.name());
       ASSERT_NE(mm, nullptr) << um.full_name() << " is missing";
-      EXPECT_EQ(mm->input_type()->full_name(), um.input_type()->full_name()) << um.full_name();
-      EXPECT_EQ(mm->output_type()->full_name(), um.output_type()->full_name()) << um.full_name();
+      EXPECT_EQ(mm->input_type()->full_name(), mapped(um.input_type()->full_name()))
+          << um.full_name();
+      EXPECT_EQ(mm->output_type()->full_name(), mapped(um.output_type()->full_name()))
+          << um.full_name();
       EXPECT_EQ(mm->client_streaming(), um.client_streaming()) << um.full_name();
       EXPECT_EQ(mm->server_streaming(), um.server_streaming()) << um.full_name();
     }

@@ -3,15 +3,18 @@
 // manager make, over the driver's real unix sockets (tests only).
 //
 // Its messages are built from kubelet's own definitions (../shared/reference/kubelet/
-// dra-v1.proto and pluginregistration-v1.proto, parsed at run time with libprotoc) and sent
-// with gRPC's generic stub, so nothing of the repository's generated code is on the client
-// side; without ../shared it falls back to the repository's definitions (fromUpstream()
+// dra-v1.proto, pluginregistration-v1.proto and dra-health-v1.proto, parsed at run time with
+// libprotoc) and sent with gRPC's generic stub, so nothing of the repository's generated code is on
+// the client side; without ../shared it falls back to the repository's definitions (fromUpstream()
 // says which). Requests and answers are JSON with the proto field names.
 
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <google/protobuf/dynamic_message.h>
@@ -30,11 +33,92 @@ class FakeKubelet {
  public:
   FakeKubelet()
       : dra_(std::make_unique<tessera::testing::Upstream>("dra-v1.proto")),
-        registration_(std::make_unique<tessera::testing::Upstream>("pluginregistration-v1.proto")) {
-  }
+        registration_(std::make_unique<tessera::testing::Upstream>("pluginregistration-v1.proto")),
+        health_(std::make_unique<tessera::testing::Upstream>("dra-health-v1.proto")) {}
 
   bool fromUpstream() const {
-    return dra_->descriptor != nullptr && registration_->descriptor != nullptr;
+    return dra_->descriptor != nullptr && registration_->descriptor != nullptr &&
+           health_->descriptor != nullptr;
+  }
+
+  // Kubelet's DRA manager's health stream: NodeWatchResources of `service`
+  // ("v1.DRAResourceHealth", or "v1alpha1.DRAResourceHealth" as the 1.34 to 1.36 kubelets
+  // call it) on the plugin's endpoint, read on a thread of its own until the driver ends it or
+  // the watch is cancelled. Every answer is parsed as kubelet's v1 NodeWatchResourcesResponse
+  // (v1alpha1's bytes are the same).
+  class HealthWatch {
+   public:
+    ~HealthWatch() {
+      cancel();
+      if (thread_.joinable()) thread_.join();
+    }
+    std::vector<nlohmann::json> answers() const {
+      std::lock_guard lock(mu_);
+      return answers_;
+    }
+    bool ended() const { return ended_.load(); }
+    // The status the stream ended with ("" while it runs, "OK" or the error).
+    std::string status() const {
+      std::lock_guard lock(mu_);
+      return status_;
+    }
+    void cancel() { ctx_.TryCancel(); }
+
+   private:
+    friend class FakeKubelet;
+    grpc::ClientContext ctx_;
+    mutable std::mutex mu_;
+    std::vector<nlohmann::json> answers_;
+    std::string status_;
+    std::atomic<bool> ended_{false};
+    std::thread thread_;
+  };
+
+  std::unique_ptr<HealthWatch> watchHealth(const std::string& endpoint,
+                                           const std::string& service) {
+    auto watch = std::make_unique<HealthWatch>();
+    const auto* out = find("v1.NodeWatchResourcesResponse");
+    auto channel = grpc::CreateChannel("unix://" + endpoint, grpc::InsecureChannelCredentials());
+    HealthWatch* w = watch.get();
+    w->thread_ = std::thread([this, w, out, channel, service] {
+      grpc::GenericStub stub(channel);
+      grpc::CompletionQueue cq;
+      void* tag = nullptr;
+      bool ok = false;
+      auto step = [&] { return cq.Next(&tag, &ok) && ok; };
+      auto call = stub.PrepareCall(&w->ctx_, "/" + service + "/NodeWatchResources", &cq);
+      call->StartCall(nullptr);
+      if (step()) {
+        grpc::Slice empty("");  // NodeWatchResourcesRequest has no fields
+        grpc::ByteBuffer request(&empty, 1);
+        call->Write(request, nullptr);
+        if (step()) {
+          call->WritesDone(nullptr);
+          step();
+        }
+        for (;;) {
+          grpc::ByteBuffer buf;
+          call->Read(&buf, nullptr);
+          if (!step()) break;
+          auto answer = toJson(out, buf);
+          std::lock_guard lock(w->mu_);
+          w->answers_.push_back(answer ? *answer
+                                       : nlohmann::json{{"unparsed", answer.error().message}});
+        }
+      }
+      grpc::Status status;
+      call->Finish(&status, nullptr);
+      cq.Next(&tag, &ok);
+      cq.Shutdown();
+      while (cq.Next(&tag, &ok)) {
+      }
+      {
+        std::lock_guard lock(w->mu_);
+        w->status_ = status.ok() ? "OK" : status.error_message();
+      }
+      w->ended_ = true;
+    });
+    return watch;
   }
 
   // The plugin watcher: GetInfo on the registration socket, then (the plugin being a
@@ -85,7 +169,7 @@ class FakeKubelet {
   }
 
   const google::protobuf::Descriptor* find(const std::string& type) const {
-    for (const auto* u : {dra_.get(), registration_.get()}) {
+    for (const auto* u : {dra_.get(), registration_.get(), health_.get()}) {
       if (u->descriptor == nullptr) continue;
       if (const auto* d = u->importer->pool()->FindMessageTypeByName(type)) return d;
     }
@@ -108,7 +192,6 @@ class FakeKubelet {
     const auto* out = find(outType);
     if (in == nullptr || out == nullptr) return fail(Error::internal("no message type " + inType));
     auto req = make(in);
-    auto res = make(out);
     if (const auto s = google::protobuf::util::JsonStringToMessage(request.dump(), req.get());
         !s.ok()) {
       return fail(Error::invalid("request " + request.dump() + ": " + std::string(s.message())));
@@ -127,23 +210,31 @@ class FakeKubelet {
     if (!status.ok()) {
       return fail(Error::internal(method + " on " + socket + ": " + status.error_message()));
     }
+    auto answer = toJson(out, recvBuf);
+    if (!answer) return fail(Error::internal(method + ": " + answer.error().message));
+    return answer;
+  }
+
+  // A received message of `type` as JSON with the proto field names.
+  Result<nlohmann::json> toJson(const google::protobuf::Descriptor* type, grpc::ByteBuffer& buf) {
+    if (type == nullptr) return fail(Error::internal("no message type to read the answer with"));
     std::vector<grpc::Slice> slices;
-    if (!recvBuf.Dump(&slices).ok()) return fail(Error::internal(method + ": unreadable answer"));
-    std::string answer;
+    if (!buf.Dump(&slices).ok()) return fail(Error::internal("unreadable answer"));
+    std::string bytes;
     for (const grpc::Slice& s : slices)
-      answer.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    if (!res->ParseFromString(answer))
-      return fail(Error::internal(method + ": answer does not parse"));
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    auto res = make(type);
+    if (!res->ParseFromString(bytes)) return fail(Error::internal("the answer does not parse"));
     std::string text;
     google::protobuf::util::JsonPrintOptions opts;
     opts.preserve_proto_field_names = true;
     if (const auto s = google::protobuf::util::MessageToJsonString(*res, &text, opts); !s.ok()) {
-      return fail(Error::internal(method + ": " + std::string(s.message())));
+      return fail(Error::internal(std::string(s.message())));
     }
     return nlohmann::json::parse(text);
   }
 
-  std::unique_ptr<tessera::testing::Upstream> dra_, registration_;
+  std::unique_ptr<tessera::testing::Upstream> dra_, registration_, health_;
   google::protobuf::DynamicMessageFactory factory_;
 };
 
