@@ -274,6 +274,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
     o.mpsPipeDirectory = config.devicePlugin.mpsPipeDirectory;
     if ((*gpus)->kind() == "nvml") o.controlDeviceNodes = agent::nvidiaControlNodes();
     o.catalog = &catalog;
+    o.sampleIntervalMs = config.heartbeatMs;
     o.log = [&logger](const std::string& line) { logger.info(line); };
     draDriver = std::make_unique<agent::DraDriverHost>(std::move(o));
   }

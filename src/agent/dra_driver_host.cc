@@ -76,6 +76,9 @@ Result<void> DraDriverHost::start(const std::vector<AgentGpu>& gpus) {
   dc.cdiDir = c.cdiDir;
   dc.env.mpsPipeDirectory = options_.mpsPipeDirectory;
   dc.watchInterval = std::chrono::milliseconds(c.watchMs);
+  dc.healthTimeout = std::max(std::chrono::seconds(30),
+                              std::chrono::ceil<std::chrono::seconds>(
+                                  3 * std::chrono::milliseconds(options_.sampleIntervalMs)));
   dc.log = options_.log;
   driver_ = std::make_unique<dra::Driver>(dc, *claims_, inventory);
   if (auto ok = driver_->start(); !ok) {
@@ -127,9 +130,8 @@ void DraDriverHost::gpusSampled(const std::vector<AgentGpu>& gpus) {
               a.migDevices.size() != b.migDevices.size();
     }
   }
-  if (!again) return;
   driver_->setInventory(inventory);
-  publish(inventory);
+  if (again) publish(inventory);
 }
 
 std::vector<std::string> DraDriverHost::drain(std::size_t) {
@@ -165,6 +167,8 @@ json DraDriverHost::status() const {
     s["registrationSocket"] = driver_->registrationSocket();
     s["pluginSocket"] = driver_->pluginSocket();
     s["registrations"] = driver_->registrations();
+    s["healthStreams"] = driver_->healthStreams();
+    s["healthTimeoutSeconds"] = driver_->healthTimeout().count();
   }
   s["poolGeneration"] = generation_;
   s["devices"] = devices_;

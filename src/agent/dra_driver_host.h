@@ -6,8 +6,9 @@
 //    first view; serves the DRAPlugin endpoint and the registration socket (kubelet's plugin
 //    watcher registers it), then publishes the node's ResourceSlice pool. An API server that
 //    does not answer yet does not stop the agent: the pool is published at the next sample;
-//  - gpusSampled(): a health change (or a pool not published yet) publishes the pool again,
-//    the unhealthy GPU tainted;
+//  - gpusSampled(): hands the driver the sample (its health stream to kubelet is stamped with
+//    it); a health change (or a pool not published yet) publishes the pool again, the
+//    unhealthy GPU tainted;
 //  - drain(): withdraws the pool, so kube-scheduler allocates no new claim here; the gRPC
 //    service stays up until stop() so that kubelet can still unprepare claims of pods that
 //    end;
@@ -54,6 +55,9 @@ struct DraDriverHostOptions {
   std::string mpsPipeDirectory = "/tmp/nvidia-mps";
   std::vector<std::string> controlDeviceNodes;
   const model::GpuCatalog* catalog = nullptr;   // productName/architecture figures; may be null
+  // How often the agent samples its GPUs (gpusSampled, once per heartbeat): kubelet is told to
+  // treat a device's health as unknown after three samples without news, at least 30 s.
+  Millis sampleIntervalMs = 10'000;
   std::function<void(const std::string&)> log;  // nullptr: silent
 };
 

@@ -1,6 +1,7 @@
 // The agent's DRA driver host (dra_driver_host.h) and the draDriver section of the agent file:
 // the GPU mode (device-plugin, dra, both), the pool the host publishes to the test API server
-// through a start, a health change and a drain, and a claim prepared on the driver it runs.
+// through a start, a health change and a drain, a claim prepared on the driver it runs, and the
+// health timeout it tells kubelet.
 
 #include "agent/dra_driver_host.h"
 
@@ -114,6 +115,9 @@ TEST(DraDriverHost, PublishesThePoolFollowsHealthAndWithdrawsOnDrain) {
   EXPECT_EQ(devices[0]["attributes"]["uuid"], json({{"string", "virtual-node-a-1"}}));
   EXPECT_EQ(devices[0]["attributes"]["architecture"], json({{"string", "Hopper"}}));
   EXPECT_EQ(host.status()["poolGeneration"], 1);
+  // Kubelet is told three samples (heartbeats of 10 s by default), at least 30 s.
+  EXPECT_EQ(host.status()["healthTimeoutSeconds"], 30);
+  EXPECT_EQ(host.status()["healthStreams"], 0);
 
   gpus[2].healthy = false;
   host.gpusSampled(gpus);
@@ -150,6 +154,24 @@ TEST(DraDriverHost, PublishesThePoolFollowsHealthAndWithdrawsOnDrain) {
   EXPECT_EQ(host.status()["state"], "withdrawn");
   host.stop();
   EXPECT_FALSE(std::filesystem::exists(dir.file("registry") + "/gpu.tessera.io-reg.sock"));
+}
+
+TEST(DraDriverHost, KubeletHearsOfAStalledAgentAfterThreeSamples) {
+  k8s::testing::FakeApiServer api;
+  ASSERT_TRUE(api.start());
+  deviceplugin::testing::SocketDir dir;
+  DraDriverHostOptions o;
+  o.config.enabled = true;
+  o.config.registryDir = dir.file("registry");
+  o.config.pluginDir = dir.file("plugins");
+  o.config.cdiDir = dir.file("cdi");
+  o.config.kubeApiServer = api.url();
+  o.nodeName = "node-a";
+  o.sampleIntervalMs = 25'500;
+  DraDriverHost host(o);
+  ASSERT_TRUE(host.start(virtualGpus(1)));
+  EXPECT_EQ(host.status()["healthTimeoutSeconds"], 77);  // ceil(3 × 25.5 s)
+  host.stop();
 }
 
 TEST(DraDriverHost, AnUnreachableApiServerIsRetriedAtTheNextSample) {

@@ -130,15 +130,6 @@ std::optional<std::string> unschedulable(const json& pod) {
   return std::nullopt;
 }
 
-bool hasTesseraClaim(const json& pod) {
-  const auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return false;
-  for (const json& c : spec->value("resourceClaims", json::array())) {
-    if (c.value("name", "") == kPodClaimName) return true;
-  }
-  return false;
-}
-
 std::string mdPath(const std::string& ns, const std::string& name) {
   return "/apis/tessera.io/v1alpha1/namespaces/" + ns + "/modeldeployments/" + name;
 }

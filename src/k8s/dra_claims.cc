@@ -103,4 +103,15 @@ json deviceClass() {
                 {{"expression", "device.driver == '" + std::string(kDraDriverName) + "'"}}}}})}}}};
 }
 
+bool hasTesseraClaim(const json& pod) {
+  const auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return false;
+  const auto claims = spec->find("resourceClaims");
+  if (claims == spec->end() || !claims->is_array()) return false;
+  for (const json& c : *claims) {
+    if (c.is_object() && c.value("name", "") == kPodClaimName) return true;
+  }
+  return false;
+}
+
 }  // namespace tessera::k8s

@@ -56,5 +56,8 @@ nlohmann::json resourceClaim(const ClaimChoice& choice);
 // replaced, other affinity terms are kept and the node term is added to each).
 nlohmann::json pinPod(nlohmann::json pod, const std::string& claimName, const std::string& node);
 nlohmann::json deviceClass();
+// Whether the pod names Tessera's claim (spec.resourceClaims[].name kPodClaimName): a pod of
+// GPU mode dra, whose claim pins the booked GPU.
+bool hasTesseraClaim(const nlohmann::json& pod);
 
 }  // namespace tessera::k8s

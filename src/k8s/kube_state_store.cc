@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "k8s/dra_claims.h"
 #include "k8s/kube_client.h"
 
 namespace tessera::k8s {
@@ -161,7 +162,10 @@ Result<store::Snapshot> KubeStateStore::loadAll() const {
     const std::string booking = annotation(pod, kBookingAnnotation);
     const json spec = pod.value("spec", json::object());
     const std::string node = spec.value("nodeName", "");
-    if (node.empty()) {
+    // A pod of GPU mode dra is created carrying its booking, and its claim pins the booked GPU
+    // whether or not kube-scheduler has bound it yet: the booking stands (the controller
+    // frees it when the pod goes, as before the takeover).
+    if (node.empty() && !hasTesseraClaim(pod)) {
       // Booked, never bound: its Binding did not land, and kube-scheduler schedules the pod
       // again. Best effort: a pod left labelled is cleared by the next load.
       const json clear = {{"metadata",

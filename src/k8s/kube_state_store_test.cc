@@ -1,7 +1,7 @@
 // The control plane's state in the API server, through a real KubeClient against the test
 // API server: documents round-trip as ConfigMaps and pod annotations, a booking of a pod that
-// never bound is dropped, a second writer's change is a conflict, a failed batch is undone,
-// and a document that cannot be read stops the load by name.
+// never bound is dropped (unless its DRA claim pins the GPU), a second writer's change is a
+// conflict, a failed batch is undone, and a document that cannot be read stops the load by name.
 #include "k8s/kube_state_store.h"
 
 #include <gtest/gtest.h>
@@ -112,10 +112,15 @@ TEST_F(KubeStateStoreTest, DocumentsRoundTripAsConfigMapsAndPodBookings) {
 TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
   ASSERT_TRUE(api.create("pods", pod("bound", "n1")));
   ASSERT_TRUE(api.create("pods", pod("unbound", "")));
+  // A pod of GPU mode dra that kube-scheduler has not bound yet: its claim pins the GPU.
+  json dra = pod("claimed", "");
+  dra["spec"]["resourceClaims"] =
+      json::array({{{"name", "tessera-gpu"}, {"resourceClaimName", "claimed-gpu"}}});
+  ASSERT_TRUE(api.create("pods", dra));
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
   store::Batch batch;
-  for (const char* name : {"bound", "unbound"}) {
+  for (const char* name : {"bound", "unbound", "claimed"}) {
     batch.upsert("replica", std::string("ml/") + name, booking("ml", name, "n1"));
   }
   ASSERT_TRUE(store.commit(batch));
@@ -125,6 +130,7 @@ TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
   const auto docs = documents(*snap);
   EXPECT_TRUE(docs.contains("replica ml/bound"));
   EXPECT_FALSE(docs.contains("replica ml/unbound"));
+  EXPECT_TRUE(docs.contains("replica ml/claimed"));
   // The stale booking was cleared from the pod, so kube-scheduler's next try starts clean.
   const json u = *api.get("pods", "ml", "unbound");
   EXPECT_FALSE(u["metadata"].value("annotations", json::object()).contains("tessera.io/booking"));
