@@ -156,10 +156,9 @@ TEST(DraDriverHost, PublishesThePoolFollowsHealthAndWithdrawsOnDrain) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("registry") + "/gpu.tessera.io-reg.sock"));
 }
 
-TEST(DraDriverHost, KubeletHearsOfAStalledAgentAfterThreeSamples) {
-  k8s::testing::FakeApiServer api;
-  ASSERT_TRUE(api.start());
-  deviceplugin::testing::SocketDir dir;
+// A host on node-a with its sockets under `dir`, publishing to `api`.
+DraDriverHostOptions hostOptions(const deviceplugin::testing::SocketDir& dir,
+                                 k8s::testing::FakeApiServer& api) {
   DraDriverHostOptions o;
   o.config.enabled = true;
   o.config.registryDir = dir.file("registry");
@@ -167,6 +166,14 @@ TEST(DraDriverHost, KubeletHearsOfAStalledAgentAfterThreeSamples) {
   o.config.cdiDir = dir.file("cdi");
   o.config.kubeApiServer = api.url();
   o.nodeName = "node-a";
+  return o;
+}
+
+TEST(DraDriverHost, KubeletHearsOfAStalledAgentAfterThreeSamples) {
+  k8s::testing::FakeApiServer api;
+  ASSERT_TRUE(api.start());
+  deviceplugin::testing::SocketDir dir;
+  DraDriverHostOptions o = hostOptions(dir, api);
   o.sampleIntervalMs = 25'500;
   DraDriverHost host(o);
   ASSERT_TRUE(host.start(virtualGpus(1)));
@@ -179,13 +186,7 @@ TEST(DraDriverHost, AnUnreachableApiServerIsRetriedAtTheNextSample) {
   k8s::testing::FakeApiServer api;
   ASSERT_TRUE(api.start());
   api.refuseWrites([](const std::string&, const json&) { return 503; });
-  DraDriverHostOptions o;
-  o.config.enabled = true;
-  o.config.registryDir = dir.file("registry");
-  o.config.pluginDir = dir.file("plugins");
-  o.config.cdiDir = dir.file("cdi");
-  o.config.kubeApiServer = api.url();
-  o.nodeName = "node-a";
+  DraDriverHostOptions o = hostOptions(dir, api);
   DraDriverHost host(o);
   const std::vector<AgentGpu> gpus = virtualGpus(1);
   ASSERT_TRUE(host.start(gpus));  // the agent runs on
