@@ -118,12 +118,22 @@ class Driver::Services {
     const std::int64_t timeoutSec = d.config_.healthTimeout.count();
     d.healthStreams_.fetch_add(1);
     std::optional<std::vector<DeviceHealth>> sent;
+    std::uint64_t seen = 0;  // the inventory version `sent` was built from
     Clock::time_point sentAt;
     std::unique_lock lock(d.mu_);
     while (!d.stopping_ && !closing.load() && !ctx.IsCancelled()) {
-      std::vector<DeviceHealth> now = deviceHealth(d.inventory_);
       const Clock::time_point t = Clock::now();
-      if (!sent || now != *sent || t - sentAt >= resend) {
+      const bool due = !sent || t - sentAt >= resend;
+      if (!due && d.inventoryVersion_ == seen) {
+        // Nothing new: only a change, a stop or the renewal wakes the stream; the short bound
+        // notices a cancelled one.
+        d.healthWake_.wait_until(
+            lock, std::min(sentAt + resend, Clock::now() + std::chrono::milliseconds(200)));
+        continue;
+      }
+      seen = d.inventoryVersion_;
+      std::vector<DeviceHealth> now = deviceHealth(d.inventory_);
+      if (due || now != *sent) {
         const Response answer =
             healthAnswer<Response>(now, d.config_.nodeName, d.observedAtSec_, timeoutSec);
         lock.unlock();
@@ -133,9 +143,6 @@ class Driver::Services {
         sent = std::move(now);
         sentAt = t;
       }
-      // Woken by a change or a stop; the short bound notices a cancelled stream.
-      d.healthWake_.wait_until(
-          lock, std::min(sentAt + resend, Clock::now() + std::chrono::milliseconds(200)));
     }
     lock.unlock();
     d.healthStreams_.fetch_sub(1);
@@ -268,6 +275,7 @@ void Driver::setInventory(deviceplugin::Inventory inventory) {
     std::lock_guard lock(mu_);
     inventory_ = std::move(inventory);
     observedAtSec_ = unixSeconds();
+    ++inventoryVersion_;
   }
   healthWake_.notify_all();
 }

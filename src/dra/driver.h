@@ -135,6 +135,7 @@ class Driver {
   mutable std::mutex mu_;  // inventory, servers, registration error, stop flag
   deviceplugin::Inventory inventory_;
   std::int64_t observedAtSec_ = 0;  // Unix seconds of the last setInventory (or construction)
+  std::uint64_t inventoryVersion_ = 0;  // +1 per setInventory: health streams look again
   std::condition_variable healthWake_;
   std::atomic<int> healthStreams_{0};
   std::unique_ptr<Services> services_;
