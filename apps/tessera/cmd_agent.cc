@@ -34,7 +34,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kCommand = "agent";
+constexpr std::string_view kAgentCommand = "agent";
 
 std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
@@ -190,7 +190,7 @@ int AgentCommand::run(std::ostream& out, std::ostream& err) {
 
 int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   auto resolved = resolveConfig(flags_);
-  if (!resolved) return reportError(err, kCommand, resolved.error());
+  if (!resolved) return reportError(err, kAgentCommand, resolved.error());
   agent::AgentConfig config = std::move(*resolved);
   api::Logger logger(config.logFormat == "json" ? api::LogFormat::kJson : api::LogFormat::kText,
                      err);
@@ -198,19 +198,19 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   std::optional<std::string> token;
   if (config.tokenFile) {
     auto t = agent::readTokenFile(*config.tokenFile);
-    if (!t) return reportError(err, kCommand, t.error());
+    if (!t) return reportError(err, kAgentCommand, t.error());
     token = *t;
   } else if (auto v = env("TESSERA_API_TOKEN")) {
     token = *v;
   }
   auto client = agent::ControlClient::create({config.server, token, config.tlsCa, 5});
-  if (!client) return reportError(err, kCommand, client.error());
+  if (!client) return reportError(err, kAgentCommand, client.error());
 
   const model::GpuCatalog catalog = model::GpuCatalog::builtin();
   std::vector<std::string> warnings;
   auto gpus = agent::openGpuSource(config, catalog, config.nodeName, warnings);
   for (const std::string& w : warnings) logger.warn(w);
-  if (!gpus) return reportError(err, kCommand, gpus.error());
+  if (!gpus) return reportError(err, kAgentCommand, gpus.error());
 
   SteadyClock clock;
   agent::ModelCacheOptions cacheOptions;
@@ -221,7 +221,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   cacheOptions.minFreeDiskBytes = config.cache.minFreeDiskBytes;
   cacheOptions.onWarning = [&logger](const std::string& w) { logger.warn(w); };
   auto cache = agent::ModelCache::open(cacheOptions, clock);
-  if (!cache) return reportError(err, kCommand, cache.error());
+  if (!cache) return reportError(err, kAgentCommand, cache.error());
 
   std::vector<std::unique_ptr<agent::ModelSource>> sources;
   for (const agent::ModelSourceConfig& s : config.modelSources) {
@@ -231,7 +231,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
       agent::HttpSourceOptions options;
       options.caFile = config.tlsCa;
       auto http = agent::makeHttpSource(s.name, s.url, options);
-      if (!http) return reportError(err, kCommand, http.error());
+      if (!http) return reportError(err, kAgentCommand, http.error());
       sources.push_back(std::move(*http));
     }
   }
@@ -243,7 +243,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   std::vector<std::string> draGpus;
   if (config.draDriver.enabled) {
     auto first = (*gpus)->sample();
-    if (!first) return reportError(err, kCommand, first.error());
+    if (!first) return reportError(err, kAgentCommand, first.error());
     draGpus = agent::draDriverGpus(config.draDriver, *first);
   }
   if (agent::devicePluginWanted(config)) {
@@ -279,7 +279,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
     draDriver = std::make_unique<agent::DraDriverHost>(std::move(o));
   }
   auto engineHost = agent::EnginesHost::create(config.engines, config.heartbeatMs);
-  if (!engineHost) return reportError(err, kCommand, engineHost.error());
+  if (!engineHost) return reportError(err, kAgentCommand, engineHost.error());
   (*engineHost)->setLog([&logger](const std::string& line) { logger.info(line); });
   // The device memory pool, pre-allocated by node.start() (docs/agent.md, "Device pool").
   agent::DevicePoolHostOptions poolOptions;
@@ -318,7 +318,7 @@ int AgentCommand::runAgent(std::ostream& out, std::ostream& err) {
   (*engineHost)->setInFlight([&node] { return node.inFlight(); });
   (*engineHost)->setAccepting([&node] { return node.phase() == agent::AgentPhase::kRunning; });
   auto port = node.start();
-  if (!port) return reportError(err, kCommand, port.error());
+  if (!port) return reportError(err, kAgentCommand, port.error());
   const std::size_t gpuCount = node.status()["gpus"].size();
   out << "tessera agent: node " << config.nodeName << ", " << gpuCount << " GPU"
       << (gpuCount == 1 ? "" : "s") << " (" << (*gpus)->kind() << "), control plane "
@@ -350,7 +350,7 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
   std::optional<agent::AgentConfig> file;
   if (adminConfig_) {
     auto c = agent::loadAgentFile(*adminConfig_);
-    if (!c) return reportError(err, kCommand, c.error());
+    if (!c) return reportError(err, kAgentCommand, c.error());
     address = c->admin;
     budgetMs = c->stopNewWorkMs + c->inFlightMaxMs + 30'000;
     file = std::move(*c);
@@ -359,20 +359,20 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
   if (adminTarget_) address = *adminTarget_;
   if (drainTimeoutSeconds_ > 0) budgetMs = agent::secondsToMillis(drainTimeoutSeconds_);
   auto resolved = resolveAdminAddress(address, file);
-  if (!resolved) return reportError(err, kCommand, resolved.error());
+  if (!resolved) return reportError(err, kAgentCommand, resolved.error());
   const std::string url = adminUrl(*resolved);
   httplib::Client client(url);
   client.set_connection_timeout(5);
   client.set_read_timeout(10);
   auto started = client.Post("/drain");
   if (!started) {
-    return reportError(err, kCommand,
+    return reportError(err, kAgentCommand,
                        Error::precondition("drain: no agent answers at " + url + " (" +
                                            httplib::to_string(started.error()) + ")"));
   }
   if (started->status != 202) {
     return reportError(
-        err, kCommand,
+        err, kAgentCommand,
         Error::internal("drain: " + url + " answered " + std::to_string(started->status)));
   }
   out << "tessera agent drain: draining the agent at " << url << std::endl;
@@ -386,7 +386,7 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
       // The agent exits shortly after it drained.
       if (state == "drained") break;
       return reportError(
-          err, kCommand,
+          err, kAgentCommand,
           Error::internal("drain: the agent stopped answering before it reported drained"));
     }
     const json s = json::parse(r->body, nullptr, false);
@@ -404,7 +404,7 @@ int AgentCommand::runDrain(std::ostream& out, std::ostream& err) {
   }
   if (state != "drained") {
     return reportError(
-        err, kCommand,
+        err, kAgentCommand,
         Error::internal("drain: not drained after " + std::to_string(budgetMs / 1000) +
                         " s (state " + state + ")"));
   }
@@ -417,21 +417,21 @@ int AgentCommand::runStatus(std::ostream& out, std::ostream& err) {
   std::optional<agent::AgentConfig> file;
   if (adminConfig_) {
     auto c = agent::loadAgentFile(*adminConfig_);
-    if (!c) return reportError(err, kCommand, c.error());
+    if (!c) return reportError(err, kAgentCommand, c.error());
     address = c->admin;
     file = std::move(*c);
   }
   if (auto v = env("TESSERA_AGENT_ADMIN")) address = *v;
   if (adminTarget_) address = *adminTarget_;
   auto resolved = resolveAdminAddress(address, file);
-  if (!resolved) return reportError(err, kCommand, resolved.error());
+  if (!resolved) return reportError(err, kAgentCommand, resolved.error());
   const std::string url = adminUrl(*resolved);
   httplib::Client client(url);
   client.set_connection_timeout(5);
   client.set_read_timeout(10);
   auto r = client.Get("/status");
   if (!r) {
-    return reportError(err, kCommand,
+    return reportError(err, kAgentCommand,
                        Error::precondition("status: no agent answers at " + url + " (" +
                                            httplib::to_string(r.error()) + ")"));
   }

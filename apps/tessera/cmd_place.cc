@@ -18,7 +18,7 @@
 namespace tessera::cli {
 namespace {
 
-constexpr std::string_view kCommand = "place";
+constexpr std::string_view kPlaceCommand = "place";
 
 Error prefixed(const std::string& prefix, const Error& error) {
   return Error{error.code, prefix + error.message};
@@ -30,15 +30,15 @@ int runPlace(const PlaceOptions& options, std::ostream& out, std::ostream& err) 
   model::GpuCatalog catalog = model::GpuCatalog::builtin();
 
   auto cluster = config::loadClusterFile(options.clusterPath, catalog);
-  if (!cluster) return reportError(err, kCommand, cluster.error());
+  if (!cluster) return reportError(err, kPlaceCommand, cluster.error());
 
   auto requests = config::loadRequestsFile(options.requestsPath, cluster->models, &catalog);
-  if (!requests) return reportError(err, kCommand, requests.error());
+  if (!requests) return reportError(err, kPlaceCommand, requests.error());
 
   sched::Profile profile = sched::defaultProfile();
   if (options.profilePath) {
     auto loaded = config::loadProfileFile(*options.profilePath);
-    if (!loaded) return reportError(err, kCommand, loaded.error());
+    if (!loaded) return reportError(err, kPlaceCommand, loaded.error());
     profile = std::move(*loaded);
   }
   sched::PluginRegistry registry;
@@ -46,7 +46,7 @@ int runPlace(const PlaceOptions& options, std::ostream& out, std::ostream& err) 
   auto plugins = sched::buildPlugins(profile, registry);
   if (!plugins) {
     const std::string source = options.profilePath ? *options.profilePath : "built-in profile";
-    return reportError(err, kCommand, prefixed(source + ": ", plugins.error()));
+    return reportError(err, kPlaceCommand, prefixed(source + ": ", plugins.error()));
   }
 
   // Replica ids are unique across the cluster: a request may not reuse a running one's.
@@ -55,7 +55,7 @@ int runPlace(const PlaceOptions& options, std::ostream& out, std::ostream& err) 
     const bool clash = std::any_of(list.begin(), list.end(),
                                    [&](const auto& r) { return r.replicaId == running.replicaId; });
     if (clash) {
-      return reportError(err, kCommand,
+      return reportError(err, kPlaceCommand,
                          Error::invalid(options.requestsPath + ": replica id \"" +
                                         running.replicaId + "\" is already running in " +
                                         options.clusterPath + "; give the new replica another id"));
@@ -68,7 +68,7 @@ int runPlace(const PlaceOptions& options, std::ostream& out, std::ostream& err) 
       return r.replicaId == *options.explainReplica;
     });
     if (!known) {
-      return reportError(err, kCommand,
+      return reportError(err, kPlaceCommand,
                          Error::invalid("--explain: no request in " + options.requestsPath +
                                         " has replica id '" + *options.explainReplica + "'"));
     }
@@ -78,7 +78,7 @@ int runPlace(const PlaceOptions& options, std::ostream& out, std::ostream& err) 
   const ManualClock clock(0);
   sched::ClusterState state(catalog, clock, profile.options);
   if (auto seeded = config::seedClusterState(state, *cluster, options.clusterPath); !seeded) {
-    return reportError(err, kCommand, seeded.error());
+    return reportError(err, kPlaceCommand, seeded.error());
   }
 
   sched::PlacementEngine engine(std::move(*plugins), profile.options);

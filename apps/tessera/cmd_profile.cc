@@ -8,7 +8,7 @@
 namespace tessera::cli {
 namespace {
 
-constexpr std::string_view kCommand = "profile";
+constexpr std::string_view kProfileCommand = "profile";
 
 std::string formatBytes(std::uint64_t bytes) {
   const double b = static_cast<double>(bytes);
@@ -100,17 +100,17 @@ void printTable(const profile::ModelFiles& m, const profile::Estimate& e,
 
 int runProfile(const ProfileOptions& o, std::ostream& out, std::ostream& err) {
   if (auto ok = profile::checkEstimateOptions(o.estimate); !ok) {
-    return reportError(err, kCommand, ok.error());
+    return reportError(err, kProfileCommand, ok.error());
   }
   if (o.name) {
     if (auto why = checkName(*o.name, NameKind::kSubdomain)) {
-      return reportError(err, kCommand, Error::invalid("--name: " + *why));
+      return reportError(err, kProfileCommand, Error::invalid("--name: " + *why));
     }
   }
   auto model = profile::inspectModel(o.path);
-  if (!model) return reportError(err, kCommand, model.error());
+  if (!model) return reportError(err, kProfileCommand, model.error());
   auto estimate = profile::estimateMemory(*model, o.estimate);
-  if (!estimate) return reportError(err, kCommand, estimate.error());
+  if (!estimate) return reportError(err, kProfileCommand, estimate.error());
   const model::ModelProfile p = profile::toModelProfile(*estimate, o.name.value_or(model->name));
   if (o.format == OutputFormat::kJson) {
     // Exactly the POST /api/v1/models body; notes go to stderr so stdout can be piped.

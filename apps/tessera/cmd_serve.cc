@@ -30,7 +30,7 @@
 namespace tessera::cli {
 namespace {
 
-constexpr std::string_view kCommand = "serve";
+constexpr std::string_view kServeCommand = "serve";
 // The longest a v1.Binding POST may take: below kube-scheduler's extender httpTimeout (5 s in
 // the manifests), with room for the extender's own work, so a bind that lands is never one
 // kube-scheduler has already given up on.
@@ -347,37 +347,38 @@ Result<void> ServeCommand::resolve() {
 }
 
 int ServeCommand::run(std::ostream& out, std::ostream& err) {
-  if (auto resolved = resolve(); !resolved) return reportError(err, kCommand, resolved.error());
+  if (auto resolved = resolve(); !resolved)
+    return reportError(err, kServeCommand, resolved.error());
   const ServeOptions& o = options_;
   auto listen = splitListen(o.listen);
-  if (!listen) return reportError(err, kCommand, listen.error());
+  if (!listen) return reportError(err, kServeCommand, listen.error());
   auto token = readToken(o);
-  if (!token) return reportError(err, kCommand, token.error());
+  if (!token) return reportError(err, kServeCommand, token.error());
   if (!*token && !loopback(listen->first) && !o.insecureNoAuth) {
-    return reportError(err, kCommand,
+    return reportError(err, kServeCommand,
                        Error::invalid("refusing to serve mutating calls on " + listen->first +
                                       " without a token: give --token-file (or "
                                       "TESSERA_API_TOKEN), or --insecure-no-auth"));
   }
   if (o.demo && o.clusterPath) {
-    return reportError(err, kCommand,
+    return reportError(err, kServeCommand,
                        Error::invalid("--demo seeds its own fleet: leave out --cluster"));
   }
   if (!o.demo && command_->count("--demo-speed") > 0) {
-    return reportError(err, kCommand, Error::invalid("--demo-speed needs --demo"));
+    return reportError(err, kServeCommand, Error::invalid("--demo-speed needs --demo"));
   }
   if (o.demo && command_->count("--store") == 0) options_.storePath = ":memory:";
   model::GpuCatalog catalog = model::GpuCatalog::builtin();
   std::optional<config::ClusterFile> cluster;
   if (o.clusterPath) {
     auto file = config::loadClusterFile(*o.clusterPath, catalog);
-    if (!file) return reportError(err, kCommand, file.error());
+    if (!file) return reportError(err, kServeCommand, file.error());
     cluster = std::move(*file);
   }
   api::ControlPlaneConfig planeConfig;
   if (o.profilePath) {
     auto profile = config::loadProfileFile(*o.profilePath);
-    if (!profile) return reportError(err, kCommand, profile.error());
+    if (!profile) return reportError(err, kServeCommand, profile.error());
     planeConfig.profile = std::move(*profile);
   }
   // GPU mode dra: the ResourceSlices publish the MIG instances a card has, so the engine places
@@ -387,19 +388,19 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   demo::FastClock fast(o.demoSpeed);
   const Clock& clock = o.demo ? static_cast<const Clock&>(fast) : steady;
   auto kube = kubeClient(o);
-  if (!kube) return reportError(err, kCommand, kube.error());
+  if (!kube) return reportError(err, kServeCommand, kube.error());
   // The state: a SQLite file, or the Kubernetes API server (through its own client, so the
   // controller's and the elector's calls do not queue behind it).
   std::unique_ptr<store::StateStore> stateStore;
   std::unique_ptr<k8s::KubeClient> stateClient;
   if (o.stateBackend == "kubernetes") {
     if (!*kube) {
-      return reportError(err, kCommand,
+      return reportError(err, kServeCommand,
                          Error::invalid("--state-backend kubernetes needs the Kubernetes API: "
                                         "give --kube-api-server, or run in a pod"));
     }
     if (o.demo || o.clusterPath) {
-      return reportError(err, kCommand,
+      return reportError(err, kServeCommand,
                          Error::invalid(std::string(o.demo ? "--demo" : "--cluster") +
                                         " seeds a local store: use --state-backend sqlite"));
     }
@@ -409,15 +410,15 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
       ns = podNs != nullptr && *podNs != '\0' ? podNs : o.leaseNamespace;
     }
     auto client = k8s::KubeClient::create((*kube)->config());
-    if (!client) return reportError(err, kCommand, client.error());
+    if (!client) return reportError(err, kServeCommand, client.error());
     stateClient = std::move(*client);
     auto kubeState = std::make_unique<k8s::KubeStateStore>(*stateClient, ns);
     if (o.importStore) {
       auto current = kubeState->loadAll();
-      if (!current) return reportError(err, kCommand, current.error());
+      if (!current) return reportError(err, kServeCommand, current.error());
       if (!current->documents.empty()) {
         return reportError(
-            err, kCommand,
+            err, kServeCommand,
             Error::precondition("--import-store: the API server already holds " +
                                 std::to_string(current->documents.size()) +
                                 " Tessera documents in namespace " + ns +
@@ -426,12 +427,12 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
       }
       {
         auto from = store::Store::open(*o.importStore);
-        if (!from) return reportError(err, kCommand, from.error());
+        if (!from) return reportError(err, kServeCommand, from.error());
         auto snapshot = (*from)->loadAll();
-        if (!snapshot) return reportError(err, kCommand, snapshot.error());
+        if (!snapshot) return reportError(err, kServeCommand, snapshot.error());
         auto report = kubeState->importSnapshot(*snapshot);
         if (!report) {
-          return reportError(err, kCommand,
+          return reportError(err, kServeCommand,
                              Error{report.error().code, "--import-store " + *o.importStore + ": " +
                                                             report.error().message});
         }
@@ -444,11 +445,11 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     stateStore = std::move(kubeState);
   } else {
     if (o.importStore) {
-      return reportError(err, kCommand,
+      return reportError(err, kServeCommand,
                          Error::invalid("--import-store needs --state-backend kubernetes"));
     }
     auto opened = store::Store::open(o.storePath);
-    if (!opened) return reportError(err, kCommand, opened.error());
+    if (!opened) return reportError(err, kServeCommand, opened.error());
     stateStore = std::move(*opened);
   }
   const std::string stateWhere = stateStore->describe();
@@ -458,7 +459,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     return api::ControlPlane::create(catalog, clock, planeConfig, stateStore.get());
   };
   auto plane = makePlane();
-  if (!plane) return reportError(err, kCommand, plane.error());
+  if (!plane) return reportError(err, kServeCommand, plane.error());
   // Leader election: its own client, with client-go's per-request timeout, so a slow bind
   // never holds up a renewal.
   std::unique_ptr<k8s::KubeClient> electionClient;
@@ -467,25 +468,25 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   std::optional<k8s::PodRef> selfPod;
   if (o.leaderElect) {
     if (!*kube) {
-      return reportError(err, kCommand,
+      return reportError(err, kServeCommand,
                          Error::invalid("--leader-elect needs the Kubernetes API: give "
                                         "--kube-api-server, or run in a pod"));
     }
     auto ec = electionConfig(o);
-    if (!ec) return reportError(err, kCommand, ec.error());
+    if (!ec) return reportError(err, kServeCommand, ec.error());
     k8s::KubeConfig kc = (*kube)->config();
     kc.timeoutMs = k8s::leaderElectionTimeoutMs(*ec);
     auto client = k8s::KubeClient::create(kc);
-    if (!client) return reportError(err, kCommand, client.error());
+    if (!client) return reportError(err, kServeCommand, client.error());
     electionClient = std::move(*client);
     auto made = k8s::LeaderElector::create(*electionClient, *ec, steady);
-    if (!made) return reportError(err, kCommand, made.error());
+    if (!made) return reportError(err, kServeCommand, made.error());
     elector = std::move(*made);
     // The pod's tessera.io/role label, for a Service that selects the leader: its own client,
     // so a slow patch holds up neither a renewal nor a bind.
     if (auto pod = k8s::selfPodFromEnv(); pod) {
       auto client = k8s::KubeClient::create((*kube)->config());
-      if (!client) return reportError(err, kCommand, client.error());
+      if (!client) return reportError(err, kServeCommand, client.error());
       roleClient = std::move(*client);
       selfPod = *pod;
     } else {
@@ -508,7 +509,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     bc.userAgent = std::string("tessera-serve/") + TESSERA_VERSION +
                    (elector ? " (" + elector->identity() + ")" : std::string());
     auto client = k8s::KubeClient::create(bc);
-    if (!client) return reportError(err, kCommand, client.error());
+    if (!client) return reportError(err, kServeCommand, client.error());
     bindClient = std::move(*client);
     k8s::Binder poster = k8s::bindingPoster(*bindClient);
     if (elector) {
@@ -534,14 +535,14 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
       out << "tessera serve: the store " << stateWhere
           << " already holds nodes; --cluster is only used to seed an empty store" << std::endl;
     } else if (auto seeded = (*plane)->loadCluster(*cluster, *o.clusterPath); !seeded) {
-      return reportError(err, kCommand, seeded.error());
+      return reportError(err, kServeCommand, seeded.error());
     }
   }
   std::optional<demo::Simulation> demoSim;
   if (o.demo) {
     if ((*plane)->listNodes()["nodes"].empty()) {
       if (auto seeded = demo::seedFleet(**plane); !seeded) {
-        return reportError(err, kCommand, seeded.error());
+        return reportError(err, kServeCommand, seeded.error());
       }
     }
     demoSim.emplace();
@@ -590,7 +591,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   }
   api::HttpServer server(*planes.front(), serverConfig);
   auto port = server.start();
-  if (!port) return reportError(err, kCommand, port.error());
+  if (!port) return reportError(err, kServeCommand, port.error());
   out << "tessera serve: listening on " << (o.tlsCert.empty() ? "http" : "https") << "://"
       << listen->first << ":" << *port << " (" << (*token ? "bearer token required" : "no token")
       << " for mutating calls; extender at /scheduler; state in " << stateWhere << ")" << std::endl;

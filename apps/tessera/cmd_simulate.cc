@@ -26,7 +26,7 @@
 namespace tessera::cli {
 namespace {
 
-constexpr std::string_view kCommand = "simulate fgd";
+constexpr std::string_view kSimulateCommand = "simulate fgd";
 constexpr std::string_view kNodeListName = "openb_node_list_gpu_node.csv";
 
 struct Inputs {
@@ -287,23 +287,24 @@ Result<void> writeOutputs(const std::string& dir, const std::vector<sim::TraceRe
 int runSimulateFgd(const SimulateFgdOptions& o, std::ostream& out, std::ostream& err) {
   const auto catalog = model::GpuCatalog::builtin();
   auto policies = parsePolicies(o.policies);
-  if (!policies) return reportError(err, kCommand, policies.error());
+  if (!policies) return reportError(err, kSimulateCommand, policies.error());
   auto seeds = sim::parseSeedList(o.seeds.value_or("42-51"));
   if (!seeds)
-    return reportError(err, kCommand, Error::invalid("--seeds: " + seeds.error().message));
+    return reportError(err, kSimulateCommand, Error::invalid("--seeds: " + seeds.error().message));
   if (o.tracesDir && (o.nodesPath || o.podsPath)) {
-    return reportError(err, kCommand, Error::invalid("--traces replaces --nodes and --pods"));
+    return reportError(err, kSimulateCommand,
+                       Error::invalid("--traces replaces --nodes and --pods"));
   }
-  if (o.jobs < 0) return reportError(err, kCommand, Error::invalid("--jobs must be >= 0"));
+  if (o.jobs < 0) return reportError(err, kSimulateCommand, Error::invalid("--jobs must be >= 0"));
   if (!(o.tuneRatio > 0)) {
-    return reportError(err, kCommand, Error::invalid("--tune-ratio must be > 0"));
+    return reportError(err, kSimulateCommand, Error::invalid("--tune-ratio must be > 0"));
   }
   auto inputs = loadInputs(o, catalog);
-  if (!inputs) return reportError(err, kCommand, inputs.error());
+  if (!inputs) return reportError(err, kSimulateCommand, inputs.error());
   std::optional<sim::ExpectedResults> expected;
   if (o.expectedDir) {
     auto loaded = sim::loadExpectedResults(*o.expectedDir);
-    if (!loaded) return reportError(err, kCommand, loaded.error());
+    if (!loaded) return reportError(err, kSimulateCommand, loaded.error());
     expected = std::move(*loaded);
   }
 
@@ -319,7 +320,7 @@ int runSimulateFgd(const SimulateFgdOptions& o, std::ostream& out, std::ostream&
   auto results = sim::runExperiments(inputs->traces, catalog, eo,
                                      [&](const sim::ProgressSnapshot& s) { bar.update(s); });
   bar.finish();
-  if (!results) return reportError(err, kCommand, results.error());
+  if (!results) return reportError(err, kSimulateCommand, results.error());
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
@@ -331,7 +332,7 @@ int runSimulateFgd(const SimulateFgdOptions& o, std::ostream& out, std::ostream&
   std::vector<std::string> written;
   if (o.outDir) {
     if (auto ok = writeOutputs(*o.outDir, *results, reproPtr, written); !ok) {
-      return reportError(err, kCommand, ok.error());
+      return reportError(err, kSimulateCommand, ok.error());
     }
   }
 

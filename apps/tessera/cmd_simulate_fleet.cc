@@ -22,7 +22,7 @@
 namespace tessera::cli {
 namespace {
 
-constexpr std::string_view kCommand = "simulate fleet";
+constexpr std::string_view kSimulateFleetCommand = "simulate fleet";
 
 Result<std::vector<std::string>> policyList(const std::string& spec) {
   std::vector<std::string> out;
@@ -185,13 +185,14 @@ CLI::Option* addTrafficOptions(CLI::App& cmd, SimulateFleetOptions& o) {
 
 int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostream& err) {
   const auto catalog = model::GpuCatalog::builtin();
-  if (o.jobs < 0) return reportError(err, kCommand, Error::invalid("--jobs must be >= 0"));
+  if (o.jobs < 0)
+    return reportError(err, kSimulateFleetCommand, Error::invalid("--jobs must be >= 0"));
   auto policies = policyList(o.policies);
-  if (!policies) return reportError(err, kCommand, policies.error());
+  if (!policies) return reportError(err, kSimulateFleetCommand, policies.error());
   auto prices = parsePrices(o.prices, catalog);
-  if (!prices) return reportError(err, kCommand, prices.error());
+  if (!prices) return reportError(err, kSimulateFleetCommand, prices.error());
   auto spec = fleetSpec(o, *prices);
-  if (!spec) return reportError(err, kCommand, spec.error());
+  if (!spec) return reportError(err, kSimulateFleetCommand, spec.error());
   const std::size_t jobs = o.jobs > 0 ? static_cast<std::size_t>(o.jobs)
                                       : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Result<sim::FleetPolicyResult>> results(policies->size(),
@@ -217,7 +218,7 @@ int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostr
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (!results[i]) {
       return reportError(
-          err, kCommand,
+          err, kSimulateFleetCommand,
           Error{results[i].error().code, (*policies)[i] + ": " + results[i].error().message});
     }
     report.policies.push_back(std::move(*results[i]));
@@ -226,7 +227,7 @@ int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostr
   report.recorded = recordedLoads(o.dataDir, err);
   if (o.outDir) {
     auto dir = OutDir::create(*o.outDir);
-    if (!dir) return reportError(err, kCommand, dir.error());
+    if (!dir) return reportError(err, kSimulateFleetCommand, dir.error());
     for (auto ok :
          {dir->write("fleet.json",
                      [&](std::ostream& f) { f << sim::fleetJson(report).dump(2) << '\n'; }),
@@ -234,7 +235,7 @@ int runSimulateFleet(const SimulateFleetOptions& o, std::ostream& out, std::ostr
                      [&](std::ostream& f) { sim::writeFleetTimelineCsv(f, report); }),
           dir->write("fleet_utilization.svg",
                      [&](std::ostream& f) { f << sim::fleetPlotSvg(report); })}) {
-      if (!ok) return reportError(err, kCommand, ok.error());
+      if (!ok) return reportError(err, kSimulateFleetCommand, ok.error());
     }
     for (const auto& path : dir->written()) err << "wrote " << path << '\n';
   }

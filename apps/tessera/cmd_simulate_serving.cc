@@ -24,7 +24,7 @@
 namespace tessera::cli {
 namespace {
 
-constexpr std::string_view kCommand = "simulate serving";
+constexpr std::string_view kSimulateServingCommand = "simulate serving";
 
 std::string knownPolicies() {
   std::string known;
@@ -32,7 +32,7 @@ std::string knownPolicies() {
   return known;
 }
 
-Result<std::vector<std::string>> parsePolicies(const std::string& text) {
+Result<std::vector<std::string>> parseServingPolicies(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
   std::string item;
@@ -223,15 +223,15 @@ Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
 int runSimulateServing(const SimulateServingOptions& o, std::ostream& out, std::ostream& err) {
   const auto started = std::chrono::steady_clock::now();
   const auto catalog = model::GpuCatalog::builtin();
-  auto policies = parsePolicies(o.policies);
-  if (!policies) return reportError(err, kCommand, policies.error());
+  auto policies = parseServingPolicies(o.policies);
+  if (!policies) return reportError(err, kSimulateServingCommand, policies.error());
   auto so = buildOptions(o);
-  if (!so) return reportError(err, kCommand, so.error());
+  if (!so) return reportError(err, kSimulateServingCommand, so.error());
   auto perf = sim::servingPerf(catalog, *so);
-  if (!perf) return reportError(err, kCommand, perf.error());
+  if (!perf) return reportError(err, kSimulateServingCommand, perf.error());
 
   auto trace = loadTrace(o);
-  if (!trace) return reportError(err, kCommand, trace.error());
+  if (!trace) return reportError(err, kSimulateServingCommand, trace.error());
 
   // Each run owns its cluster state, engine and autoscaler; results do not depend on --jobs.
   const std::size_t jobs = o.jobs > 0 ? static_cast<std::size_t>(o.jobs)
@@ -258,13 +258,13 @@ int runSimulateServing(const SimulateServingOptions& o, std::ostream& out, std::
   report.sloTarget = so->sloTarget;
   report.lowerBound = sim::servingLowerBound(*trace, *perf, *so, so->sloTarget);
   for (auto& r : results) {
-    if (!r) return reportError(err, kCommand, r.error());
+    if (!r) return reportError(err, kSimulateServingCommand, r.error());
     report.policies.push_back(std::move(*r));
   }
   std::vector<std::string> written;
   if (o.outDir) {
     if (auto ok = writeOutputs(*o.outDir, report, written); !ok) {
-      return reportError(err, kCommand, ok.error());
+      return reportError(err, kSimulateServingCommand, ok.error());
     }
   }
   const double wall =

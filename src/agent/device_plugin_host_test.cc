@@ -24,7 +24,7 @@ namespace {
 using nlohmann::json;
 using testing::ControlPlaneServer;
 
-constexpr const char* kToken = "device-plugin-host-token";
+constexpr const char* kPluginHostToken = "device-plugin-host-token";
 
 // The configured virtual GPUs, with a switch that makes GPU "1" report unhealthy (as an
 // XID would on a real card).
@@ -79,14 +79,14 @@ class DevicePluginHostTest : public ::testing::Test {
     auto gpus = openGpuSource(config_, catalog_, config_.nodeName, warnings);
     ASSERT_TRUE(gpus) << gpus.error().message;
     gpus_ = std::make_unique<SwitchableGpus>(std::move(*gpus));
-    auto client = ControlClient::create({config_.server, kToken, std::nullopt, 5});
+    auto client = ControlClient::create({config_.server, kPluginHostToken, std::nullopt, 5});
     ASSERT_TRUE(client) << client.error().message;
     client_ = std::move(*client);
     DevicePluginHostOptions o;
     o.config = config_.devicePlugin;
     o.nodeName = config_.nodeName;
     o.server = config_.server;
-    o.token = kToken;
+    o.token = kPluginHostToken;
     host_ = std::make_unique<DevicePluginHost>(std::move(o));
     AgentParts parts;
     parts.gpus = gpus_.get();
@@ -106,7 +106,7 @@ class DevicePluginHostTest : public ::testing::Test {
     httplib::Client c("127.0.0.1", server_.port());
     c.set_connection_timeout(5);
     c.set_read_timeout(10);
-    const httplib::Headers auth{{"Authorization", std::string("Bearer ") + kToken}};
+    const httplib::Headers auth{{"Authorization", std::string("Bearer ") + kPluginHostToken}};
     auto r =
         method == "GET" ? c.Get(path, auth) : c.Post(path, auth, body.dump(), "application/json");
     if (!r) return {};
@@ -135,7 +135,7 @@ class DevicePluginHostTest : public ::testing::Test {
   }
 
   deviceplugin::testing::SocketDir sockets_;
-  ControlPlaneServer server_{kToken};
+  ControlPlaneServer server_{kPluginHostToken};
   model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
   std::ostringstream logText_;
   api::Logger log_{api::LogFormat::kText, logText_};
@@ -298,7 +298,7 @@ TEST_F(DevicePluginHostTest, AMissingDirectoryFailsTheStartNamingIt) {
   std::vector<std::string> warnings;
   auto gpus = openGpuSource(config_, catalog_, config_.nodeName, warnings);
   ASSERT_TRUE(gpus);
-  auto client = ControlClient::create({config_.server, kToken, std::nullopt, 5});
+  auto client = ControlClient::create({config_.server, kPluginHostToken, std::nullopt, 5});
   ASSERT_TRUE(client);
   DevicePluginHostOptions o;
   o.config = config_.devicePlugin;

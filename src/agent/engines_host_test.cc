@@ -22,7 +22,7 @@ namespace {
 using nlohmann::json;
 using testing::ControlPlaneServer;
 
-constexpr const char* kToken = "engines-host-token";
+constexpr const char* kEnginesHostToken = "engines-host-token";
 
 class EnginesHostTest : public ::testing::Test {
  protected:
@@ -79,7 +79,7 @@ class EnginesHostTest : public ::testing::Test {
     auto gpus = openGpuSource(config_, catalog_, config_.nodeName, warnings);
     ASSERT_TRUE(gpus) << gpus.error().message;
     gpus_ = std::move(*gpus);
-    auto client = ControlClient::create({config_.server, kToken, std::nullopt, 5});
+    auto client = ControlClient::create({config_.server, kEnginesHostToken, std::nullopt, 5});
     ASSERT_TRUE(client) << client.error().message;
     client_ = std::move(*client);
     AgentParts parts;
@@ -136,7 +136,7 @@ class EnginesHostTest : public ::testing::Test {
   engines::testing::ScratchDir repo_, adapters_;
   std::unique_ptr<engines::testing::FakeTriton> triton_;
   std::unique_ptr<engines::testing::FakeVllm> vllm_;
-  ControlPlaneServer server_{kToken};
+  ControlPlaneServer server_{kEnginesHostToken};
   model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
   std::ostringstream logText_;
   api::Logger log_{api::LogFormat::kText, logText_};

@@ -28,13 +28,13 @@ using nlohmann::json;
 using tessera::k8s::testing::FakeApiServer;
 using Clock = std::chrono::steady_clock;
 
-struct Replica {
+struct LeaderReplica {
   pid_t pid = -1;
   int port = 0;
   std::string name;
 };
 
-Replica startReplica(const std::string& name, const std::string& apiServer) {
+LeaderReplica startReplica(const std::string& name, const std::string& apiServer) {
   const auto p = tessera::testing::startServe(
       {"--listen", "127.0.0.1:0", "--store", ":memory:", "--threads", "2", "--kube-api-server",
        apiServer, "--controller", "false", "--leader-elect", "--leader-elect-lease-duration", "2s",
@@ -58,7 +58,7 @@ std::string role(FakeApiServer& api, const std::string& pod) {
 
 // The status a mutating call gets (a node with a bad body: 400 from a leader, 503 from a
 // standby), or 0 when nothing answers.
-int mutate(const Replica& r) {
+int mutate(const LeaderReplica& r) {
   httplib::Client client("127.0.0.1", r.port);
   client.set_connection_timeout(1);
   client.set_read_timeout(2);
@@ -106,15 +106,15 @@ TEST(ServeLeader, OneLeaderServesFailsOverOnKillAndStepsDownWhenCutOff) {
   FakeApiServer api;
   ASSERT_TRUE(api.start());
   for (const char* pod : {"replica-a", "replica-b", "replica-c"}) addPod(api, pod);
-  Replica a = startReplica("replica-a", api.url());
-  Replica b = startReplica("replica-b", api.url());
+  LeaderReplica a = startReplica("replica-a", api.url());
+  LeaderReplica b = startReplica("replica-b", api.url());
   ASSERT_GT(a.port, 0);
   ASSERT_GT(b.port, 0);
 
   ASSERT_TRUE(waitFor([&] { return !holder(api).empty(); }, 10000)) << "no replica took the lease";
   const bool aLeads = startsWith(holder(api), "replica-a_");
-  Replica& leader = aLeads ? a : b;
-  Replica& standby = aLeads ? b : a;
+  LeaderReplica& leader = aLeads ? a : b;
+  LeaderReplica& standby = aLeads ? b : a;
   // The leader serves the call (and refuses the bad body), the standby refuses to act.
   ASSERT_TRUE(waitFor([&] { return mutate(leader) == 400; }, 5000));
   EXPECT_EQ(mutate(standby), 503);
@@ -173,7 +173,7 @@ TEST(ServeLeader, OneLeaderServesFailsOverOnKillAndStepsDownWhenCutOff) {
   api.refuseWrites(nullptr);
 
   // A fresh replica takes the lease (after it runs out), and hands it back on SIGTERM.
-  Replica c = startReplica("replica-c", api.url());
+  LeaderReplica c = startReplica("replica-c", api.url());
   ASSERT_GT(c.port, 0);
   ASSERT_TRUE(waitFor([&] { return startsWith(holder(api), "replica-c_"); }, 10000));
   ASSERT_TRUE(waitFor([&] { return mutate(c) == 400; }, 5000));

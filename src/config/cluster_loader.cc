@@ -16,7 +16,7 @@
 namespace tessera::config {
 namespace {
 
-constexpr std::string_view kKind = "Cluster";
+constexpr std::string_view kClusterKind = "Cluster";
 
 Result<model::Taint> parseTaint(const Field& field) {
   TESSERA_RETURN_IF_ERROR(expectMap(field, {"key", "value", "effect"}));
@@ -181,7 +181,7 @@ Result<ClusterFile> parseClusterYaml(const std::string& text, const std::string&
                    "models, replicas)"));
   }
   // The kind first: a file given to the wrong flag is better told so than about its keys.
-  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kKind));
+  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kClusterKind));
   TESSERA_RETURN_IF_ERROR(
       expectMap(root, {"apiVersion", "kind", "gpuTypes", "nodes", "models", "replicas"}));
 

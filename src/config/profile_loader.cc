@@ -13,7 +13,7 @@
 namespace tessera::config {
 namespace {
 
-constexpr std::string_view kKind = "PlacementProfile";
+constexpr std::string_view kProfileKind = "PlacementProfile";
 
 Result<std::vector<sched::PluginSpec>> parsePluginList(const Field& field, bool scored) {
   TESSERA_RETURN_IF_ERROR(expectSequence(field));
@@ -60,7 +60,7 @@ Result<sched::Profile> parseProfileYaml(const std::string& text, const std::stri
     return fail(root.error("empty file; a profile has at least a name or plugins"));
   }
   // The kind first: a file given to the wrong flag is better told so than about its keys.
-  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kKind));
+  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kProfileKind));
   TESSERA_RETURN_IF_ERROR(expectMap(root, {"apiVersion", "kind", "name", "memorySafetyFactor",
                                            "reservationTtlSeconds", "gpuTieBreak", "plugins"}));
 

@@ -5,20 +5,20 @@
 namespace tessera::config {
 namespace {
 
-sched::Profile parseOk(const std::string& yaml) {
+sched::Profile parseProfileOk(const std::string& yaml) {
   auto profile = parseProfileYaml(yaml, "profile.yaml");
   EXPECT_TRUE(profile) << profile.error().message;
   return profile.value_or(sched::Profile{});
 }
 
-std::string errorOf(const std::string& yaml) {
+std::string profileErrorOf(const std::string& yaml) {
   auto profile = parseProfileYaml(yaml, "profile.yaml");
   EXPECT_FALSE(profile) << "expected an error";
   return profile ? std::string() : profile.error().message;
 }
 
 TEST(ProfileFile, ReadsOptionsPluginsWeightsAndArgs) {
-  const sched::Profile profile = parseOk(R"(apiVersion: tessera.io/v1alpha1
+  const sched::Profile profile = parseProfileOk(R"(apiVersion: tessera.io/v1alpha1
 kind: PlacementProfile
 name: packed
 memorySafetyFactor: 1.5
@@ -57,7 +57,7 @@ plugins:
 
 TEST(ProfileFile, WhatIsLeftOutKeepsTheDefaults) {
   const sched::Profile defaults = sched::defaultProfile();
-  const sched::Profile onlyName = parseOk("name: mine\n");
+  const sched::Profile onlyName = parseProfileOk("name: mine\n");
   EXPECT_EQ(onlyName.name, "mine");
   EXPECT_DOUBLE_EQ(onlyName.options.memorySafetyFactor, defaults.options.memorySafetyFactor);
   EXPECT_EQ(onlyName.options.reservationTtlMs, defaults.options.reservationTtlMs);
@@ -65,37 +65,37 @@ TEST(ProfileFile, WhatIsLeftOutKeepsTheDefaults) {
   EXPECT_EQ(onlyName.scores.size(), defaults.scores.size());
 
   // A list that is given replaces the default list; the other list stays.
-  const sched::Profile scoresOnly = parseOk("plugins:\n  score: [{name: BestFit}]\n");
+  const sched::Profile scoresOnly = parseProfileOk("plugins:\n  score: [{name: BestFit}]\n");
   EXPECT_EQ(scoresOnly.name, "default");
   EXPECT_EQ(scoresOnly.filters.size(), defaults.filters.size());
   ASSERT_EQ(scoresOnly.scores.size(), 1u);
   EXPECT_EQ(scoresOnly.scores[0].name, "BestFit");
-  EXPECT_TRUE(parseOk("plugins:\n  filter: []\n").filters.empty());
+  EXPECT_TRUE(parseProfileOk("plugins:\n  filter: []\n").filters.empty());
 }
 
 TEST(ProfileFile, PluginNamesAreLeftToTheRegistry) {
   // buildPlugins reports unknown names with the registry's list; the loader only reads shape.
-  EXPECT_EQ(parseOk("plugins:\n  filter: [{name: NoSuchPlugin}]\n").filters[0].name,
+  EXPECT_EQ(parseProfileOk("plugins:\n  filter: [{name: NoSuchPlugin}]\n").filters[0].name,
             "NoSuchPlugin");
 }
 
-struct BadInput {
+struct ProfileBadInput {
   std::string name;
   std::string yaml;
   std::string error;
 };
 
-void PrintTo(const BadInput& input, std::ostream* os) {
+void PrintTo(const ProfileBadInput& input, std::ostream* os) {
   *os << input.name;
 }
 
-class ProfileFileErrors : public testing::TestWithParam<BadInput> {};
+class ProfileFileErrors : public testing::TestWithParam<ProfileBadInput> {};
 
 TEST_P(ProfileFileErrors, NameFileLineAndField) {
-  EXPECT_EQ(errorOf(GetParam().yaml), GetParam().error);
+  EXPECT_EQ(profileErrorOf(GetParam().yaml), GetParam().error);
 }
 
-const BadInput kProfileErrors[] = {
+const ProfileBadInput kProfileErrors[] = {
     {"EmptyFile", "", "profile.yaml:1: empty file; a profile has at least a name or plugins"},
     {"ApiVersion", "apiVersion: kubescheduler.config.k8s.io/v1\nname: x\n",
      "profile.yaml:1: apiVersion: must be tessera.io/v1alpha1, got "
@@ -146,7 +146,7 @@ const BadInput kProfileErrors[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(BadInputs, ProfileFileErrors, testing::ValuesIn(kProfileErrors),
-                         [](const testing::TestParamInfo<BadInput>& info) {
+                         [](const testing::TestParamInfo<ProfileBadInput>& info) {
                            return info.param.name;
                          });
 

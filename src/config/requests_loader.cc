@@ -12,7 +12,7 @@
 namespace tessera::config {
 namespace {
 
-constexpr std::string_view kKind = "PlacementRequests";
+constexpr std::string_view kRequestsKind = "PlacementRequests";
 
 Result<model::Toleration> parseToleration(const Field& field) {
   TESSERA_RETURN_IF_ERROR(expectMap(field, {"key", "operator", "value", "effect"}));
@@ -126,7 +126,7 @@ Result<RequestsFile> parseRequestsYaml(const std::string& text, const std::strin
     return fail(root.error("empty file; a requests file has requests (and optionally models)"));
   }
   // The kind first: a file given to the wrong flag is better told so than about its keys.
-  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kKind));
+  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kRequestsKind));
   TESSERA_RETURN_IF_ERROR(expectMap(root, {"apiVersion", "kind", "models", "requests"}));
 
   RequestsFile file;

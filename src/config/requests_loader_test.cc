@@ -17,20 +17,20 @@ std::vector<model::ModelProfile> clusterModels() {
   return {big, small};
 }
 
-RequestsFile parseOk(const std::string& yaml) {
+RequestsFile parseRequestsOk(const std::string& yaml) {
   auto file = parseRequestsYaml(yaml, "requests.yaml", clusterModels());
   EXPECT_TRUE(file) << file.error().message;
   return file.value_or(RequestsFile{});
 }
 
-std::string errorOf(const std::string& yaml) {
+std::string requestsErrorOf(const std::string& yaml) {
   auto file = parseRequestsYaml(yaml, "requests.yaml", clusterModels());
   EXPECT_FALSE(file) << "expected an error";
   return file ? std::string() : file.error().message;
 }
 
 TEST(RequestsFile, ReadsEveryRequestField) {
-  const RequestsFile file = parseOk(R"(requests:
+  const RequestsFile file = parseRequestsOk(R"(requests:
   - replicaId: r1
     model: big
     gpuTypes: [H100-80GB, A100-80GB]
@@ -58,7 +58,7 @@ TEST(RequestsFile, ReadsEveryRequestField) {
 }
 
 TEST(RequestsFile, CountExpandsToNumberedReplicas) {
-  const RequestsFile file = parseOk(R"(requests:
+  const RequestsFile file = parseRequestsOk(R"(requests:
   - {name: chat, count: 3, model: small}
   - {name: solo, model: small, deployment: d}
 )");
@@ -72,7 +72,7 @@ TEST(RequestsFile, CountExpandsToNumberedReplicas) {
 }
 
 TEST(RequestsFile, OwnModelsShadowTheClusterFilesAndInlineProfilesWork) {
-  const RequestsFile file = parseOk(R"(models:
+  const RequestsFile file = parseRequestsOk(R"(models:
   - {name: small, weights: 20Gi}
 requests:
   - {replicaId: a, model: small}
@@ -90,26 +90,26 @@ requests:
 }
 
 TEST(RequestsFile, AnEmptyRequestListIsAllowed) {
-  EXPECT_TRUE(parseOk("requests: []\n").requests.empty());
+  EXPECT_TRUE(parseRequestsOk("requests: []\n").requests.empty());
 }
 
-struct BadInput {
+struct RequestsBadInput {
   std::string name;
   std::string yaml;
   std::string error;
 };
 
-void PrintTo(const BadInput& input, std::ostream* os) {
+void PrintTo(const RequestsBadInput& input, std::ostream* os) {
   *os << input.name;
 }
 
-class RequestsFileErrors : public testing::TestWithParam<BadInput> {};
+class RequestsFileErrors : public testing::TestWithParam<RequestsBadInput> {};
 
 TEST_P(RequestsFileErrors, NameFileLineAndField) {
-  EXPECT_EQ(errorOf(GetParam().yaml), GetParam().error);
+  EXPECT_EQ(requestsErrorOf(GetParam().yaml), GetParam().error);
 }
 
-const BadInput kRequestErrors[] = {
+const RequestsBadInput kRequestErrors[] = {
     {"EmptyFile", "# nothing\n",
      "requests.yaml:1: empty file; a requests file has requests (and optionally models)"},
     {"MissingRequests", "models: []\n", "requests.yaml:1: requests: required"},
@@ -174,7 +174,7 @@ const BadInput kRequestErrors[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(BadInputs, RequestsFileErrors, testing::ValuesIn(kRequestErrors),
-                         [](const testing::TestParamInfo<BadInput>& info) {
+                         [](const testing::TestParamInfo<RequestsBadInput>& info) {
                            return info.param.name;
                          });
 

@@ -5,7 +5,7 @@
 namespace tessera::config {
 namespace {
 
-constexpr std::string_view kKind = "ServerConfig";
+constexpr std::string_view kServerConfigKind = "ServerConfig";
 
 Result<void> optionalText(const Field& parent, std::string_view key,
                           std::optional<std::string>& out) {
@@ -25,7 +25,7 @@ Result<ServeFile> parseServeYaml(const std::string& text, const std::string& sou
   const Field root = Field::root(sourceName, *document);
   ServeFile out;
   if (root.isNull()) return out;
-  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kKind));
+  TESSERA_RETURN_IF_ERROR(checkApiHeader(root, kServerConfigKind));
   TESSERA_RETURN_IF_ERROR(
       expectMap(root, {"apiVersion", "kind", "listen", "store", "tokenFile", "insecureNoAuth",
                        "cluster", "profile", "tls", "maxBodyBytes", "threads", "logFormat",

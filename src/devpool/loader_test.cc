@@ -16,7 +16,7 @@
 namespace tessera::devpool {
 namespace {
 
-constexpr std::uint64_t kBlock = 64 << 10;
+constexpr std::uint64_t kLoaderBlock = 64 << 10;
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -39,7 +39,7 @@ std::string patternBytes(std::uint64_t n, std::uint64_t salt) {
 // chunks, each spanning block boundaries.
 struct Rig {
   explicit Rig(DeviceBackend& backend, std::uint64_t blocks = 256, LoaderOptions options = {}) {
-    auto p = BlockPool::create(backend, {blocks * kBlock, kBlock});
+    auto p = BlockPool::create(backend, {blocks * kLoaderBlock, kLoaderBlock});
     EXPECT_TRUE(p.has_value());
     pool = std::move(*p);
     if (options.chunkBytes == LoaderOptions{}.chunkBytes) options.chunkBytes = 48 << 10;
@@ -324,7 +324,7 @@ TEST(Loader, FailedCopyFailsTheLoadAndNamesTheOffset) {
 }
 
 TEST(Loader, ModelLargerThanThePoolIsRefused) {
-  const std::string cached = patternBytes(5 * kBlock, 7);
+  const std::string cached = patternBytes(5 * kLoaderBlock, 7);
   auto backend = makeHostBackend();
   Rig rig(*backend, 4);
   auto r = rig.loader->load(
@@ -365,7 +365,7 @@ TEST(Loader, ConcurrentLoadsTakeTurns) {
 
 TEST(Loader, RejectsBadOptions) {
   auto backend = makeHostBackend();
-  auto pool = BlockPool::create(*backend, {16 * kBlock, kBlock});
+  auto pool = BlockPool::create(*backend, {16 * kLoaderBlock, kLoaderBlock});
   ASSERT_TRUE(pool.has_value());
   LoaderOptions o;
   o.readerThreads = -1;

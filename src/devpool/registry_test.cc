@@ -10,7 +10,7 @@
 namespace tessera::devpool {
 namespace {
 
-constexpr std::uint64_t kBlock = 64 << 10;
+constexpr std::uint64_t kRegistryBlock = 64 << 10;
 
 // Each version's weights: bytes that say which version they belong to.
 std::string weights(const std::string& version, std::uint64_t bytes) {
@@ -21,9 +21,9 @@ std::string weights(const std::string& version, std::uint64_t bytes) {
   return s;
 }
 
-struct Rig {
-  explicit Rig(DeviceBackend& b, std::uint64_t blocks = 128) : backend(b) {
-    pool = std::move(*BlockPool::create(backend, {blocks * kBlock, kBlock}));
+struct RegistryRig {
+  explicit RegistryRig(DeviceBackend& b, std::uint64_t blocks = 128) : backend(b) {
+    pool = std::move(*BlockPool::create(backend, {blocks * kRegistryBlock, kRegistryBlock}));
     LoaderOptions options;
     options.chunkBytes = 64 << 10;
     options.readerThreads = 2;
@@ -48,7 +48,7 @@ struct Rig {
 
 TEST(ModelRegistry, LoadServeUnload) {
   auto backend = makeHostBackend();
-  Rig rig(*backend);
+  RegistryRig rig(*backend);
   const std::string v1 = weights("v1", 300'000);
   EXPECT_FALSE(rig.registry->acquire("llama").has_value());
   auto r = rig.registry->loadVersion(rig.spec("llama", "v1", v1));
@@ -90,7 +90,7 @@ TEST(ModelRegistry, LoadServeUnload) {
 // the right version's, read from the device while the lease is held.
 TEST(ModelRegistry, HotSwitchLeavesNoGap) {
   auto backend = makeHostBackend();
-  Rig rig(*backend);
+  RegistryRig rig(*backend);
   const std::string v1 = weights("v1", 1'000'000), v2 = weights("v2", 1'200'000);
   ASSERT_TRUE(rig.registry->loadVersion(rig.spec("m", "v1", v1)).has_value());
   const std::uint64_t v1Blocks = rig.usedBlocks();
@@ -148,7 +148,7 @@ TEST(ModelRegistry, HotSwitchLeavesNoGap) {
 TEST(ModelRegistry, FailedSwitchKeepsTheOldVersionServing) {
   testing::TempDir dir;
   auto backend = makeHostBackend();
-  Rig rig(*backend);
+  RegistryRig rig(*backend);
   const std::string v1 = weights("v1", 200'000);
   ASSERT_TRUE(rig.registry->loadVersion(rig.spec("m", "v1", v1)).has_value());
   const std::uint64_t used = rig.usedBlocks();
@@ -172,7 +172,7 @@ TEST(ModelRegistry, FailedSwitchKeepsTheOldVersionServing) {
 // given back only when that lease ends.
 TEST(ModelRegistry, DrainTimeoutKeepsBlocksUntilTheLastLease) {
   auto backend = makeHostBackend();
-  Rig rig(*backend);
+  RegistryRig rig(*backend);
   const std::string v1 = weights("v1", 500'000), v2 = weights("v2", 300'000);
   ASSERT_TRUE(rig.registry->loadVersion(rig.spec("m", "v1", v1)).has_value());
   auto lease = rig.registry->acquire("m");
@@ -193,7 +193,7 @@ TEST(ModelRegistry, DrainTimeoutKeepsBlocksUntilTheLastLease) {
 
 TEST(ModelRegistry, CancelLoadingAndRefuseASecondLoad) {
   testing::HookedBackend backend;
-  Rig rig(backend);
+  RegistryRig rig(backend);
   const std::string v1 = weights("v1", 2'000'000);
   Result<SwitchResult> second = fail(Error::internal("not run"));
   Result<void> cancelled = fail(Error::internal("not run"));
@@ -223,7 +223,7 @@ TEST(ModelRegistry, CancelLoadingAndRefuseASecondLoad) {
 
 TEST(ModelRegistry, LeaseOutlivesTheRegistry) {
   auto backend = makeHostBackend();
-  Rig rig(*backend);
+  RegistryRig rig(*backend);
   const std::string v1 = weights("v1", 100'000);
   ASSERT_TRUE(rig.registry->loadVersion(rig.spec("m", "v1", v1)).has_value());
   auto lease = rig.registry->acquire("m");

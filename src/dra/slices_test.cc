@@ -11,7 +11,7 @@ namespace {
 
 using json = nlohmann::json;
 
-deviceplugin::GpuDevice gpu(int index, std::int64_t memoryMib = 81920) {
+deviceplugin::GpuDevice sliceGpu(int index, std::int64_t memoryMib = 81920) {
   deviceplugin::GpuDevice g;
   g.id = std::to_string(index);
   g.index = index;
@@ -26,7 +26,7 @@ deviceplugin::GpuDevice gpu(int index, std::int64_t memoryMib = 81920) {
 TEST(ResourceSlices, AGpuIsOneSharableDeviceWithConsumableMemoryAndCompute) {
   const model::GpuCatalog catalog = model::GpuCatalog::builtin();
   deviceplugin::Inventory inv;
-  inv.gpus = {gpu(1), gpu(0)};
+  inv.gpus = {sliceGpu(1), sliceGpu(0)};
   inv.gpus[0].computeCapability = "8.0.0";
   SliceOptions o;
   o.nodeName = "node-a";
@@ -70,7 +70,7 @@ TEST(ResourceSlices, AGpuIsOneSharableDeviceWithConsumableMemoryAndCompute) {
 
 TEST(ResourceSlices, AnUnhealthyGpuIsTaintedAndAVirtualOneGetsTheAgentsUuid) {
   deviceplugin::Inventory inv;
-  inv.gpus = {gpu(0)};
+  inv.gpus = {sliceGpu(0)};
   inv.gpus[0].healthy = false;
   inv.gpus[0].uuid.clear();
   SliceOptions o;
@@ -88,7 +88,7 @@ TEST(ResourceSlices, AnUnhealthyGpuIsTaintedAndAVirtualOneGetsTheAgentsUuid) {
 TEST(ResourceSlices, AMigGpuIsPublishedAsItsInstancesOnly) {
   const model::GpuCatalog catalog = model::GpuCatalog::builtin();
   deviceplugin::Inventory inv;
-  inv.gpus = {gpu(0), gpu(1)};
+  inv.gpus = {sliceGpu(0), sliceGpu(1)};
   inv.gpus[1].migEnabled = true;
   inv.gpus[1].migDevices = {{"MIG-b", "3g.40gb", 4, {}}, {"MIG-a", "1g.10gb", 0, {}}};
   SliceOptions o;
@@ -116,7 +116,7 @@ TEST(ResourceSlices, AMigGpuIsPublishedAsItsInstancesOnly) {
 
 TEST(ResourceSlices, ABigPoolIsSplitIntoSlicesOfAtMost64Devices) {
   deviceplugin::Inventory inv;
-  for (int i = 0; i < 130; ++i) inv.gpus.push_back(gpu(i));
+  for (int i = 0; i < 130; ++i) inv.gpus.push_back(sliceGpu(i));
   SliceOptions o;
   o.nodeName = "big";
   o.generation = 2;

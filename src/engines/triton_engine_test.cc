@@ -19,7 +19,7 @@ using testing::FakeTriton;
 using testing::FakeTritonOptions;
 using testing::ScratchDir;
 
-bool contains(const std::string& text, const std::string& part) {
+bool tritonContains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -126,17 +126,18 @@ TEST_F(TritonEngineTest, LoadRefusalsCarryTritonsMessage) {
   auto ghost = triton->load({.model = "ghost"});
   ASSERT_FALSE(ghost);
   EXPECT_EQ(ghost.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(ghost.error().message,
-                       "triton at " + server_->url() + ": POST /v2/repository/models/ghost/load"))
+  EXPECT_TRUE(tritonContains(ghost.error().message, "triton at " + server_->url() +
+                                                        ": POST /v2/repository/models/ghost/load"))
       << ghost.error().message;
-  EXPECT_TRUE(contains(ghost.error().message, "HTTP 400"));
-  EXPECT_TRUE(contains(ghost.error().message,
-                       "failed to load 'ghost', failed to poll from model repository"))
+  EXPECT_TRUE(tritonContains(ghost.error().message, "HTTP 400"));
+  EXPECT_TRUE(tritonContains(ghost.error().message,
+                             "failed to load 'ghost', failed to poll from model repository"))
       << ghost.error().message;
 
   auto noConfig = triton->load({.model = "noconfig"});
   ASSERT_FALSE(noConfig);
-  EXPECT_TRUE(contains(noConfig.error().message, "no config.pbtxt")) << noConfig.error().message;
+  EXPECT_TRUE(tritonContains(noConfig.error().message, "no config.pbtxt"))
+      << noConfig.error().message;
   EXPECT_FALSE(*triton->ready("noconfig"));
 }
 
@@ -203,7 +204,7 @@ TEST_F(TritonEngineTest, AFailedNewVersionLeavesTheOldOneServing) {
   auto failed = triton->load({.model = "llm", .version = 3});
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(failed.error().message, "CUDA out of memory while loading weights"))
+  EXPECT_TRUE(tritonContains(failed.error().message, "CUDA out of memory while loading weights"))
       << failed.error().message;
   EXPECT_TRUE(*triton->ready("llm", 1));
   auto states = triton->list();
@@ -220,7 +221,7 @@ TEST_F(TritonEngineTest, AVersionOfAModelNotLoadedNeedsItsConfiguration) {
   auto blind = triton->load({.model = "resnet", .version = 1});
   ASSERT_FALSE(blind);
   EXPECT_EQ(blind.error().code, ErrorCode::kFailedPrecondition);
-  EXPECT_TRUE(contains(blind.error().message, "pass configJson")) << blind.error().message;
+  EXPECT_TRUE(tritonContains(blind.error().message, "pass configJson")) << blind.error().message;
   EXPECT_EQ(server_->count("POST", "/v2/repository/models/resnet/load"), 0);
 
   auto given = triton->load(
@@ -268,7 +269,8 @@ TEST_F(TritonEngineTest, AHungServerIsATimeoutNotRetried) {
   server_->hang(false);
   ASSERT_FALSE(states);
   EXPECT_EQ(states.error().code, ErrorCode::kInternal);
-  EXPECT_TRUE(contains(states.error().message, "POST /v2/repository/index: timed out after 200 ms"))
+  EXPECT_TRUE(
+      tritonContains(states.error().message, "POST /v2/repository/index: timed out after 200 ms"))
       << states.error().message;
   EXPECT_EQ(server_->count("POST", "/v2/repository/index"), 1);
 }
@@ -278,7 +280,8 @@ TEST_F(TritonEngineTest, ALoadLongerThanItsDeadlineIsATimeout) {
   auto triton = engine({.timeoutMs = 5'000, .loadTimeoutMs = 200});
   auto loaded = triton->load({.model = "resnet"});
   ASSERT_FALSE(loaded);
-  EXPECT_TRUE(contains(loaded.error().message, "timed out after 200 ms")) << loaded.error().message;
+  EXPECT_TRUE(tritonContains(loaded.error().message, "timed out after 200 ms"))
+      << loaded.error().message;
   EXPECT_EQ(server_->count("POST", "/v2/repository/models/resnet/load"), 1);
 }
 
@@ -290,15 +293,16 @@ TEST_F(TritonEngineTest, ARefusedConnectionIsRetriedThenReported) {
   auto states = triton->list();
   ASSERT_FALSE(states);
   EXPECT_EQ(states.error().code, ErrorCode::kInternal);
-  EXPECT_TRUE(contains(states.error().message, "triton at " + url + ": POST /v2/repository/index"));
-  EXPECT_TRUE(contains(states.error().message, "cannot connect")) << states.error().message;
-  EXPECT_TRUE(contains(states.error().message, "tried 3 times")) << states.error().message;
+  EXPECT_TRUE(
+      tritonContains(states.error().message, "triton at " + url + ": POST /v2/repository/index"));
+  EXPECT_TRUE(tritonContains(states.error().message, "cannot connect")) << states.error().message;
+  EXPECT_TRUE(tritonContains(states.error().message, "tried 3 times")) << states.error().message;
 
   auto healthy = triton->healthy();
   ASSERT_FALSE(healthy);  // unreachable is an error, not "unhealthy"
   auto loaded = triton->load({.model = "resnet"});
   ASSERT_FALSE(loaded);
-  EXPECT_FALSE(contains(loaded.error().message, "tried")) << loaded.error().message;
+  EXPECT_FALSE(tritonContains(loaded.error().message, "tried")) << loaded.error().message;
 }
 
 TEST_F(TritonEngineTest, AnswersOutsideTheProtocolAreClearErrors) {
@@ -308,24 +312,25 @@ TEST_F(TritonEngineTest, AnswersOutsideTheProtocolAreClearErrors) {
   auto garbled = triton->list();
   ASSERT_FALSE(garbled);
   EXPECT_EQ(garbled.error().code, ErrorCode::kInternal);
-  EXPECT_TRUE(contains(garbled.error().message, "is not JSON")) << garbled.error().message;
-  EXPECT_TRUE(contains(garbled.error().message, "502 Bad Gateway")) << garbled.error().message;
+  EXPECT_TRUE(tritonContains(garbled.error().message, "is not JSON")) << garbled.error().message;
+  EXPECT_TRUE(tritonContains(garbled.error().message, "502 Bad Gateway"))
+      << garbled.error().message;
 
   server_->failNext(1, 200, R"({"models": []})");
   auto notArray = triton->list();
   ASSERT_FALSE(notArray);
-  EXPECT_TRUE(contains(notArray.error().message, "not a repository index"))
+  EXPECT_TRUE(tritonContains(notArray.error().message, "not a repository index"))
       << notArray.error().message;
 
   server_->failNext(1, 200, R"([{"name": "a", "version": "one", "state": "READY"}])");
   auto badVersion = triton->list();
   ASSERT_FALSE(badVersion);
-  EXPECT_TRUE(contains(badVersion.error().message, "version 'one' is not a number"));
+  EXPECT_TRUE(tritonContains(badVersion.error().message, "version 'one' is not a number"));
 
   server_->failNext(1, 200, R"([{"name": "a", "version": "1", "state": "DANCING"}])");
   auto badState = triton->list();
   ASSERT_FALSE(badState);
-  EXPECT_TRUE(contains(badState.error().message, "DANCING"));
+  EXPECT_TRUE(tritonContains(badState.error().message, "DANCING"));
 }
 
 TEST_F(TritonEngineTest, OnlyRequestsThatChangeNothingAreRetried) {
@@ -341,7 +346,7 @@ TEST_F(TritonEngineTest, OnlyRequestsThatChangeNothingAreRetried) {
   auto loaded = triton->load({.model = "resnet"});
   ASSERT_FALSE(loaded);
   EXPECT_EQ(loaded.error().code, ErrorCode::kInternal);
-  EXPECT_TRUE(contains(loaded.error().message, "HTTP 503: Server is not ready"))
+  EXPECT_TRUE(tritonContains(loaded.error().message, "HTTP 503: Server is not ready"))
       << loaded.error().message;
   EXPECT_EQ(server_->count("POST", "/v2/repository/models/resnet/load"), 1);
 
@@ -358,9 +363,10 @@ TEST_F(TritonEngineTest, WithoutExplicitModelControlTheFlagIsNamed) {
   for (auto result : {triton->load({.model = "resnet"}), triton->unload("resnet")}) {
     ASSERT_FALSE(result);
     EXPECT_EQ(result.error().code, ErrorCode::kFailedPrecondition);
-    EXPECT_TRUE(contains(result.error().message,
-                         "HTTP 503: explicit model load / unload is not allowed if polling is "
-                         "enabled (start Triton with --model-control-mode=explicit)"))
+    EXPECT_TRUE(
+        tritonContains(result.error().message,
+                       "HTTP 503: explicit model load / unload is not allowed if polling is "
+                       "enabled (start Triton with --model-control-mode=explicit)"))
         << result.error().message;
   }
   // A 503 to a load is not retried: it changed something, or may have.
@@ -389,7 +395,7 @@ TEST_F(TritonEngineTest, KeepsTheURLsPathPrefix) {
   auto prefixed = engine({.url = server_->url() + "/triton"});
   auto states = prefixed->list();
   ASSERT_FALSE(states);
-  EXPECT_TRUE(contains(states.error().message, "POST /triton/v2/repository/index"))
+  EXPECT_TRUE(tritonContains(states.error().message, "POST /triton/v2/repository/index"))
       << states.error().message;
   EXPECT_EQ(server_->requests().back().path, "/triton/v2/repository/index");
 }

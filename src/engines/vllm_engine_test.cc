@@ -19,7 +19,7 @@ using testing::ScratchDir;
 
 constexpr const char* kBase = "meta-llama/Llama-3.1-8B-Instruct";
 
-bool contains(const std::string& text, const std::string& part) {
+bool vllmContains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -105,10 +105,11 @@ TEST_F(VllmEngineTest, ADuplicateAdapterIsAlreadyExistsUnlessReplaced) {
   auto again = vllm->load({.model = "chat", .path = adapter("chat-v2")});
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code, ErrorCode::kAlreadyExists);
-  EXPECT_TRUE(contains(again.error().message,
-                       "vllm at " + server_->url() + ": POST /v1/load_lora_adapter: HTTP 400"))
+  EXPECT_TRUE(vllmContains(again.error().message,
+                           "vllm at " + server_->url() + ": POST /v1/load_lora_adapter: HTTP 400"))
       << again.error().message;
-  EXPECT_TRUE(contains(again.error().message, "The lora adapter 'chat' has already been loaded"))
+  EXPECT_TRUE(
+      vllmContains(again.error().message, "The lora adapter 'chat' has already been loaded"))
       << again.error().message;
 
   // Switched live: the same name now serves the new weights.
@@ -124,12 +125,13 @@ TEST_F(VllmEngineTest, UnknownAdaptersAreNotFound) {
   auto missing = vllm->load({.model = "ghost", .path = (dirs_.path() / "nothing").string()});
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
-  EXPECT_TRUE(contains(missing.error().message, "No adapter found for")) << missing.error().message;
+  EXPECT_TRUE(vllmContains(missing.error().message, "No adapter found for"))
+      << missing.error().message;
 
   auto notLoaded = vllm->unload("ghost");
   ASSERT_FALSE(notLoaded);
   EXPECT_EQ(notLoaded.error().code, ErrorCode::kNotFound);
-  EXPECT_TRUE(contains(notLoaded.error().message, "The lora adapter 'ghost' cannot be found."))
+  EXPECT_TRUE(vllmContains(notLoaded.error().message, "The lora adapter 'ghost' cannot be found."))
       << notLoaded.error().message;
 }
 
@@ -172,8 +174,9 @@ TEST_F(VllmEngineTest, MissingServerSettingsAreNamed) {
   auto slept = vllm->sleep(SleepLevel::kOffloadWeights);
   ASSERT_FALSE(slept);
   EXPECT_EQ(slept.error().code, ErrorCode::kFailedPrecondition);
-  EXPECT_TRUE(contains(slept.error().message, "VLLM_SERVER_DEV_MODE=1")) << slept.error().message;
-  EXPECT_TRUE(contains(slept.error().message, "--enable-sleep-mode"));
+  EXPECT_TRUE(vllmContains(slept.error().message, "VLLM_SERVER_DEV_MODE=1"))
+      << slept.error().message;
+  EXPECT_TRUE(vllmContains(slept.error().message, "--enable-sleep-mode"));
   auto asleep = vllm->sleeping();
   ASSERT_FALSE(asleep);
   EXPECT_EQ(asleep.error().code, ErrorCode::kFailedPrecondition);
@@ -181,7 +184,7 @@ TEST_F(VllmEngineTest, MissingServerSettingsAreNamed) {
   auto loaded = vllm->load({.model = "x", .path = adapter("x")});
   ASSERT_FALSE(loaded);
   EXPECT_EQ(loaded.error().code, ErrorCode::kFailedPrecondition);
-  EXPECT_TRUE(contains(loaded.error().message, "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"))
+  EXPECT_TRUE(vllmContains(loaded.error().message, "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"))
       << loaded.error().message;
 
   // Without the sleep endpoints the engine is simply awake.
@@ -196,7 +199,7 @@ TEST_F(VllmEngineTest, RefusesTritonFieldsWithoutAsking) {
   auto base = vllm->load({.model = kBase});
   ASSERT_FALSE(base);
   EXPECT_EQ(base.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(base.error().message, "LoRA adapters only")) << base.error().message;
+  EXPECT_TRUE(vllmContains(base.error().message, "LoRA adapters only")) << base.error().message;
   auto versioned = vllm->load({.model = "a", .version = 2, .path = adapter("a")});
   ASSERT_FALSE(versioned);
   auto ready = vllm->ready(kBase, 1);
@@ -212,7 +215,7 @@ TEST_F(VllmEngineTest, AHungSleepIsATimeoutSentOnce) {
   server_->hang(false);
   ASSERT_FALSE(slept);
   EXPECT_EQ(slept.error().code, ErrorCode::kInternal);
-  EXPECT_TRUE(contains(slept.error().message, "POST /sleep?level=1: timed out after 200 ms"))
+  EXPECT_TRUE(vllmContains(slept.error().message, "POST /sleep?level=1: timed out after 200 ms"))
       << slept.error().message;
   EXPECT_EQ(server_->count("POST", "/sleep"), 1);
 }
@@ -225,12 +228,12 @@ TEST_F(VllmEngineTest, ARefusedConnectionIsAClearError) {
   auto states = vllm->list();
   ASSERT_FALSE(states);
   EXPECT_TRUE(
-      contains(states.error().message, "vllm at " + url + ": GET /v1/models: cannot connect"))
+      vllmContains(states.error().message, "vllm at " + url + ": GET /v1/models: cannot connect"))
       << states.error().message;
-  EXPECT_TRUE(contains(states.error().message, "tried 2 times"));
+  EXPECT_TRUE(vllmContains(states.error().message, "tried 2 times"));
   auto woke = vllm->wakeUp();
   ASSERT_FALSE(woke);
-  EXPECT_TRUE(contains(woke.error().message, "POST /wake_up: cannot connect"))
+  EXPECT_TRUE(vllmContains(woke.error().message, "POST /wake_up: cannot connect"))
       << woke.error().message;
 }
 
@@ -241,18 +244,19 @@ TEST_F(VllmEngineTest, AnswersOutsideTheProtocolAreClearErrors) {
   auto garbled = vllm->list();
   ASSERT_FALSE(garbled);
   EXPECT_EQ(garbled.error().code, ErrorCode::kInternal);
-  EXPECT_TRUE(contains(garbled.error().message, "GET /v1/models: answer (HTTP 200) is not JSON"))
+  EXPECT_TRUE(
+      vllmContains(garbled.error().message, "GET /v1/models: answer (HTTP 200) is not JSON"))
       << garbled.error().message;
 
   server_->failNext(1, 200, R"({"object": "list"})");
   auto noData = vllm->list();
   ASSERT_FALSE(noData);
-  EXPECT_TRUE(contains(noData.error().message, "no 'data' array")) << noData.error().message;
+  EXPECT_TRUE(vllmContains(noData.error().message, "no 'data' array")) << noData.error().message;
 
   server_->failNext(1, 200, R"({"sleeping": true})");
   auto badSleep = vllm->sleeping();
   ASSERT_FALSE(badSleep);
-  EXPECT_TRUE(contains(badSleep.error().message, "no boolean 'is_sleeping'"))
+  EXPECT_TRUE(vllmContains(badSleep.error().message, "no boolean 'is_sleeping'"))
       << badSleep.error().message;
 }
 
@@ -270,7 +274,8 @@ TEST_F(VllmEngineTest, OnlyRequestsThatChangeNothingAreRetried) {
   server_->failNext(1, 503, busy);
   auto loaded = vllm->load({.model = "a", .path = adapter("a")});
   ASSERT_FALSE(loaded);
-  EXPECT_TRUE(contains(loaded.error().message, "HTTP 503: engine busy")) << loaded.error().message;
+  EXPECT_TRUE(vllmContains(loaded.error().message, "HTTP 503: engine busy"))
+      << loaded.error().message;
   EXPECT_EQ(server_->count("POST", "/v1/load_lora_adapter"), 1);
 
   // A dead engine behind a live server: /health keeps answering 503.
@@ -290,8 +295,8 @@ TEST_F(VllmEngineTest, ReadsOlderFlatErrorBodies) {
   auto loaded = vllm->load({.model = "big", .path = adapter("big")});
   ASSERT_FALSE(loaded);
   EXPECT_EQ(loaded.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(
-      contains(loaded.error().message, "HTTP 400: LoRA rank 64 is greater than max_lora_rank 16."))
+  EXPECT_TRUE(vllmContains(loaded.error().message,
+                           "HTTP 400: LoRA rank 64 is greater than max_lora_rank 16."))
       << loaded.error().message;
 }
 

@@ -86,7 +86,7 @@ std::string nowRfc3339() {
   return buf;
 }
 
-std::string podPath(const std::string& ns, const std::string& name = "") {
+std::string controllerPodPath(const std::string& ns, const std::string& name = "") {
   return "/api/v1/namespaces/" + ns + "/pods" + (name.empty() ? "" : "/" + name);
 }
 
@@ -360,7 +360,8 @@ void Controller::collectGarbage() {
       }
       const auto slash = id.find('/');
       if (slash == std::string::npos) continue;
-      auto res = client_.request("GET", podPath(id.substr(0, slash), id.substr(slash + 1)));
+      auto res =
+          client_.request("GET", controllerPodPath(id.substr(0, slash), id.substr(slash + 1)));
       if (res && res->status == 404) {
         fleet_.replicaGone(id);
         if (options_.gpuMode == GpuMode::kDra) deleteClaimOf(id);
@@ -423,7 +424,7 @@ void Controller::remember(const std::string& key, Overlay write) {
 Result<void> Controller::createPod(const ModelDeploymentSpec& spec, const std::string& version) {
   const json pod = podFor(spec, version, newPodName(spec.name));
   if (options_.gpuMode == GpuMode::kDra) return createDraPod(spec, pod);
-  auto res = client_.request("POST", podPath(spec.ns), pod.dump());
+  auto res = client_.request("POST", controllerPodPath(spec.ns), pod.dump());
   if (!res) return fail(res.error());
   if (res->status != 201 && res->status != 200) {
     return fail(Error::precondition("creating a pod of " + spec.ns + "/" + spec.name + ": " +
@@ -488,7 +489,7 @@ Result<void> Controller::createDraPod(const ModelDeploymentSpec& spec, json pod)
     pod["metadata"]["labels"]["tessera.io/booked"] = "true";
   }
   const json pinned = withoutTesseraResources(pinPod(std::move(pod), c.name, c.node));
-  auto res = client_.request("POST", podPath(spec.ns), pinned.dump());
+  auto res = client_.request("POST", controllerPodPath(spec.ns), pinned.dump());
   if (!res || (res->status != 201 && res->status != 200)) {
     const std::string why = res ? describeFailure(*res) : res.error().message;
     (void)client_.request("DELETE", claimPath(spec.ns, c.name));
@@ -580,7 +581,7 @@ void Controller::reportUnsatisfiedClaim(const std::string& podKey) {
 
 Result<void> Controller::deletePod(const json& pod) {
   const std::string ns = metadataText(pod, "namespace"), name = metadataText(pod, "name");
-  auto res = client_.request("DELETE", podPath(ns, name));
+  auto res = client_.request("DELETE", controllerPodPath(ns, name));
   if (!res) return fail(res.error());
   if (res->status != 200 && res->status != 202 && res->status != 404) {
     return fail(
@@ -598,7 +599,7 @@ Result<void> Controller::switchPod(const json& pod, const std::string& version) 
   next["metadata"]["annotations"][std::string(kAnnotationVersion)] = version;
   next["metadata"]["labels"][std::string(kLabelVersion)] = labelValue(version);
   const std::string ns = metadataText(pod, "namespace"), name = metadataText(pod, "name");
-  auto res = client_.request("PUT", podPath(ns, name), next.dump());
+  auto res = client_.request("PUT", controllerPodPath(ns, name), next.dump());
   if (!res) return fail(res.error());
   if (res->status != 200) {
     return fail(Error::precondition("switching pod " + ns + "/" + name + " to " + version + ": " +

@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-json pod(const std::string& name, json requests) {
+json handoffPod(const std::string& name, json requests) {
   return {{"metadata", {{"name", name}, {"namespace", "serving"}, {"uid", "uid-" + name}}},
           {"spec",
            {{"containers",
@@ -72,42 +72,42 @@ class ExtenderHandOffTest : public ::testing::Test {
 };
 
 TEST_F(ExtenderHandOffTest, ADifferentShareOfTheSameSizeWaitsForTheConfirmation) {
-  ASSERT_EQ(schedule(pod("a", share("20480", "500")), "gpu-a"), "");
+  ASSERT_EQ(schedule(handoffPod("a", share("20480", "500")), "gpu-a"), "");
   ASSERT_NE(extender_->unconfirmed("serving/a"), nullptr);
   EXPECT_EQ(extender_->unconfirmed("serving/a")->resource, "tessera.io/gpus");
 
-  const std::string refused = schedule(pod("b", share("8192", "250")), "gpu-a");
+  const std::string refused = schedule(handoffPod("b", share("8192", "250")), "gpu-a");
   EXPECT_NE(refused.find("serving/a"), std::string::npos) << refused;
   EXPECT_NE(refused.find("retry"), std::string::npos) << refused;
   EXPECT_FALSE(state_.findReplica("serving/b"));  // the booking was rolled back
   ASSERT_TRUE(state_.checkInvariants());
 
   // Elsewhere, the same size and share, or another size: no ambiguity, no wait.
-  EXPECT_EQ(schedule(pod("b", share("8192", "250")), "gpu-b"), "");
-  EXPECT_EQ(schedule(pod("twin", share("20480", "500")), "gpu-a"), "");
+  EXPECT_EQ(schedule(handoffPod("b", share("8192", "250")), "gpu-b"), "");
+  EXPECT_EQ(schedule(handoffPod("twin", share("20480", "500")), "gpu-a"), "");
   json two = share("8192", "250");
   two["tessera.io/gpus"] = "2";
-  EXPECT_EQ(schedule(pod("pair", two), "gpu-a"), "");
+  EXPECT_EQ(schedule(handoffPod("pair", two), "gpu-a"), "");
   // Whole GPUs come through another resource (another plugin): no ambiguity either.
-  EXPECT_EQ(schedule(pod("whole", {{"nvidia.com/gpu", "1"}}), "gpu-a"), "");
+  EXPECT_EQ(schedule(handoffPod("whole", {{"nvidia.com/gpu", "1"}}), "gpu-a"), "");
   ASSERT_NE(extender_->unconfirmed("serving/whole"), nullptr);
   EXPECT_EQ(extender_->unconfirmed("serving/whole")->resource, "nvidia.com/gpu");
 
   // Once a and its twin are confirmed, the different share binds.
   extender_->allocationConfirmed("serving/a");
-  EXPECT_NE(schedule(pod("c", share("8192", "250")), "gpu-a"), "");  // twin still pending
+  EXPECT_NE(schedule(handoffPod("c", share("8192", "250")), "gpu-a"), "");  // twin still pending
   extender_->allocationConfirmed("serving/twin");
-  EXPECT_EQ(schedule(pod("c", share("8192", "250")), "gpu-a"), "");
+  EXPECT_EQ(schedule(handoffPod("c", share("8192", "250")), "gpu-a"), "");
   ASSERT_TRUE(state_.checkInvariants());
 }
 
 TEST_F(ExtenderHandOffTest, TheGuardLapsesAfterItsTtlWithoutAConfirmation) {
   extender_->setConfirmTtlMs(5'000);
-  ASSERT_EQ(schedule(pod("a", share("20480", "500")), "gpu-a"), "");
+  ASSERT_EQ(schedule(handoffPod("a", share("20480", "500")), "gpu-a"), "");
   clock_.advance(4'999);
-  EXPECT_NE(schedule(pod("b", share("8192", "250")), "gpu-a"), "");
+  EXPECT_NE(schedule(handoffPod("b", share("8192", "250")), "gpu-a"), "");
   clock_.advance(1);
-  EXPECT_EQ(schedule(pod("b", share("8192", "250")), "gpu-a"), "");
+  EXPECT_EQ(schedule(handoffPod("b", share("8192", "250")), "gpu-a"), "");
   EXPECT_EQ(extender_->unconfirmed("serving/a"), nullptr);
 }
 
@@ -124,7 +124,7 @@ TEST_F(ExtenderHandOffTest, WholeGpusOfDifferentTypesAreDifferentShapes) {
   }
   ASSERT_TRUE(state_.apply(sched::NodeAdded{mixed}));
   auto whole = [](const std::string& name, const std::string& type) {
-    json p = pod(name, {{"nvidia.com/gpu", "1"}});
+    json p = handoffPod(name, {{"nvidia.com/gpu", "1"}});
     p["metadata"]["annotations"] = {{"tessera.io/gpu-types", type}};
     return p;
   };
@@ -136,11 +136,11 @@ TEST_F(ExtenderHandOffTest, WholeGpusOfDifferentTypesAreDifferentShapes) {
 }
 
 TEST(DeviceResourceTest, WholeGpusWhenAContainerAsksNvidiaGpu) {
-  EXPECT_EQ(Extender::deviceResource(pod("x", share("1", "1"))), "tessera.io/gpus");
-  EXPECT_EQ(Extender::deviceResource(pod("x", {{"nvidia.com/gpu", "2"}})), "nvidia.com/gpu");
+  EXPECT_EQ(Extender::deviceResource(handoffPod("x", share("1", "1"))), "tessera.io/gpus");
+  EXPECT_EQ(Extender::deviceResource(handoffPod("x", {{"nvidia.com/gpu", "2"}})), "nvidia.com/gpu");
   EXPECT_EQ(Extender::deviceResource(json::object()), "");
   // Memory and compute alone reach no device plugin: nothing to hand off, no guard.
-  EXPECT_EQ(Extender::deviceResource(pod("x", {{"tessera.io/gpu-memory", "1"}})), "");
+  EXPECT_EQ(Extender::deviceResource(handoffPod("x", {{"tessera.io/gpu-memory", "1"}})), "");
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 using testing::FakeApiServer;
 
-json pod(const std::string& name, const std::string& app = "a") {
+json informerPod(const std::string& name, const std::string& app = "a") {
   return {{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"app", app}}}}},
           {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "x"}}})}}}};
 }
@@ -80,7 +80,7 @@ TEST(WatchEventTest, ParsesEveryTypeAndRefusesJunk) {
 }
 
 TEST_F(InformerTest, ListsInPagesThenWatchesEventsInOrder) {
-  for (const char* n : {"p1", "p2", "p3"}) ASSERT_TRUE(server.create("pods", pod(n)));
+  for (const char* n : {"p1", "p2", "p3"}) ASSERT_TRUE(server.create("pods", informerPod(n)));
   Informer informer(*client, options(), rec.handler());
   informer.start();
   ASSERT_TRUE(eventually([&] { return informer.hasSynced(); }));
@@ -90,7 +90,7 @@ TEST_F(InformerTest, ListsInPagesThenWatchesEventsInOrder) {
   EXPECT_EQ(server.lists("pods"), 1);  // one LIST, two pages
 
   ASSERT_TRUE(eventually([&] { return server.openWatches() == 1; }));
-  ASSERT_TRUE(server.create("pods", pod("p4")));
+  ASSERT_TRUE(server.create("pods", informerPod("p4")));
   json p1 = *server.get("pods", "ml", "p1");
   p1["metadata"]["labels"]["tier"] = "gold";
   ASSERT_TRUE(server.update("pods", p1));
@@ -106,13 +106,13 @@ TEST_F(InformerTest, ListsInPagesThenWatchesEventsInOrder) {
 }
 
 TEST_F(InformerTest, WatchesAgainFromTheLastResourceVersionWhenTheServerEndsTheWatch) {
-  ASSERT_TRUE(server.create("pods", pod("p1")));
+  ASSERT_TRUE(server.create("pods", informerPod("p1")));
   Informer informer(*client, options(), rec.handler());
   informer.start();
   ASSERT_TRUE(eventually([&] { return server.openWatches() == 1; }));
   for (int round = 0; round < 3; ++round) {
     server.closeWatches();
-    ASSERT_TRUE(server.create("pods", pod("q" + std::to_string(round))));
+    ASSERT_TRUE(server.create("pods", informerPod("q" + std::to_string(round))));
     ASSERT_TRUE(
         eventually([&] { return informer.get("ml/q" + std::to_string(round)).has_value(); }));
   }
@@ -125,14 +125,14 @@ TEST_F(InformerTest, WatchesAgainFromTheLastResourceVersionWhenTheServerEndsTheW
 }
 
 TEST_F(InformerTest, RelistsWhenTheResourceVersionIsGone) {
-  for (const char* n : {"p1", "p2"}) ASSERT_TRUE(server.create("pods", pod(n)));
+  for (const char* n : {"p1", "p2"}) ASSERT_TRUE(server.create("pods", informerPod(n)));
   Informer informer(*client, options(), rec.handler());
   informer.start();
   ASSERT_TRUE(eventually([&] { return server.openWatches() == 1; }));
   // Cut off, the informer misses a create and a delete, and the server forgets them.
   server.pauseWatches();
   ASSERT_TRUE(eventually([&] { return server.openWatches() == 0; }));
-  ASSERT_TRUE(server.create("pods", pod("p3")));
+  ASSERT_TRUE(server.create("pods", informerPod("p3")));
   ASSERT_TRUE(server.remove("pods", "ml", "p1"));
   server.compact();
   server.resumeWatches();
@@ -148,7 +148,7 @@ TEST_F(InformerTest, RelistsWhenTheResourceVersionIsGone) {
   EXPECT_EQ(events[2], "DELETED ml/p1 old");
   EXPECT_EQ(events[3], "ADDED ml/p3");
   // And it watches on from the new list.
-  ASSERT_TRUE(server.create("pods", pod("p4")));
+  ASSERT_TRUE(server.create("pods", informerPod("p4")));
   ASSERT_TRUE(eventually([&] { return informer.get("ml/p4").has_value(); }));
 }
 
@@ -160,7 +160,8 @@ TEST_F(InformerTest, BookmarksMoveTheResourceVersionWithoutEvents) {
   ASSERT_TRUE(eventually([&] { return server.openWatches() == 1; }));
   const std::string before = informer.resourceVersion();
   // Changes the selector filters out move the server's resourceVersion only.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(server.create("pods", pod("b" + std::to_string(i), "b")));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(server.create("pods", informerPod("b" + std::to_string(i), "b")));
   EXPECT_EQ(informer.resourceVersion(), before);
   server.sendBookmarks();
   ASSERT_TRUE(eventually([&] { return informer.stats().bookmarks == 1; }));
@@ -170,7 +171,7 @@ TEST_F(InformerTest, BookmarksMoveTheResourceVersionWithoutEvents) {
   // After compaction a watch from the bookmark's resourceVersion still works: no relist.
   server.compact();
   server.closeWatches();
-  ASSERT_TRUE(server.create("pods", pod("a1")));
+  ASSERT_TRUE(server.create("pods", informerPod("a1")));
   ASSERT_TRUE(eventually([&] { return informer.get("ml/a1").has_value(); }));
   EXPECT_EQ(informer.stats().relists, 0);
   EXPECT_EQ(server.lists("pods"), 1);

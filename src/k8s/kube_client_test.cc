@@ -32,9 +32,9 @@ void writeFile(const std::filesystem::path& p, const std::string& text) {
 // Pods by namespace/name with their UID and node ("" = not bound), served at the binding
 // subresource like the API server: the token must match, the body must be a v1.Binding whose
 // metadata names the pod, a UID precondition must hold, and a bound pod cannot move.
-class FakeApiServer {
+class BindingApiServer {
  public:
-  explicit FakeApiServer(std::unique_ptr<httplib::Server> server) : server_(std::move(server)) {
+  explicit BindingApiServer(std::unique_ptr<httplib::Server> server) : server_(std::move(server)) {
     server_->Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
                   [this](const httplib::Request& req, httplib::Response& res) {
                     handle(req, res);
@@ -43,7 +43,7 @@ class FakeApiServer {
     thread_ = std::thread([this] { server_->listen_after_bind(); });
     while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ~FakeApiServer() {
+  ~BindingApiServer() {
     server_->stop();
     thread_.join();
   }
@@ -136,7 +136,7 @@ class KubeClientTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  FakeApiServer api_;
+  BindingApiServer api_;
 };
 
 TEST_F(KubeClientTest, BindPodPostsABindingWithTheUidPrecondition) {
@@ -290,7 +290,7 @@ TEST(KubeClient, HttpsVerifiesTheServerAgainstTheCaBundle) {
   if (!makeCertificate(dir.path(), "apiserver") || !makeCertificate(dir.path(), "stranger")) {
     GTEST_SKIP() << "the openssl command is not installed (scripts/install-deps.sh installs it)";
   }
-  FakeApiServer api(std::make_unique<httplib::SSLServer>(
+  BindingApiServer api(std::make_unique<httplib::SSLServer>(
       (dir.path() / "apiserver.crt").c_str(), (dir.path() / "apiserver.key").c_str()));
   api.addPod("default/p", "u");
   writeFile(dir.path() / "token", api.token);

@@ -45,7 +45,7 @@ std::string slug(std::string_view s, std::size_t max) {
   return out;
 }
 
-std::string podPath(const std::string& ns, const std::string& name) {
+std::string storePodPath(const std::string& ns, const std::string& name) {
   return "/api/v1/namespaces/" + ns + "/pods/" + name;
 }
 
@@ -171,7 +171,7 @@ Result<store::Snapshot> KubeStateStore::loadAll() const {
       const json clear = {{"metadata",
                            {{"labels", {{std::string(kBookedLabel), nullptr}}},
                             {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
-      (void)client_.request("PATCH", podPath(ns, name), clear.dump(),
+      (void)client_.request("PATCH", storePodPath(ns, name), clear.dump(),
                             "application/merge-patch+json");
       continue;
     }
@@ -204,7 +204,7 @@ Result<void> KubeStateStore::put(const Key& key, const std::string& text, bool m
                          {{"labels", {{std::string(kBookedLabel), "true"}}},
                           {"annotations", {{std::string(kBookingAnnotation), text}}}}}};
     const std::string what = "booking on pod " + pod->first + "/" + pod->second;
-    auto r = client_.request("PATCH", podPath(pod->first, pod->second), patch.dump(),
+    auto r = client_.request("PATCH", storePodPath(pod->first, pod->second), patch.dump(),
                              "application/merge-patch+json");
     if (!r) return fail(Error::internal(what + ": " + r.error().message));
     if (r->status != 200) return fail(failure(what, *r));
@@ -254,7 +254,7 @@ Result<void> KubeStateStore::erase(const Key& key) {
                          {{"labels", {{std::string(kBookedLabel), nullptr}}},
                           {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
     const std::string what = "clearing the booking on pod " + p.podNs + "/" + p.podName;
-    auto r = client_.request("PATCH", podPath(p.podNs, p.podName), clear.dump(),
+    auto r = client_.request("PATCH", storePodPath(p.podNs, p.podName), clear.dump(),
                              "application/merge-patch+json");
     if (!r) return fail(Error::internal(what + ": " + r.error().message));
     // A deleted pod took its booking with it.
@@ -270,9 +270,9 @@ Result<void> KubeStateStore::erase(const Key& key) {
     const json clear = {{"metadata",
                          {{"labels", {{std::string(kBookedLabel), nullptr}}},
                           {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
-    auto r =
-        client_.request("PATCH", podPath(key.second.substr(0, slash), key.second.substr(slash + 1)),
-                        clear.dump(), "application/merge-patch+json");
+    auto r = client_.request(
+        "PATCH", storePodPath(key.second.substr(0, slash), key.second.substr(slash + 1)),
+        clear.dump(), "application/merge-patch+json");
     if (!r)
       return fail(
           Error::internal("clearing the booking on pod " + key.second + ": " + r.error().message));
@@ -382,7 +382,7 @@ Result<KubeStateStore::ImportReport> KubeStateStore::importSnapshot(const store:
       std::string node;
       {
         std::lock_guard lock(mu_);
-        auto r = client_.request("GET", podPath(ns, pod));
+        auto r = client_.request("GET", storePodPath(ns, pod));
         if (!r) return fail(Error::internal("reading pod " + d.name + ": " + r.error().message));
         if (r->status == 200) {
           const json p = json::parse(r->body, nullptr, false);

@@ -21,7 +21,7 @@ using nlohmann::json;
 
 constexpr const char* kNs = "tessera-system";
 
-json pod(const std::string& name, const std::string& node) {
+json storePod(const std::string& name, const std::string& node) {
   json p = {{"metadata", {{"name", name}, {"namespace", "ml"}}}, {"spec", json::object()}};
   if (!node.empty()) p["spec"]["nodeName"] = node;
   return p;
@@ -56,7 +56,7 @@ class KubeStateStoreTest : public ::testing::Test {
 };
 
 TEST_F(KubeStateStoreTest, DocumentsRoundTripAsConfigMapsAndPodBookings) {
-  ASSERT_TRUE(api.create("pods", pod("llama-0", "n1")));
+  ASSERT_TRUE(api.create("pods", storePod("llama-0", "n1")));
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
   store::Batch batch;
@@ -110,10 +110,10 @@ TEST_F(KubeStateStoreTest, DocumentsRoundTripAsConfigMapsAndPodBookings) {
 }
 
 TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
-  ASSERT_TRUE(api.create("pods", pod("bound", "n1")));
-  ASSERT_TRUE(api.create("pods", pod("unbound", "")));
+  ASSERT_TRUE(api.create("pods", storePod("bound", "n1")));
+  ASSERT_TRUE(api.create("pods", storePod("unbound", "")));
   // A pod of GPU mode dra that kube-scheduler has not bound yet: its claim pins the GPU.
-  json dra = pod("claimed", "");
+  json dra = storePod("claimed", "");
   dra["spec"]["resourceClaims"] =
       json::array({{{"name", "tessera-gpu"}, {"resourceClaimName", "claimed-gpu"}}});
   ASSERT_TRUE(api.create("pods", dra));
@@ -198,7 +198,7 @@ TEST_F(KubeStateStoreTest, AFailedBatchIsUndoneObjectByObject) {
   // A refused write (the API server down for writes) is undone the same way.
   api.refuseWrites(
       [](const std::string& resource, const json&) { return resource == "configmaps" ? 0 : 503; });
-  ASSERT_TRUE(api.create("pods", pod("p", "n1")));
+  ASSERT_TRUE(api.create("pods", storePod("p", "n1")));
   store::Batch refused;
   refused.upsert("node", "n3", R"({"v":1})");
   refused.upsert("replica", "ml/p", booking("ml", "p", "n1"));
@@ -264,8 +264,8 @@ TEST_F(KubeStateStoreTest, ConfigMapNamesAreDistinctDnsNames) {
 }
 
 TEST_F(KubeStateStoreTest, AnUpgradeImportsTheSqliteDocumentsAndPutsBookingsOnTheirPods) {
-  ASSERT_TRUE(api.create("pods", pod("bound", "n1")));
-  ASSERT_TRUE(api.create("pods", pod("pending", "")));
+  ASSERT_TRUE(api.create("pods", storePod("bound", "n1")));
+  ASSERT_TRUE(api.create("pods", storePod("pending", "")));
   // What the single-replica install kept: replica documents of pods carried no `pod` member.
   store::Snapshot old;
   old.documents = {{"node", "n1", R"({"name":"n1"})", 3, 0},

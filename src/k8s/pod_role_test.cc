@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-json pod(const std::string& name, const std::string& role) {
+json rolePod(const std::string& name, const std::string& role) {
   json p = {{"metadata",
              {{"name", name},
               {"namespace", "tessera-system"},
@@ -47,9 +47,9 @@ class PodRoleTest : public ::testing::Test {
 };
 
 TEST_F(PodRoleTest, LabelsOnlyTheRoleAndDemotesAStaleLeader) {
-  ASSERT_TRUE(api.create("pods", pod("cp-a", "")));
-  ASSERT_TRUE(api.create("pods", pod("cp-b", "leader")));  // killed before it stepped down
-  ASSERT_TRUE(api.create("pods", pod("cp-c", "standby")));
+  ASSERT_TRUE(api.create("pods", rolePod("cp-a", "")));
+  ASSERT_TRUE(api.create("pods", rolePod("cp-b", "leader")));  // killed before it stepped down
+  ASSERT_TRUE(api.create("pods", rolePod("cp-c", "standby")));
   const std::string rvBefore =
       (*api.get("pods", "tessera-system", "cp-a"))["metadata"]["resourceVersion"];
 
@@ -79,7 +79,7 @@ TEST_F(PodRoleTest, LabelsOnlyTheRoleAndDemotesAStaleLeader) {
 }
 
 TEST_F(PodRoleTest, MergePatchAnswersAsTheApiServerDoes) {
-  ASSERT_TRUE(api.create("pods", pod("cp-a", "standby")));
+  ASSERT_TRUE(api.create("pods", rolePod("cp-a", "standby")));
   httplib::Client http(api.url());
   const std::string path = "/api/v1/namespaces/tessera-system/pods/cp-a";
   // null removes a key (RFC 7386).

@@ -11,13 +11,13 @@
 namespace tessera::model {
 namespace {
 
-const GpuCatalog& catalog() {
+const GpuCatalog& migCatalog() {
   static const GpuCatalog kCatalog = GpuCatalog::builtin();
   return kCatalog;
 }
 
-const GpuType& type(std::string_view name) {
-  return *catalog().find(name);
+const GpuType& migType(std::string_view name) {
+  return *migCatalog().find(name);
 }
 
 // A placement by profile name, so that tests read like the MIG guide.
@@ -46,7 +46,7 @@ std::string errorOf(const GpuType& t, const std::vector<MigPlacement>& layout) {
 }
 
 TEST(MigTest, SliceMasks) {
-  const GpuType& t = type("A100-80GB");
+  const GpuType& t = migType("A100-80GB");
   EXPECT_EQ(migSliceMask(*t.findMigProfile("1g.10gb"), 6), 0x40U);
   EXPECT_EQ(migSliceMask(*t.findMigProfile("1g.20gb"), 6), 0xC0U);
   EXPECT_EQ(migSliceMask(*t.findMigProfile("3g.40gb"), 4), 0xF0U);
@@ -60,7 +60,7 @@ TEST(MigTest, SliceMasks) {
 }
 
 TEST(MigTest, EmptyA100OffersEveryAllowedStart) {
-  const GpuType& t = type("A100-80GB");
+  const GpuType& t = migType("A100-80GB");
   EXPECT_EQ(starts(freeMigPlacements(t, migProfileIndex(t, "1g.10gb"), 0)),
             (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(starts(freeMigPlacements(t, migProfileIndex(t, "1g.20gb"), 0)),
@@ -74,7 +74,7 @@ TEST(MigTest, EmptyA100OffersEveryAllowedStart) {
 }
 
 TEST(MigTest, OccupiedSlicesNarrowTheStarts) {
-  const GpuType& t = type("A100-80GB");
+  const GpuType& t = migType("A100-80GB");
   const MigSliceMask fourG = migSliceMask(*t.findMigProfile("4g.40gb"), 0);
   EXPECT_EQ(starts(freeMigPlacements(t, migProfileIndex(t, "3g.40gb"), fourG)),
             (std::vector<int>{4}));
@@ -91,14 +91,14 @@ TEST(MigTest, OccupiedSlicesNarrowTheStarts) {
 }
 
 TEST(MigTest, FreeStartsOfAnInvalidProfileIndexAreNone) {
-  const GpuType& t = type("A100-80GB");
+  const GpuType& t = migType("A100-80GB");
   EXPECT_EQ(freeMigStarts(t, -1, 0), 0U);
   EXPECT_EQ(freeMigStarts(t, 7, 0), 0U);
-  EXPECT_EQ(freeMigStarts(type("T4"), 0, 0), 0U);
+  EXPECT_EQ(freeMigStarts(migType("T4"), 0, 0), 0U);
 }
 
 TEST(MigTest, FourTwoOneIsLegalOnA100) {
-  const GpuType& t = type("A100-80GB");
+  const GpuType& t = migType("A100-80GB");
   const std::vector<MigPlacement> layout{at(t, "4g.40gb", 0), at(t, "2g.20gb", 4),
                                          at(t, "1g.10gb", 6)};
   auto result = checkMigLayout(t, layout);
@@ -106,7 +106,7 @@ TEST(MigTest, FourTwoOneIsLegalOnA100) {
 }
 
 TEST(MigTest, FourPlusFourIsNot) {
-  const GpuType& t = type("A100-80GB");
+  const GpuType& t = migType("A100-80GB");
   // The second 4g can only start at slice 0, which the first one holds.
   std::string message = errorOf(t, {at(t, "4g.40gb", 0), at(t, "4g.40gb", 0)});
   EXPECT_NE(message.find("overlaps"), std::string::npos) << message;
@@ -117,7 +117,7 @@ TEST(MigTest, FourPlusFourIsNot) {
 }
 
 TEST(MigTest, OtherLayoutsFromTheGuide) {
-  const GpuType& t = type("A100-40GB");
+  const GpuType& t = migType("A100-40GB");
   // 4g + 3g is legal since driver R510 (the guide's note on the A100 partitioning figure).
   EXPECT_TRUE(legal(t, {at(t, "4g.20gb", 0), at(t, "3g.20gb", 4)}));
   EXPECT_TRUE(legal(t, {at(t, "3g.20gb", 0), at(t, "3g.20gb", 4)}));
@@ -136,19 +136,19 @@ TEST(MigTest, OtherLayoutsFromTheGuide) {
 }
 
 TEST(MigTest, MaxInstancesAndTheOneMediaEngine) {
-  const GpuType& a100 = type("A100-80GB");
+  const GpuType& a100 = migType("A100-80GB");
   std::string message = errorOf(a100, {at(a100, "1g.10gb+me", 0), at(a100, "1g.10gb+me", 1)});
   EXPECT_NE(message.find("maxInstances"), std::string::npos) << message;
 
   // A30's two +me profiles each take its only OFA engine.
-  const GpuType& a30 = type("A30");
+  const GpuType& a30 = migType("A30");
   message = errorOf(a30, {at(a30, "1g.6gb+me", 0), at(a30, "2g.12gb+me", 2)});
   EXPECT_NE(message.find("+me"), std::string::npos) << message;
   EXPECT_TRUE(legal(a30, {at(a30, "1g.6gb+me", 0), at(a30, "1g.6gb", 1), at(a30, "2g.12gb", 2)}));
 }
 
 TEST(MigTest, LegalPlacementsRespectCountsAndMedia) {
-  const GpuType& t = type("A100-80GB");
+  const GpuType& t = migType("A100-80GB");
   const int me = migProfileIndex(t, "1g.10gb+me");
   const int one = migProfileIndex(t, "1g.10gb");
   const std::vector<MigPlacement> withMe{{me, 0}};
@@ -168,7 +168,7 @@ TEST(MigTest, LegalPlacementsRespectCountsAndMedia) {
 }
 
 TEST(MigTest, A30Geometry) {
-  const GpuType& t = type("A30");
+  const GpuType& t = migType("A30");
   EXPECT_EQ(starts(freeMigPlacements(t, migProfileIndex(t, "1g.6gb"), 0)),
             (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(starts(freeMigPlacements(t, migProfileIndex(t, "2g.12gb"), 0)),
@@ -179,28 +179,28 @@ TEST(MigTest, A30Geometry) {
 }
 
 TEST(MigTest, ComputeSlices) {
-  EXPECT_EQ(migComputeSlices(type("A100-40GB")), 7);
-  EXPECT_EQ(migComputeSlices(type("H200")), 7);
-  EXPECT_EQ(migComputeSlices(type("T4")), 0);
+  EXPECT_EQ(migComputeSlices(migType("A100-40GB")), 7);
+  EXPECT_EQ(migComputeSlices(migType("H200")), 7);
+  EXPECT_EQ(migComputeSlices(migType("T4")), 0);
 }
 
 TEST(MigTest, MediaExtendedProfiles) {
-  const GpuType& t = type("H100-80GB");
+  const GpuType& t = migType("H100-80GB");
   EXPECT_TRUE(isMediaExtended(*t.findMigProfile("1g.10gb+me")));
   EXPECT_FALSE(isMediaExtended(*t.findMigProfile("1g.10gb")));
   EXPECT_FALSE(isMediaExtended(MigProfile{"me", 1, 1, 1, {0}, 1}));
 }
 
 TEST(MigTest, LayoutsOnCardsWithoutMig) {
-  const GpuType& t4 = type("T4");
+  const GpuType& t4 = migType("T4");
   EXPECT_TRUE(checkMigLayout(t4, std::vector<MigPlacement>{}).has_value());
   const std::string message = errorOf(t4, {{0, 0}});
   EXPECT_NE(message.find("T4"), std::string::npos) << message;
-  EXPECT_NE(errorOf(type("A100-80GB"), {{9, 0}}).find("index 9"), std::string::npos);
+  EXPECT_NE(errorOf(migType("A100-80GB"), {{9, 0}}).find("index 9"), std::string::npos);
 }
 
 TEST(MigTest, ResolvesDeclaredInstances) {
-  const GpuType& t = type("H100-80GB");
+  const GpuType& t = migType("H100-80GB");
   const std::vector<MigInstanceSpec> declared{{"3G.40GB", 4}, {"2g.20gb", 0}, {"1g.10gb", 2}};
   auto layout = resolveMigInstances(t, declared);
   ASSERT_TRUE(layout.has_value()) << layout.error().message;
@@ -225,7 +225,7 @@ TEST(MigTest, ResolvesDeclaredInstances) {
 // table alone keeps compute within 7/7 (4/4 on A30), so checkMigLayout need not count it.
 TEST(MigTest, EveryReachableLayoutFitsTheCard) {
   for (const char* name : {"A30", "A100-40GB", "A100-80GB", "H100-80GB", "H200"}) {
-    const GpuType& t = type(name);
+    const GpuType& t = migType(name);
     std::vector<MigPlacement> all;
     for (int p = 0; p < static_cast<int>(t.migProfiles.size()); ++p) {
       for (int s : t.migProfiles[static_cast<std::size_t>(p)].allowedStarts) all.push_back({p, s});

@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::uint64_t kMib = 1 << 20;
 
-std::string str(std::uint64_t v) {
+std::string estimateStr(std::uint64_t v) {
   return std::to_string(v);
 }
 
@@ -56,8 +56,8 @@ void addSafetensors(ModelFiles& m, const SafetensorsFile& file) {
   if (!file.holes.empty()) {
     std::uint64_t bytes = 0;
     for (const ByteRange& h : file.holes) bytes += h.end - h.begin;
-    m.notes.push_back(file.path + ": " + str(bytes) + " bytes of the data section in " +
-                      str(file.holes.size()) + " range(s) belong to no tensor");
+    m.notes.push_back(file.path + ": " + estimateStr(bytes) + " bytes of the data section in " +
+                      estimateStr(file.holes.size()) + " range(s) belong to no tensor");
   }
 }
 
@@ -143,8 +143,8 @@ Result<void> inspectDirectory(ModelFiles& m, const fs::path& dir) {
     for (const SafetensorsFile& shard : sharded->shards) addSafetensors(m, shard);
     if (sharded->declaredTotalSize != 0 && sharded->declaredTotalSize != m.weightBytes) {
       m.notes.push_back(sharded->indexPath + ": metadata.total_size " +
-                        str(sharded->declaredTotalSize) + " differs from the shards' " +
-                        str(m.weightBytes) + " tensor bytes");
+                        estimateStr(sharded->declaredTotalSize) + " differs from the shards' " +
+                        estimateStr(m.weightBytes) + " tensor bytes");
     }
     return addConfig(m, dir);
   }
@@ -335,7 +335,7 @@ Result<Estimate> estimateMemory(const ModelFiles& model, const EstimateOptions& 
     const auto all = perSeq ? mul(*perSeq, static_cast<std::uint64_t>(e.concurrency)) : perSeq;
     if (!all || *all / kMib > kMaxProfileMib) {
       return fail(Error::invalid(
-          "a KV cache of " + str(e.kvBytesPerToken) + " bytes per token × " +
+          "a KV cache of " + estimateStr(e.kvBytesPerToken) + " bytes per token × " +
           std::to_string(e.context) + " tokens × " + std::to_string(e.concurrency) +
           " sequences is more than the 16 TiB a model profile may state" + tooLarge));
     }

@@ -16,7 +16,7 @@ namespace {
 
 using internal::printable;
 
-std::string str(std::uint64_t v) {
+std::string ggufStr(std::uint64_t v) {
   return std::to_string(v);
 }
 
@@ -80,8 +80,8 @@ class MemorySource final : public Source {
   explicit MemorySource(std::string_view bytes) : bytes_(bytes) {}
   Result<std::string_view> read(std::uint64_t offset, std::size_t n) override {
     if (offset > bytes_.size() || n > bytes_.size() - offset) {
-      return fail(Error::invalid("truncated: the header continues past the " + str(bytes_.size()) +
-                                 " bytes given"));
+      return fail(Error::invalid("truncated: the header continues past the " +
+                                 ggufStr(bytes_.size()) + " bytes given"));
     }
     return bytes_.substr(offset, n);
   }
@@ -106,7 +106,7 @@ class FileSource final : public Source {
     in_.read(window_.data(), static_cast<std::streamsize>(size));
     if (static_cast<std::uint64_t>(in_.gcount()) != size) {
       window_.clear();
-      return fail(Error::invalid("read failed at byte " + str(offset)));
+      return fail(Error::invalid("read failed at byte " + ggufStr(offset)));
     }
     windowStart_ = offset;
     return std::string_view(window_).substr(0, n);
@@ -128,8 +128,8 @@ class Cursor {
 
   Result<std::string_view> take(std::uint64_t n, const std::string& what) {
     if (n > left()) {
-      return fail(Error::invalid(what + " at byte " + str(pos_) + " needs " + str(n) +
-                                 " bytes, past the end of the file (" + str(fileSize_) +
+      return fail(Error::invalid(what + " at byte " + ggufStr(pos_) + " needs " + ggufStr(n) +
+                                 " bytes, past the end of the file (" + ggufStr(fileSize_) +
                                  " bytes)"));
     }
     auto bytes = source_.read(pos_, static_cast<std::size_t>(n));
@@ -139,8 +139,8 @@ class Cursor {
   }
   Result<void> skip(std::uint64_t n, const std::string& what) {
     if (n > left()) {
-      return fail(Error::invalid(what + " at byte " + str(pos_) + " needs " + str(n) +
-                                 " bytes, past the end of the file (" + str(fileSize_) +
+      return fail(Error::invalid(what + " at byte " + ggufStr(pos_) + " needs " + ggufStr(n) +
+                                 " bytes, past the end of the file (" + ggufStr(fileSize_) +
                                  " bytes)"));
     }
     pos_ += n;
@@ -161,8 +161,8 @@ class Cursor {
     auto n = u64(what + " length");
     if (!n) return fail(std::move(n.error()));
     if (*n > max) {
-      return fail(Error::invalid(what + " at byte " + str(pos_ - 8) + ": length " + str(*n) +
-                                 " exceeds the limit of " + str(max) + " bytes"));
+      return fail(Error::invalid(what + " at byte " + ggufStr(pos_ - 8) + ": length " +
+                                 ggufStr(*n) + " exceeds the limit of " + ggufStr(max) + " bytes"));
     }
     auto b = take(*n, what);
     if (!b) return fail(std::move(b.error()));
@@ -246,7 +246,7 @@ Result<GgufValue> readArray(Cursor& c, const std::string& what, int depth) {
   auto elemType = c.u32(what + " element type");
   if (!elemType) return fail(std::move(elemType.error()));
   if (!validType(*elemType)) {
-    return fail(Error::invalid(what + ": unknown array element type " + str(*elemType)));
+    return fail(Error::invalid(what + ": unknown array element type " + ggufStr(*elemType)));
   }
   auto count = c.u64(what + " count");
   if (!count) return fail(std::move(count.error()));
@@ -260,10 +260,10 @@ Result<GgufValue> readArray(Cursor& c, const std::string& what, int depth) {
                                                                      : scalarSize(v.elementType);
   if (v.count > c.left() / minBytes) {
     return fail(Error::invalid(
-        what + ": array of " + str(v.count) + " " + ggufTypeName(v.elementType) +
+        what + ": array of " + ggufStr(v.count) + " " + ggufTypeName(v.elementType) +
         " needs at least " +
-        (v.count > UINT64_MAX / minBytes ? std::string("2^64") : str(v.count * minBytes)) +
-        " bytes, more than the " + str(c.left()) + " left in the file"));
+        (v.count > UINT64_MAX / minBytes ? std::string("2^64") : ggufStr(v.count * minBytes)) +
+        " bytes, more than the " + ggufStr(c.left()) + " left in the file"));
   }
   const GgufType t = v.elementType;
   const bool integer = t != GgufType::kString && t != GgufType::kArray && t != GgufType::kBool &&
@@ -286,11 +286,11 @@ Result<GgufValue> readArray(Cursor& c, const std::string& what, int depth) {
     }
   } else if (t == GgufType::kString) {
     for (std::uint64_t i = 0; i < v.count; ++i) {
-      TESSERA_RETURN_IF_ERROR(c.skipString(what + "[" + str(i) + "]"));
+      TESSERA_RETURN_IF_ERROR(c.skipString(what + "[" + ggufStr(i) + "]"));
     }
   } else if (t == GgufType::kArray) {
     for (std::uint64_t i = 0; i < v.count; ++i) {
-      auto item = readArray(c, what + "[" + str(i) + "]", depth + 1);
+      auto item = readArray(c, what + "[" + ggufStr(i) + "]", depth + 1);
       if (!item) return fail(std::move(item.error()));
     }
   } else {
@@ -310,7 +310,7 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
   file.fileSize = fileSize;
   if (fileSize < 4) {
     return fail(
-        Error::invalid("file is " + str(fileSize) + " bytes, too short for the GGUF magic"));
+        Error::invalid("file is " + ggufStr(fileSize) + " bytes, too short for the GGUF magic"));
   }
   auto magic = c.take(4, "magic");
   if (!magic) return fail(std::move(magic.error()));
@@ -326,7 +326,7 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
   }
   if (file.version != 2 && file.version != 3) {
     const bool swapped = (file.version & 0xffff) == 0 && file.version != 0;
-    return fail(Error::invalid("unsupported GGUF version " + str(file.version) +
+    return fail(Error::invalid("unsupported GGUF version " + ggufStr(file.version) +
                                (swapped ? " (a big-endian file?)" : "") + "; only 2 and 3"));
   }
   auto tensorCount = c.u64("tensor count");
@@ -336,23 +336,23 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
   // Smallest possible entries: a key/value pair is 8 (key length) + 4 (type) + 1 (a u8)
   // bytes; a tensor info 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset).
   if (*kvCount > c.left() / 13) {
-    return fail(Error::invalid("metadata count " + str(*kvCount) + " cannot fit in the " +
-                               str(c.left()) + " bytes left in the file"));
+    return fail(Error::invalid("metadata count " + ggufStr(*kvCount) + " cannot fit in the " +
+                               ggufStr(c.left()) + " bytes left in the file"));
   }
   if (*tensorCount > (c.left() - *kvCount * 13) / 24) {
-    return fail(Error::invalid("tensor count " + str(*tensorCount) + " cannot fit in the " +
-                               str(c.left()) + " bytes left in the file"));
+    return fail(Error::invalid("tensor count " + ggufStr(*tensorCount) + " cannot fit in the " +
+                               ggufStr(c.left()) + " bytes left in the file"));
   }
 
   for (std::uint64_t i = 0; i < *kvCount; ++i) {
-    auto key = c.string("metadata key #" + str(i), kMaxGgufKeyBytes);
+    auto key = c.string("metadata key #" + ggufStr(i), kMaxGgufKeyBytes);
     if (!key) return fail(std::move(key.error()));
     const std::string what = "metadata " + printable(*key);
-    if (key->empty()) return fail(Error::invalid("metadata key #" + str(i) + " is empty"));
+    if (key->empty()) return fail(Error::invalid("metadata key #" + ggufStr(i) + " is empty"));
     auto type = c.u32(what + " type");
     if (!type) return fail(std::move(type.error()));
     if (!validType(*type)) {
-      return fail(Error::invalid(what + ": unknown value type " + str(*type)));
+      return fail(Error::invalid(what + ": unknown value type " + ggufStr(*type)));
     }
     auto value = readValue(c, static_cast<GgufType>(*type), what, 0);
     if (!value) return fail(std::move(value.error()));
@@ -371,7 +371,7 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
 
   std::map<std::string, std::size_t> names;
   for (std::uint64_t i = 0; i < *tensorCount; ++i) {
-    auto name = c.string("tensor #" + str(i) + " name", kMaxGgufKeyBytes);
+    auto name = c.string("tensor #" + ggufStr(i) + " name", kMaxGgufKeyBytes);
     if (!name) return fail(std::move(name.error()));
     GgufTensor t;
     t.name = std::move(*name);
@@ -380,8 +380,8 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     auto nDims = c.u32(what + " n_dims");
     if (!nDims) return fail(std::move(nDims.error()));
     if (*nDims > kMaxGgufDims) {
-      return fail(Error::invalid(what + ": " + str(*nDims) + " dimensions, more than " +
-                                 str(kMaxGgufDims)));
+      return fail(Error::invalid(what + ": " + ggufStr(*nDims) + " dimensions, more than " +
+                                 ggufStr(kMaxGgufDims)));
     }
     std::uint64_t elements = 1;
     bool overflow = false;
@@ -398,7 +398,7 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     if (!type) return fail(std::move(type.error()));
     const auto ggml = findGgmlType(*type);
     if (!ggml) {
-      return fail(Error::invalid(what + ": unknown ggml type " + str(*type)));
+      return fail(Error::invalid(what + ": unknown ggml type " + ggufStr(*type)));
     }
     t.type = *type;
     t.typeName = std::string(ggml->name);
@@ -407,9 +407,9 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     t.offset = *offset;
     const std::uint64_t ne0 = t.dims.empty() ? 1 : t.dims[0];
     if (ne0 % ggml->blockSize != 0) {
-      return fail(Error::invalid(what + ": first dimension " + str(ne0) +
+      return fail(Error::invalid(what + ": first dimension " + ggufStr(ne0) +
                                  " is not a multiple of the " + t.typeName + " block size " +
-                                 str(ggml->blockSize)));
+                                 ggufStr(ggml->blockSize)));
     }
     t.elements = elements;
     const std::uint64_t blocks = elements / ggml->blockSize;
@@ -418,8 +418,8 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     }
     t.bytes = blocks * ggml->typeSize;
     if (t.offset % file.alignment != 0) {
-      return fail(Error::invalid(what + ": offset " + str(t.offset) +
-                                 " is not a multiple of the alignment " + str(file.alignment)));
+      return fail(Error::invalid(what + ": offset " + ggufStr(t.offset) +
+                                 " is not a multiple of the alignment " + ggufStr(file.alignment)));
     }
     file.tensors.push_back(std::move(t));
   }
@@ -432,18 +432,19 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     return file;
   }
   if (file.dataOffset > fileSize) {
-    return fail(Error::invalid("the data section (at byte " + str(file.dataOffset) +
-                               ") starts past the end of the file (" + str(fileSize) + " bytes)"));
+    return fail(Error::invalid("the data section (at byte " + ggufStr(file.dataOffset) +
+                               ") starts past the end of the file (" + ggufStr(fileSize) +
+                               " bytes)"));
   }
   const std::uint64_t dataBytes = fileSize - file.dataOffset;
   std::vector<const GgufTensor*> order;
   order.reserve(file.tensors.size());
   for (const GgufTensor& t : file.tensors) {
     if (t.offset > dataBytes || t.bytes > dataBytes - t.offset) {
-      return fail(Error::invalid("tensor " + printable(t.name) + ": " + str(t.bytes) +
-                                 " bytes at offset " + str(t.offset) +
+      return fail(Error::invalid("tensor " + printable(t.name) + ": " + ggufStr(t.bytes) +
+                                 " bytes at offset " + ggufStr(t.offset) +
                                  " run past the end of the file (the data section has " +
-                                 str(dataBytes) + " bytes)"));
+                                 ggufStr(dataBytes) + " bytes)"));
     }
     order.push_back(&t);
   }

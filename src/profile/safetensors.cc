@@ -18,7 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string str(std::uint64_t v) {
+std::string safetensorsStr(std::uint64_t v) {
   return std::to_string(v);
 }
 
@@ -29,20 +29,22 @@ Error prefixed(const std::string& path, const Error& e) {
 // The header length N, checked against the bound and the file size.
 Result<std::uint64_t> headerLength(std::string_view bytes, std::uint64_t fileSize) {
   if (fileSize < 8) {
-    return fail(Error::invalid("file is " + str(fileSize) +
+    return fail(Error::invalid("file is " + safetensorsStr(fileSize) +
                                " bytes, too short for the 8-byte header length"));
   }
   if (bytes.size() < 8) return fail(Error::invalid("truncated before the 8-byte header length"));
   const std::uint64_t n = internal::readLe64(bytes.data());
   if (n > kMaxSafetensorsHeaderBytes) {
-    return fail(Error::invalid("header length " + str(n) + " exceeds the limit of " +
-                               str(kMaxSafetensorsHeaderBytes) + " bytes (100 MiB)"));
+    return fail(Error::invalid("header length " + safetensorsStr(n) + " exceeds the limit of " +
+                               safetensorsStr(kMaxSafetensorsHeaderBytes) + " bytes (100 MiB)"));
   }
   if (n > fileSize - 8) {
-    return fail(Error::invalid("header length " + str(n) + " runs past the end of the file (" +
-                               str(fileSize) + " bytes)"));
+    return fail(Error::invalid("header length " + safetensorsStr(n) +
+                               " runs past the end of the file (" + safetensorsStr(fileSize) +
+                               " bytes)"));
   }
-  if (n < 2) return fail(Error::invalid("header length " + str(n) + " is too short for JSON"));
+  if (n < 2)
+    return fail(Error::invalid("header length " + safetensorsStr(n) + " is too short for JSON"));
   return n;
 }
 
@@ -93,8 +95,8 @@ Result<TensorInfo> parseTensor(const std::string& name, const json& entry) {
     return fail(Error::invalid(what + ": data_offsets must be integers >= 0"));
   }
   if (*end < *begin) {
-    return fail(Error::invalid(what + ": data_offsets [" + str(*begin) + ", " + str(*end) +
-                               "] end before they begin"));
+    return fail(Error::invalid(what + ": data_offsets [" + safetensorsStr(*begin) + ", " +
+                               safetensorsStr(*end) + "] end before they begin"));
   }
   t.begin = *begin;
   t.end = *end;
@@ -112,9 +114,10 @@ Result<TensorInfo> parseTensor(const std::string& name, const json& entry) {
       shape += std::to_string(t.shape[i]);
     }
     shape += "]";
-    return fail(Error::invalid(what + ": shape " + shape + " of " + t.dtype + " is " + str(*bytes) +
-                               " bytes, but data_offsets [" + str(t.begin) + ", " + str(t.end) +
-                               "] span " + str(t.end - t.begin)));
+    return fail(Error::invalid(what + ": shape " + shape + " of " + t.dtype + " is " +
+                               safetensorsStr(*bytes) + " bytes, but data_offsets [" +
+                               safetensorsStr(t.begin) + ", " + safetensorsStr(t.end) + "] span " +
+                               safetensorsStr(t.end - t.begin)));
   }
   return t;
 }
@@ -125,8 +128,9 @@ Result<std::string> readPrefix(const std::string& path, std::uint64_t n) {
   std::string buffer(n, '\0');
   in.read(buffer.data(), static_cast<std::streamsize>(n));
   if (static_cast<std::uint64_t>(in.gcount()) != n) {
-    return fail(Error::invalid(path + ": read " + str(static_cast<std::uint64_t>(in.gcount())) +
-                               " of the first " + str(n) + " bytes"));
+    return fail(Error::invalid(path + ": read " +
+                               safetensorsStr(static_cast<std::uint64_t>(in.gcount())) +
+                               " of the first " + safetensorsStr(n) + " bytes"));
   }
   return buffer;
 }
@@ -161,8 +165,8 @@ Result<SafetensorsFile> parseSafetensorsHeader(std::string_view bytes, std::uint
   auto n = headerLength(bytes, fileSize);
   if (!n) return fail(std::move(n.error()));
   if (bytes.size() - 8 < *n) {
-    return fail(Error::invalid("truncated: the header is " + str(*n) + " bytes, only " +
-                               str(bytes.size() - 8) + " present"));
+    return fail(Error::invalid("truncated: the header is " + safetensorsStr(*n) + " bytes, only " +
+                               safetensorsStr(bytes.size() - 8) + " present"));
   }
   const std::string_view text = bytes.substr(8, *n);
   if (text.front() != '{') {
@@ -196,10 +200,10 @@ Result<SafetensorsFile> parseSafetensorsHeader(std::string_view bytes, std::uint
     auto tensor = parseTensor(key, value);
     if (!tensor) return fail(std::move(tensor.error()));
     if (tensor->end > dataBytes) {
-      return fail(Error::invalid("tensor " + printable(key) + ": data_offsets [" +
-                                 str(tensor->begin) + ", " + str(tensor->end) +
-                                 "] run past the end of the file (the data section has " +
-                                 str(dataBytes) + " bytes)"));
+      return fail(Error::invalid(
+          "tensor " + printable(key) + ": data_offsets [" + safetensorsStr(tensor->begin) + ", " +
+          safetensorsStr(tensor->end) + "] run past the end of the file (the data section has " +
+          safetensorsStr(dataBytes) + " bytes)"));
     }
     file.tensors.push_back(std::move(*tensor));
   }
@@ -215,9 +219,10 @@ Result<SafetensorsFile> parseSafetensorsHeader(std::string_view bytes, std::uint
   for (const TensorInfo& t : file.tensors) {
     if (t.begin == t.end) continue;
     if (last != nullptr && t.begin < covered) {
-      return fail(Error::invalid("tensors " + printable(last->name) + " [" + str(last->begin) +
-                                 ", " + str(last->end) + ") and " + printable(t.name) + " [" +
-                                 str(t.begin) + ", " + str(t.end) + ") overlap"));
+      return fail(Error::invalid("tensors " + printable(last->name) + " [" +
+                                 safetensorsStr(last->begin) + ", " + safetensorsStr(last->end) +
+                                 ") and " + printable(t.name) + " [" + safetensorsStr(t.begin) +
+                                 ", " + safetensorsStr(t.end) + ") overlap"));
     }
     if (t.begin > covered) file.holes.push_back({covered, t.begin});
     covered = t.end;
@@ -292,8 +297,9 @@ Result<ShardedSafetensors> readSafetensorsIndex(const std::string& indexPath) {
   auto size = regularFileSize(indexPath);
   if (!size) return fail(std::move(size.error()));
   if (*size > kMaxSafetensorsHeaderBytes) {
-    return fail(Error::invalid(indexPath + ": " + str(*size) + " bytes, more than the limit of " +
-                               str(kMaxSafetensorsHeaderBytes)));
+    return fail(Error::invalid(indexPath + ": " + safetensorsStr(*size) +
+                               " bytes, more than the limit of " +
+                               safetensorsStr(kMaxSafetensorsHeaderBytes)));
   }
   auto text = readPrefix(indexPath, *size);
   if (!text) return fail(std::move(text.error()));

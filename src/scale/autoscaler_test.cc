@@ -12,7 +12,7 @@ namespace {
 
 using testing::Rep;
 
-constexpr Millis kSec = 1000;
+constexpr Millis kAutoscalerSec = 1000;
 
 std::unique_ptr<Autoscaler> create(const AutoscalerConfig& config) {
   auto a = Autoscaler::create(config);
@@ -44,7 +44,8 @@ DeploymentSignals deployment(Millis now, int ready, double waitingEach, int load
     s.replicas.push_back(Rep("r" + std::to_string(i)).waiting(waitingEach).created(i));
   }
   for (int i = 0; i < loading; ++i) {
-    s.replicas.push_back(Rep("l" + std::to_string(i)).loading(60 * kSec).created(1000 + i));
+    s.replicas.push_back(
+        Rep("l" + std::to_string(i)).loading(60 * kAutoscalerSec).created(1000 + i));
   }
   s.arrivalRatePerSec = rate;
   return s;
@@ -93,13 +94,14 @@ TEST(AutoscalerColdStart, BurstAddsOnceWhileReplicasLoad) {
   EXPECT_EQ(first.recommendedReplicas, 8);
   // 15 s later the queue doubled while 6 load. HPA alone: 80 / 8 replicas / 5 = 2 → 16.
   // Same arrival rate: the loading replicas cover it, no more.
-  const Decision during = a->evaluate(deployment(15 * kSec, 2, 40, 6, 10));
+  const Decision during = a->evaluate(deployment(15 * kAutoscalerSec, 2, 40, 6, 10));
   EXPECT_EQ(during.recommendedReplicas, 16);
   EXPECT_EQ(during.desiredReplicas, 8);
   EXPECT_NE(during.reason.find("cold start"), std::string::npos) << during.reason;
-  EXPECT_EQ(a->evaluate(deployment(30 * kSec, 2, 60, 6, 10.5)).desiredReplicas, 8);  // +5 %
+  EXPECT_EQ(a->evaluate(deployment(30 * kAutoscalerSec, 2, 60, 6, 10.5)).desiredReplicas,
+            8);  // +5 %
   // Demand doubled: the 8 asked for grow to ceil(8 × 2) = 16 (HPA wants 24)
-  const Decision grown = a->evaluate(deployment(45 * kSec, 2, 60, 6, 20));
+  const Decision grown = a->evaluate(deployment(45 * kAutoscalerSec, 2, 60, 6, 20));
   EXPECT_EQ(grown.recommendedReplicas, 24);
   EXPECT_EQ(grown.desiredReplicas, 16);
 }
@@ -109,23 +111,25 @@ TEST(AutoscalerColdStart, WithoutTheGuardTheBacklogCascades) {
   c.coldStartAware = false;
   auto a = create(c);
   EXPECT_EQ(a->evaluate(deployment(0, 2, 20, 0, 10)).desiredReplicas, 8);
-  EXPECT_EQ(a->evaluate(deployment(15 * kSec, 2, 40, 6, 10)).desiredReplicas, 16);
+  EXPECT_EQ(a->evaluate(deployment(15 * kAutoscalerSec, 2, 40, 6, 10)).desiredReplicas, 16);
 }
 
 TEST(AutoscalerColdStart, WithoutRatesTheRecommendationIsTheDemand) {
   auto a = create(hpaConfig());
   EXPECT_EQ(a->evaluate(deployment(0, 2, 20, 0, std::nullopt)).desiredReplicas, 8);
   // HPA wants 40 / 8 / 5 → ceil(1 × 8) = 8: within what is loading
-  EXPECT_EQ(a->evaluate(deployment(15 * kSec, 2, 20, 6, std::nullopt)).desiredReplicas, 8);
+  EXPECT_EQ(a->evaluate(deployment(15 * kAutoscalerSec, 2, 20, 6, std::nullopt)).desiredReplicas,
+            8);
   // HPA wants 16 > 8 × 1.1: taken as more demand
-  EXPECT_EQ(a->evaluate(deployment(30 * kSec, 2, 40, 6, std::nullopt)).desiredReplicas, 16);
+  EXPECT_EQ(a->evaluate(deployment(30 * kAutoscalerSec, 2, 40, 6, std::nullopt)).desiredReplicas,
+            16);
 }
 
 TEST(AutoscalerColdStart, GuardEndsWhenNothingLoads) {
   auto a = create(hpaConfig());
   EXPECT_EQ(a->evaluate(deployment(0, 2, 20, 0, 10)).desiredReplicas, 8);
   // all 8 ready now and still queueing: an ordinary scale-up, 8 × 3 = 24
-  EXPECT_EQ(a->evaluate(deployment(75 * kSec, 8, 15, 0, 10)).desiredReplicas, 24);
+  EXPECT_EQ(a->evaluate(deployment(75 * kAutoscalerSec, 8, 15, 0, 10)).desiredReplicas, 24);
 }
 
 TEST(AutoscalerColdStart, TesseraCountsLoadingItself) {
@@ -141,7 +145,7 @@ TEST(AutoscalerColdStart, TesseraCountsLoadingItself) {
     }
     for (int i = 0; i < loading; ++i) {
       s.replicas.push_back(
-          Rep("l" + std::to_string(i)).maxConcurrency(10).created(0).loading(60 * kSec));
+          Rep("l" + std::to_string(i)).maxConcurrency(10).created(0).loading(60 * kAutoscalerSec));
     }
     s.arrivalRatePerSec = 12;
     s.meanServiceMs = 2000;
@@ -149,8 +153,8 @@ TEST(AutoscalerColdStart, TesseraCountsLoadingItself) {
   };
   // as in tessera_test: 4, then nothing more while 2 load
   EXPECT_EQ(a->evaluate(signals(0, 5, 0)).desiredReplicas, 4);
-  EXPECT_EQ(a->evaluate(signals(15 * kSec, 20, 2)).desiredReplicas, 4);
-  EXPECT_EQ(a->evaluate(signals(30 * kSec, 35, 2)).desiredReplicas, 4);
+  EXPECT_EQ(a->evaluate(signals(15 * kAutoscalerSec, 20, 2)).desiredReplicas, 4);
+  EXPECT_EQ(a->evaluate(signals(30 * kAutoscalerSec, 35, 2)).desiredReplicas, 4);
 }
 
 TEST(AutoscalerWarmPool, StandbyBeyondDesiredWithinMax) {
@@ -161,8 +165,10 @@ TEST(AutoscalerWarmPool, StandbyBeyondDesiredWithinMax) {
   const Decision d = a->evaluate(deployment(0, 3, 5, 0, std::nullopt));  // ratio 1: 3
   EXPECT_EQ(d.desiredReplicas, 3);
   EXPECT_EQ(d.warmReplicas, 2);
-  EXPECT_EQ(a->evaluate(deployment(15 * kSec, 3, 15, 0, std::nullopt)).warmReplicas, 1);  // 9
-  EXPECT_EQ(a->evaluate(deployment(30 * kSec, 9, 20, 0, std::nullopt)).warmReplicas, 0);  // 10
+  EXPECT_EQ(a->evaluate(deployment(15 * kAutoscalerSec, 3, 15, 0, std::nullopt)).warmReplicas,
+            1);  // 9
+  EXPECT_EQ(a->evaluate(deployment(30 * kAutoscalerSec, 9, 20, 0, std::nullopt)).warmReplicas,
+            0);  // 10
   AutoscalerConfig none = hpaConfig();
   EXPECT_EQ(create(none)->evaluate(deployment(0, 3, 5, 0, std::nullopt)).warmReplicas, 0);
 }
@@ -185,10 +191,11 @@ TEST(AutoscalerScaleDown, DefaultWindowHoldsFiveMinutes) {
   c.behavior = {};
   auto a = create(c);
   EXPECT_EQ(a->evaluate(deployment(0, 4, 5, 0, std::nullopt)).desiredReplicas, 4);
-  const Decision held = a->evaluate(deployment(60 * kSec, 4, 1, 0, std::nullopt));
+  const Decision held = a->evaluate(deployment(60 * kAutoscalerSec, 4, 1, 0, std::nullopt));
   EXPECT_EQ(held.desiredReplicas, 4);
   EXPECT_TRUE(held.victims.empty());
-  EXPECT_EQ(a->evaluate(deployment(300 * kSec, 4, 1, 0, std::nullopt)).desiredReplicas, 1);
+  EXPECT_EQ(a->evaluate(deployment(300 * kAutoscalerSec, 4, 1, 0, std::nullopt)).desiredReplicas,
+            1);
 }
 
 TEST(AutoscalerScaleDown, DrainingReplicasAreNeverCapacity) {

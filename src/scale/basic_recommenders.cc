@@ -21,7 +21,7 @@
 namespace tessera::scale {
 namespace {
 
-std::string fmt(double v) {
+std::string basicFmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
@@ -40,9 +40,9 @@ class WeightedRecommender final : public Recommender {
     const double factor =
         std::max(gpu ? *gpu / gpuTarget_ : 0.0, queue ? *queue / queueTarget_ : 0.0);
     const int replicas = static_cast<int>(std::ceil(current * factor));
-    return {replicas, "weighted: gpu " + (gpu ? fmt(*gpu) : "-") + "/" + fmt(gpuTarget_) +
-                          ", queue " + (queue ? fmt(*queue) : "-") + "/" + fmt(queueTarget_) +
-                          " → " + std::to_string(replicas)};
+    return {replicas, "weighted: gpu " + (gpu ? basicFmt(*gpu) : "-") + "/" + basicFmt(gpuTarget_) +
+                          ", queue " + (queue ? basicFmt(*queue) : "-") + "/" +
+                          basicFmt(queueTarget_) + " → " + std::to_string(replicas)};
   }
 
  private:
@@ -65,7 +65,7 @@ class LittlesLawRecommender final : public Recommender {
     const double demand = *signals.arrivalRatePerSec * *signals.meanServiceMs / 1000.0;
     const double perReplica = *concurrency * targetUtilization_;
     const int replicas = static_cast<int>(std::ceil(demand / perReplica - 1e-9));
-    return {replicas, "littles-law: demand " + fmt(demand) + " / " + fmt(perReplica) +
+    return {replicas, "littles-law: demand " + basicFmt(demand) + " / " + basicFmt(perReplica) +
                           " per replica → " + std::to_string(replicas)};
   }
 

@@ -8,7 +8,7 @@
 namespace tessera::scale {
 namespace {
 
-constexpr Millis kSec = 1000;
+constexpr Millis kGovernorSec = 1000;
 
 TEST(GovernorDefaults, FilledAsKubernetesDoes) {
   const Behavior b = withDefaults({});
@@ -30,12 +30,12 @@ TEST(GovernorStabilization, ScaleDownWaitsForTheWindowMaximum) {
   Governor g({}, 1, 100);
   EXPECT_EQ(g.normalize(0, 10, 10).replicas, 10);
   // max(10 at t=0, 5) = 10 for the next 300 s
-  const GovernorResult held = g.normalize(15 * kSec, 10, 5);
+  const GovernorResult held = g.normalize(15 * kGovernorSec, 10, 5);
   EXPECT_EQ(held.replicas, 10);
   EXPECT_EQ(held.reason, "ScaleDownStabilized");
   EXPECT_EQ(g.normalize(299'999, 10, 5).replicas, 10);
   // at 300 s the t=0 sample is out (strictly after the cutoff counts): max(5, 5, 5) = 5
-  EXPECT_EQ(g.normalize(300 * kSec, 10, 5).replicas, 5);
+  EXPECT_EQ(g.normalize(300 * kGovernorSec, 10, 5).replicas, 5);
 }
 
 TEST(GovernorStabilization, ScaleDownGoesToTheWindowMaximumNotTheNewRecommendation) {
@@ -43,10 +43,10 @@ TEST(GovernorStabilization, ScaleDownGoesToTheWindowMaximumNotTheNewRecommendati
   b.scaleDown.stabilizationWindowSeconds = 60;
   Governor g(b, 1, 100);
   EXPECT_EQ(g.normalize(0, 10, 8).replicas, 8);         // alone in its window
-  EXPECT_EQ(g.normalize(30 * kSec, 8, 6).replicas, 8);  // max(8, 6)
-  EXPECT_EQ(g.normalize(45 * kSec, 8, 3).replicas, 8);  // max(8, 6, 3)
-  EXPECT_EQ(g.normalize(61 * kSec, 8, 3).replicas, 6);  // max(6, 3, 3)
-  EXPECT_EQ(g.normalize(91 * kSec, 6, 3).replicas, 3);  // max(3, 3)
+  EXPECT_EQ(g.normalize(30 * kGovernorSec, 8, 6).replicas, 8);  // max(8, 6)
+  EXPECT_EQ(g.normalize(45 * kGovernorSec, 8, 3).replicas, 8);  // max(8, 6, 3)
+  EXPECT_EQ(g.normalize(61 * kGovernorSec, 8, 3).replicas, 6);  // max(6, 3, 3)
+  EXPECT_EQ(g.normalize(91 * kGovernorSec, 6, 3).replicas, 3);  // max(3, 3)
 }
 
 TEST(GovernorStabilization, ScaleUpWindowTakesTheMinimum) {
@@ -54,12 +54,12 @@ TEST(GovernorStabilization, ScaleUpWindowTakesTheMinimum) {
   b.scaleUp.stabilizationWindowSeconds = 60;
   Governor g(b, 1, 100);
   EXPECT_EQ(g.normalize(0, 2, 2).replicas, 2);
-  const GovernorResult held = g.normalize(15 * kSec, 2, 8);  // min(2, 8) = 2
+  const GovernorResult held = g.normalize(15 * kGovernorSec, 2, 8);  // min(2, 8) = 2
   EXPECT_EQ(held.replicas, 2);
   EXPECT_EQ(held.reason, "ScaleUpStabilized");
-  EXPECT_EQ(g.normalize(30 * kSec, 2, 8).replicas, 2);
+  EXPECT_EQ(g.normalize(30 * kGovernorSec, 2, 8).replicas, 2);
   // at 61 s the 2 is out: min(8, 8, 8) = 8, rate-limited to max(2 + 4, 2 × 2) = 6
-  const GovernorResult up = g.normalize(61 * kSec, 2, 8);
+  const GovernorResult up = g.normalize(61 * kGovernorSec, 2, 8);
   EXPECT_EQ(up.replicas, 6);
   EXPECT_EQ(up.reason, "ScaleUpLimit");
 }
@@ -70,7 +70,7 @@ TEST(GovernorStabilization, StabilizedCountStaysBetweenCurrentAndRecommendation)
   Governor g(b, 1, 100);
   EXPECT_EQ(g.normalize(0, 4, 12).replicas, 8);  // up: max(4 + 4, 8) = 8
   // current 8, down window max(12, 5) = 12 ≥ current: stays 8 (never up from a down window)
-  EXPECT_EQ(g.normalize(15 * kSec, 8, 5).replicas, 8);
+  EXPECT_EQ(g.normalize(15 * kGovernorSec, 8, 5).replicas, 8);
 }
 
 TEST(GovernorRate, DefaultScaleUpIsMaxOfFourPodsAndDoubling) {
@@ -94,7 +94,7 @@ TEST(GovernorRate, SelectPolicyMinAndDisabled) {
   off.scaleDown.stabilizationWindowSeconds = 0;
   Governor gOff(off, 1, 100);
   EXPECT_EQ(gOff.normalize(0, 10, 30).replicas, 10);
-  EXPECT_EQ(gOff.normalize(15 * kSec, 10, 2).replicas, 10);
+  EXPECT_EQ(gOff.normalize(15 * kGovernorSec, 10, 2).replicas, 10);
 }
 
 TEST(GovernorRate, PercentUpRoundsUpPercentDownTruncates) {
@@ -125,12 +125,12 @@ TEST(GovernorRate, PeriodCountsRecordedScaleEvents) {
   Governor g(b, 1, 100);
   EXPECT_EQ(g.normalize(0, 2, 20).replicas, 6);  // +4 at t=0
   // 15 s later: period start = 6 − 4 = 2, limit 2 + 4 = 6: no more room
-  EXPECT_EQ(g.normalize(15 * kSec, 6, 20).replicas, 6);
-  EXPECT_EQ(g.normalize(59 * kSec, 6, 20).replicas, 6);
+  EXPECT_EQ(g.normalize(15 * kGovernorSec, 6, 20).replicas, 6);
+  EXPECT_EQ(g.normalize(59 * kGovernorSec, 6, 20).replicas, 6);
   // at 60 s the t=0 event left the period: 6 + 4 = 10
-  EXPECT_EQ(g.normalize(60 * kSec, 6, 20).replicas, 10);
+  EXPECT_EQ(g.normalize(60 * kGovernorSec, 6, 20).replicas, 10);
   // and at 75 s: start = 10 − 4 = 6 → 10 again
-  EXPECT_EQ(g.normalize(75 * kSec, 10, 20).replicas, 10);
+  EXPECT_EQ(g.normalize(75 * kGovernorSec, 10, 20).replicas, 10);
 }
 
 TEST(GovernorRate, PercentPeriodAccounting) {
@@ -138,8 +138,8 @@ TEST(GovernorRate, PercentPeriodAccounting) {
   b.scaleUp.policies = {{PolicyType::kPercent, 100, 60}};
   Governor g(b, 1, 100);
   EXPECT_EQ(g.normalize(0, 2, 50).replicas, 4);
-  EXPECT_EQ(g.normalize(15 * kSec, 4, 50).replicas, 4);  // start 2 → ceil(2 × 2) = 4
-  EXPECT_EQ(g.normalize(61 * kSec, 4, 50).replicas, 8);
+  EXPECT_EQ(g.normalize(15 * kGovernorSec, 4, 50).replicas, 4);  // start 2 → ceil(2 × 2) = 4
+  EXPECT_EQ(g.normalize(61 * kGovernorSec, 4, 50).replicas, 8);
 }
 
 TEST(GovernorRate, PeriodStartCountsBothDirections) {
@@ -150,7 +150,7 @@ TEST(GovernorRate, PeriodStartCountsBothDirections) {
   b.scaleDown.policies = {{PolicyType::kPods, 2, 15}};
   Governor g(b, 1, 100);
   EXPECT_EQ(g.normalize(0, 4, 8).replicas, 8);
-  EXPECT_EQ(g.normalize(5 * kSec, 8, 1).replicas, 2);
+  EXPECT_EQ(g.normalize(5 * kGovernorSec, 8, 1).replicas, 2);
 }
 
 TEST(GovernorClamp, MinAndMax) {
@@ -172,7 +172,7 @@ TEST(GovernorClamp, CurrentOutsideBoundsGoesStraightThere) {
   off.scaleDown.selectPolicy = SelectPolicy::kDisabled;
   Governor g(off, 3, 10);
   EXPECT_EQ(g.normalize(0, 14, 14).replicas, 10);  // no rate limit, no window
-  EXPECT_EQ(g.normalize(15 * kSec, 0, 0).replicas, 3);
+  EXPECT_EQ(g.normalize(15 * kGovernorSec, 0, 0).replicas, 3);
 }
 
 TEST(GovernorValidate, NamesTheField) {

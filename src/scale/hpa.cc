@@ -48,7 +48,7 @@ struct MetricProposal {
   double ratio = 0;  // the usage ratio over replicas with samples
 };
 
-std::string fmt(double v) {
+std::string hpaFmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
@@ -74,7 +74,7 @@ class HpaRecommender final : public Recommender {
       }
       if (!any || p->replicas > replicas) {
         replicas = p->replicas;
-        chosen = m.name + " " + fmt(p->ratio * m.target) + "/" + fmt(m.target) + " → " +
+        chosen = m.name + " " + hpaFmt(p->ratio * m.target) + "/" + hpaFmt(m.target) + " → " +
                  std::to_string(p->replicas);
       }
       any = true;
@@ -157,7 +157,7 @@ Result<std::unique_ptr<Recommender>> makeHpaRecommender(const RecommenderArgs& a
   for (HpaMetric& m : metrics) {
     const bool isFraction = m.name == "kvCacheUsage" || m.name == "gpuUtilization";
     if (!std::isfinite(m.target) || m.target <= 0 || (isFraction && m.target > 1)) {
-      return fail(Error::invalid("hpa argument '" + m.name + "' = " + fmt(m.target) +
+      return fail(Error::invalid("hpa argument '" + m.name + "' = " + hpaFmt(m.target) +
                                  " is out of range (must be " + (isFraction ? "in (0, 1]" : "> 0") +
                                  ")"));
     }
@@ -170,7 +170,7 @@ Result<std::unique_ptr<Recommender>> makeHpaRecommender(const RecommenderArgs& a
     const bool own = std::any_of(args.begin(), args.end(),
                                  [](const auto& a) { return a.first == "scaleDownTolerance"; });
     return fail(Error::invalid(std::string("hpa argument '") +
-                               (own ? "scaleDownTolerance" : "tolerance") + "' = " + fmt(down) +
+                               (own ? "scaleDownTolerance" : "tolerance") + "' = " + hpaFmt(down) +
                                " is out of range (must be < 1)"));
   }
   return std::unique_ptr<Recommender>(

@@ -48,7 +48,7 @@ struct KpaParams {
   double scaleDownDelaySeconds = 0;
 };
 
-std::string fmt(double v) {
+std::string kpaFmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
@@ -112,8 +112,8 @@ class KpaRecommender final : public Recommender {
         desired = maxPanicPods_;
       }
     }
-    std::string reason = "kpa: stable " + fmt(stable) + " panic " + fmt(panic) + " / target " +
-                         fmt(target) + (panicSinceMs_ ? " (panic)" : "") + " → " +
+    std::string reason = "kpa: stable " + kpaFmt(stable) + " panic " + kpaFmt(panic) +
+                         " / target " + kpaFmt(target) + (panicSinceMs_ ? " (panic)" : "") + " → " +
                          std::to_string(desired);
     if (p_.scaleDownDelaySeconds > 0) {
       const Millis delayMs = static_cast<Millis>(p_.scaleDownDelaySeconds * 1000);
@@ -165,7 +165,7 @@ Result<std::unique_ptr<Recommender>> makeKpaRecommender(const RecommenderArgs& a
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (p.panicWindowPercentage > 100) {
     return fail(
-        Error::invalid("kpa argument 'panicWindowPercentage' = " + fmt(p.panicWindowPercentage) +
+        Error::invalid("kpa argument 'panicWindowPercentage' = " + kpaFmt(p.panicWindowPercentage) +
                        " is out of range (must be in (0, 100])"));
   }
   return std::unique_ptr<Recommender>(std::make_unique<KpaRecommender>(p));

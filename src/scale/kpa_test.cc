@@ -11,7 +11,7 @@ namespace {
 using testing::at;
 using testing::Rep;
 
-constexpr Millis kSec = 1000;
+constexpr Millis kKpaSec = 1000;
 
 std::unique_ptr<Recommender> kpa(const std::vector<std::pair<std::string, double>>& args = {
                                      {"containerConcurrency", 10}}) {
@@ -34,7 +34,7 @@ TEST(Kpa, StableCountIsTotalOverTarget) {
   // running + waiting both count: 3 × (5 + 4) = 27, mean over (21, 27) = 24 → ceil(3.43) = 4
   std::vector<ReplicaSignals> queued;
   for (int i = 0; i < 3; ++i) queued.push_back(Rep("q" + std::to_string(i)).running(5).waiting(4));
-  EXPECT_EQ(r->recommend(at(2 * kSec, queued), 3).replicas, 4);
+  EXPECT_EQ(r->recommend(at(2 * kKpaSec, queued), 3).replicas, 4);
 }
 
 TEST(Kpa, PanicsHoldsThePeakAndExitsAfterAStableWindow) {
@@ -42,30 +42,30 @@ TEST(Kpa, PanicsHoldsThePeakAndExitsAfterAStableWindow) {
   EXPECT_EQ(r->recommend(at(0, busy(2, 7)), 2).replicas, 2);  // total 14 → 2
   // t=30 s: total 42. stable mean (14 + 42) / 2 = 28 → 4; panic window (6 s) holds only 42 → 6;
   // 6 / 2 ready = 3 ≥ 2: panic, max(4, 6) = 6
-  const Recommendation burst = r->recommend(at(30 * kSec, busy(2, 21)), 2);
+  const Recommendation burst = r->recommend(at(30 * kKpaSec, busy(2, 21)), 2);
   EXPECT_EQ(burst.replicas, 6);
   EXPECT_NE(burst.reason.find("panic"), std::string::npos);
   // t=32 s, 6 ready at total 14: stable (14 + 42 + 14) / 3 → 4, panic (42 + 14) / 2 = 28 → 4
   // (4 / 6 < 2: not over), still in panic: never below the peak 6
-  EXPECT_EQ(r->recommend(at(32 * kSec, busy(6, 14.0 / 6)), 6).replicas, 6);
+  EXPECT_EQ(r->recommend(at(32 * kKpaSec, busy(6, 14.0 / 6)), 6).replicas, 6);
   // t=90 s: 30 s + 60 s is not yet before now: still 6
-  EXPECT_EQ(r->recommend(at(90 * kSec, busy(6, 14.0 / 6)), 6).replicas, 6);
+  EXPECT_EQ(r->recommend(at(90 * kKpaSec, busy(6, 14.0 / 6)), 6).replicas, 6);
   // t=91 s: panic over. Stable window (31, 91]: 14, 14, 14 → 2, but at most halve per tick:
   // floor(6 / 2) = 3
-  EXPECT_EQ(r->recommend(at(91 * kSec, busy(6, 14.0 / 6)), 6).replicas, 3);
+  EXPECT_EQ(r->recommend(at(91 * kKpaSec, busy(6, 14.0 / 6)), 6).replicas, 3);
 }
 
 TEST(Kpa, NoPanicBelowThreshold) {
   auto r = kpa();
   EXPECT_EQ(r->recommend(at(0, busy(4, 7)), 4).replicas, 4);
   // total 42 → panic 6, 6 / 4 = 1.5 < 2: no panic; stable (28 + 42) / 2 = 35 → 5
-  EXPECT_EQ(r->recommend(at(30 * kSec, busy(4, 10.5)), 4).replicas, 5);
+  EXPECT_EQ(r->recommend(at(30 * kKpaSec, busy(4, 10.5)), 4).replicas, 5);
   // back to 28 at t=40: stable (28 + 42 + 28) / 3 = 32.67 → 5; no panic hold
-  EXPECT_EQ(r->recommend(at(40 * kSec, busy(4, 7)), 5).replicas, 5);
+  EXPECT_EQ(r->recommend(at(40 * kKpaSec, busy(4, 7)), 5).replicas, 5);
   // t=71: the t=0 sample is out of the window: (42 + 28 + 28) / 3 → 5
-  EXPECT_EQ(r->recommend(at(71 * kSec, busy(5, 5.6)), 5).replicas, 5);
+  EXPECT_EQ(r->recommend(at(71 * kKpaSec, busy(5, 5.6)), 5).replicas, 5);
   // t=101: (28, 28) → 4
-  EXPECT_EQ(r->recommend(at(101 * kSec, busy(5, 5.6)), 5).replicas, 4);
+  EXPECT_EQ(r->recommend(at(101 * kKpaSec, busy(5, 5.6)), 5).replicas, 4);
 }
 
 TEST(Kpa, ScaleUpRateAndDefaultConcurrency) {
@@ -97,8 +97,8 @@ TEST(Kpa, ScaleDownDelayKeepsTheMaximum) {
   auto r = kpa(
       {{"containerConcurrency", 10}, {"scaleDownDelaySeconds", 30}, {"stableWindowSeconds", 6}});
   EXPECT_EQ(r->recommend(at(0, busy(4, 7)), 4).replicas, 4);
-  EXPECT_EQ(r->recommend(at(10 * kSec, busy(4, 3.5)), 4).replicas, 4);  // 2, held at 4
-  EXPECT_EQ(r->recommend(at(31 * kSec, busy(4, 3.5)), 4).replicas, 2);
+  EXPECT_EQ(r->recommend(at(10 * kKpaSec, busy(4, 3.5)), 4).replicas, 4);  // 2, held at 4
+  EXPECT_EQ(r->recommend(at(31 * kKpaSec, busy(4, 3.5)), 4).replicas, 2);
 }
 
 TEST(Kpa, BufferedRequestsScaleFromZero) {

@@ -81,7 +81,7 @@ struct TesseraParams {
   double forecastWindowSeconds = 120;
 };
 
-std::string fmt(double v) {
+std::string tesseraFmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
@@ -206,19 +206,21 @@ class TesseraRecommender final : public Recommender {
           projectBacklog(now, backlog, lambda, perReplicaRate, ready, arrivals);
       need = lambda * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
       prefill = (lambda + projected / p_.backlogDrainSeconds) * prefillSec;
-      how = "demand " + fmt(lambda * serviceSec) + " + backlog " + fmt(projected) + " over " +
-            fmt(p_.backlogDrainSeconds) + " s";
-      if (lambda > measured) how += ", λ " + fmt(measured) + " → " + fmt(lambda) + " forecast";
+      how = "demand " + tesseraFmt(lambda * serviceSec) + " + backlog " + tesseraFmt(projected) +
+            " over " + tesseraFmt(p_.backlogDrainSeconds) + " s";
+      if (lambda > measured)
+        how += ", λ " + tesseraFmt(measured) + " → " + tesseraFmt(lambda) + " forecast";
       needDown = measured * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
       prefillDown = (measured + projected / p_.backlogDrainSeconds) * stepSec;
-      if (prefillSec > 0) how += ", prefill " + fmt(prefill);
-      if (ownPrefill) how += " (own " + fmt(prefillSec) + " s of a " + fmt(stepSec) + "-s step)";
+      if (prefillSec > 0) how += ", prefill " + tesseraFmt(prefill);
+      if (ownPrefill)
+        how += " (own " + tesseraFmt(prefillSec) + " s of a " + tesseraFmt(stepSec) + "-s step)";
     } else {
       need = running + backlog;
       needDown = need;
-      how = "running " + fmt(running) + " + waiting " + fmt(backlog) + " (no rates)";
+      how = "running " + tesseraFmt(running) + " + waiting " + tesseraFmt(backlog) + " (no rates)";
     }
 
     const double keep = 1 - p_.scaleDownTolerance;
@@ -249,21 +251,22 @@ class TesseraRecommender final : public Recommender {
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));
     std::string guard;
-    if (kvFloor > up && n == kvFloor) guard = "; kv " + fmt(*kv) + " > " + fmt(p_.kvCacheUsage);
+    if (kvFloor > up && n == kvFloor)
+      guard = "; kv " + tesseraFmt(*kv) + " > " + tesseraFmt(p_.kvCacheUsage);
     // Only with the same ready replicas as last time: a queue that grew while capacity was
     // arriving is what the projection is for.
     if (ready > 0 && meanWaiting > p_.queuePerReplica && lastBacklog_ && backlog > *lastBacklog_ &&
         ready == lastReady_ && loading == 0 && n <= current) {
       n = current + 1;
-      guard = "; queue " + fmt(meanWaiting) + " per replica and growing";
+      guard = "; queue " + tesseraFmt(meanWaiting) + " per replica and growing";
     }
     lastBacklog_ = backlog;
     lastReady_ = ready;
 
     Recommendation rec;
     rec.replicas = n;
-    rec.reason =
-        "tessera: " + how + ", " + fmt(perReplica) + " per replica → " + std::to_string(n) + guard;
+    rec.reason = "tessera: " + how + ", " + tesseraFmt(perReplica) + " per replica → " +
+                 std::to_string(n) + guard;
     return rec;
   }
 
@@ -351,7 +354,7 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (tol) {
     if (!std::isfinite(*tol) || *tol < 0 || *tol >= 1) {
-      return fail(Error::invalid("tessera argument 'scaleDownTolerance' = " + fmt(*tol) +
+      return fail(Error::invalid("tessera argument 'scaleDownTolerance' = " + tesseraFmt(*tol) +
                                  " is out of range (must be in [0, 1))"));
     }
     p.scaleDownTolerance = *tol;

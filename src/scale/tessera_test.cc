@@ -14,7 +14,7 @@ namespace {
 
 using testing::Rep;
 
-constexpr Millis kSec = 1000;
+constexpr Millis kTesseraSec = 1000;
 
 std::unique_ptr<Recommender> tessera(const std::vector<std::pair<std::string, double>>& args = {}) {
   auto r = makeRecommender("tessera", args);
@@ -64,16 +64,17 @@ TEST(Tessera, ForecastCarriesTheRampOneColdStartAhead) {
     return r->recommend(signals(t, {ready("a", 4, 0), ready("b", 4, 0)}, lambda), 2);
   };
   at(0, 4);
-  at(15 * kSec, 6);
-  const Recommendation rec = at(30 * kSec, 8);
+  at(15 * kTesseraSec, 6);
+  const Recommendation rec = at(30 * kTesseraSec, 8);
   EXPECT_EQ(rec.replicas, 6) << rec.reason;
   EXPECT_NE(rec.reason.find("λ 8 → 16 forecast"), std::string::npos) << rec.reason;
   // Off: the measured rate.
   auto off = tessera({{"forecastWindowSeconds", 0}});
   for (auto [t, l] : {std::pair{0, 4.0}, {15, 6.0}}) {
-    off->recommend(signals(t * kSec, {ready("a", 4, 0), ready("b", 4, 0)}, l), 2);
+    off->recommend(signals(t * kTesseraSec, {ready("a", 4, 0), ready("b", 4, 0)}, l), 2);
   }
-  EXPECT_EQ(off->recommend(signals(30 * kSec, {ready("a", 4, 0), ready("b", 4, 0)}, 8), 2).replicas,
+  EXPECT_EQ(off->recommend(signals(30 * kTesseraSec, {ready("a", 4, 0), ready("b", 4, 0)}, 8), 2)
+                .replicas,
             2);
 }
 
@@ -83,20 +84,20 @@ TEST(Tessera, LoadingReplicasAbsorbTheBacklogNoCascade) {
   // 15 s later: backlog 40, two replicas arrive at 60 s. Projection to 75 s (a new replica's
   // ready time): 45 s at +2/s → 130, then 15 s with 4 ready (20/s) at −8/s → 10.
   // need = 24 + 10 × 2 / 60 = 24.33 → 4 = current: nothing more
-  const auto loadingA = Rep("l1").maxConcurrency(10).created(0).loading(60 * kSec);
-  const auto loadingB = Rep("l2").maxConcurrency(10).created(0).loading(60 * kSec);
-  EXPECT_EQ(
-      r->recommend(
-           signals(15 * kSec, {ready("a", 10, 20), ready("b", 10, 20), loadingA, loadingB}, 12), 4)
-          .replicas,
-      4);
+  const auto loadingA = Rep("l1").maxConcurrency(10).created(0).loading(60 * kTesseraSec);
+  const auto loadingB = Rep("l2").maxConcurrency(10).created(0).loading(60 * kTesseraSec);
+  EXPECT_EQ(r->recommend(signals(15 * kTesseraSec,
+                                 {ready("a", 10, 20), ready("b", 10, 20), loadingA, loadingB}, 12),
+                         4)
+                .replicas,
+            4);
   // Demand grows to 20/s: 45 s at +10/s → 490, then 4 ready serve 20/s: 490.
   // need = 40 + 490 × 2 / 60 = 56.33 → ceil(7.04) = 8
-  EXPECT_EQ(
-      r->recommend(
-           signals(15 * kSec, {ready("a", 10, 20), ready("b", 10, 20), loadingA, loadingB}, 20), 4)
-          .replicas,
-      8);
+  EXPECT_EQ(r->recommend(signals(15 * kTesseraSec,
+                                 {ready("a", 10, 20), ready("b", 10, 20), loadingA, loadingB}, 20),
+                         4)
+                .replicas,
+            8);
 }
 
 TEST(Tessera, ColdStartLearnedFromLoadingReplicas) {
@@ -104,13 +105,13 @@ TEST(Tessera, ColdStartLearnedFromLoadingReplicas) {
   // A loading replica asked for at 0 and ready at 120 s: cold start is 120 s. At 100 s with
   // 1 ready (5/s) at 6/s and no backlog: it arrives at 120 s, a new one would at 220 s.
   // 20 s at +1/s → 20, then 2 ready serve 10/s: 0. need = 12 → ceil(1.5) = 2 = current.
-  const auto l = Rep("l").maxConcurrency(10).created(0).loading(120 * kSec);
-  EXPECT_EQ(r->recommend(signals(100 * kSec, {ready("a", 10, 0), l}, 6), 2).replicas, 2);
+  const auto l = Rep("l").maxConcurrency(10).created(0).loading(120 * kTesseraSec);
+  EXPECT_EQ(r->recommend(signals(100 * kTesseraSec, {ready("a", 10, 0), l}, 6), 2).replicas, 2);
   // Later, 1 ready at 9/s, nothing loading: cold start 120 s now. 4/s × 120 s = 480 backlog.
   // need = 18 + 480 × 2 / 60 = 34 → ceil(4.25) = 5 (with the 60 s default: 18 + 8 = 26 → 4)
-  EXPECT_EQ(r->recommend(signals(200 * kSec, {ready("a", 10, 0)}, 9), 1).replicas, 5);
+  EXPECT_EQ(r->recommend(signals(200 * kTesseraSec, {ready("a", 10, 0)}, 9), 1).replicas, 5);
   auto fresh = tessera();
-  EXPECT_EQ(fresh->recommend(signals(200 * kSec, {ready("a", 10, 0)}, 9), 1).replicas, 4);
+  EXPECT_EQ(fresh->recommend(signals(200 * kTesseraSec, {ready("a", 10, 0)}, 9), 1).replicas, 4);
 }
 
 TEST(Tessera, ScaleDownKeepsTenPercentHeadroom) {
@@ -120,11 +121,11 @@ TEST(Tessera, ScaleDownKeepsTenPercentHeadroom) {
   // need 24: up would be 3, but a scale-down keeps 10 % more: ceil(24 / 7.2) = 4
   EXPECT_EQ(r->recommend(signals(0, six, 12), 6).replicas, 4);
   // 30/s: need 60 → ceil(60 / 7.2) = 9 > 6 → scale up by the plain count, ceil(60 / 8) = 8
-  EXPECT_EQ(r->recommend(signals(15 * kSec, six, 30), 6).replicas, 8);
+  EXPECT_EQ(r->recommend(signals(15 * kTesseraSec, six, 30), 6).replicas, 8);
   // 17/s: need 34, up ceil(4.25) = 5 < 6, down ceil(4.72) = 5 → 5
-  EXPECT_EQ(r->recommend(signals(30 * kSec, six, 17), 6).replicas, 5);
+  EXPECT_EQ(r->recommend(signals(30 * kTesseraSec, six, 17), 6).replicas, 5);
   // 21/s: need 42, up ceil(5.25) = 6 = current → stays 6 (down ceil(5.83) = 6)
-  EXPECT_EQ(r->recommend(signals(45 * kSec, six, 21), 6).replicas, 6);
+  EXPECT_EQ(r->recommend(signals(45 * kTesseraSec, six, 21), 6).replicas, 6);
 }
 
 TEST(Tessera, KvCacheGuard) {
@@ -157,7 +158,7 @@ TEST(Tessera, GrowingQueueAddsOneWhenTheModelSaysEnough) {
   EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 10), ready("b", 10, 10)}, 4), 2).replicas, 2);
   // But the queue grew (20 → 24, 6 per replica > 4) and nothing is loading: one more.
   const Recommendation rec =
-      r->recommend(signals(15 * kSec, {ready("a", 10, 12), ready("b", 10, 12)}, 4), 2);
+      r->recommend(signals(15 * kTesseraSec, {ready("a", 10, 12), ready("b", 10, 12)}, 4), 2);
   EXPECT_EQ(rec.replicas, 3);
   EXPECT_NE(rec.reason.find("queue"), std::string::npos) << rec.reason;
 }
@@ -201,7 +202,7 @@ TEST(Tessera, RemembersConcurrencyAcrossScaleToZero) {
   auto r = tessera();
   EXPECT_EQ(r->recommend(signals(0, {ready("a", 0, 0)}, 0), 1).replicas, 0);
   // No replica left to tell maxConcurrency: the last seen 10 is used, as above → 2
-  DeploymentSignals s = signals(15 * kSec, {}, 1);
+  DeploymentSignals s = signals(15 * kTesseraSec, {}, 1);
   s.bufferedRequests = 300;
   EXPECT_EQ(r->recommend(s, 0).replicas, 2);
 }
@@ -231,7 +232,7 @@ TEST(Tessera, PrefillBoundTrafficIsSizedByPrefillOccupancy) {
   EXPECT_EQ(rec.replicas, 4);
   EXPECT_NE(rec.reason.find("prefill 1.95"), std::string::npos) << rec.reason;
   // Without the prefill signal only concurrency counts: down = ceil(5.2 / 7.2) = 1
-  DeploymentSignals none = prefillSignals(15 * kSec, 3, 2.6);
+  DeploymentSignals none = prefillSignals(15 * kTesseraSec, 3, 2.6);
   none.meanPrefillMs.reset();
   EXPECT_EQ(r->recommend(none, 3).replicas, 1);
 }
@@ -261,7 +262,7 @@ TEST(Tessera, PrefillScaleDownKeepsHeadroom) {
   // and the tail: c = 3 leaves P(W > 1.25 s) = 0.0325, c = 4 0.0021 → 4
   EXPECT_EQ(r->recommend(prefillSignals(0, 6, 2), 6).replicas, 4);
   // 2.2/s: prefill 1.65, up ceil(2.75) = 3, down ceil(3.06) = 4 → 4
-  EXPECT_EQ(r->recommend(prefillSignals(15 * kSec, 6, 2.2), 6).replicas, 4);
+  EXPECT_EQ(r->recommend(prefillSignals(15 * kTesseraSec, 6, 2.2), 6).replicas, 4);
 }
 
 TEST(Tessera, PrefillAddsReplicasOnlyUnderTtftPressure) {
@@ -271,7 +272,7 @@ TEST(Tessera, PrefillAddsReplicasOnlyUnderTtftPressure) {
   // 0.54) = 4) → min(current 3, 4) = 3
   EXPECT_EQ(r->recommend(prefillSignals(0, 3, 2.6, 900), 3).replicas, 3);
   // p99 1500 ms > 1000 ms: 4
-  EXPECT_EQ(r->recommend(prefillSignals(15 * kSec, 3, 2.6, 1500), 3).replicas, 4);
+  EXPECT_EQ(r->recommend(prefillSignals(15 * kTesseraSec, 3, 2.6, 1500), 3).replicas, 4);
   // sloTtftMs 0: no gate, and a wait budget of P alone (0.75 s): the tail needs 5 (c = 4
   // leaves P(W > 0.75 s) = 0.0208, c = 5 0.0026)
   auto ungated = tessera({{"sloTtftMs", 0}});
@@ -300,7 +301,7 @@ TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
   // replica reads 0.58 s; 0.9 would read 1.04 s).
   for (const double active : {0.5, 0.9}) {
     for (ReplicaSignals& x : s.replicas) x.computeActive = active;
-    s.nowMs += 15 * kSec;
+    s.nowMs += 15 * kTesseraSec;
     const std::string why = r->recommend(s, 1).reason;
     EXPECT_NE(why.find("prefill 1.95"), std::string::npos) << why;
     EXPECT_EQ(why.find("own"), std::string::npos) << why;
@@ -309,13 +310,13 @@ TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
   // say what a prompt costs, 0.52 / 1.73 = 0.3 s.
   for (ReplicaSignals& x : s.replicas) x.computeActive = 0.26;
   s.replicas[0].computeActive.reset();
-  s.nowMs += 15 * kSec;
+  s.nowMs += 15 * kTesseraSec;
   const Recommendation partial = r->recommend(s, 1);
   EXPECT_EQ(partial.replicas, 2);
   EXPECT_NE(partial.reason.find("own 0.3 s"), std::string::npos) << partial.reason;
   // None reports it: the measured P, with the gate (p99 900 ms: 1 → hold).
   for (ReplicaSignals& x : s.replicas) x.computeActive.reset();
-  s.nowMs += 15 * kSec;
+  s.nowMs += 15 * kTesseraSec;
   EXPECT_EQ(r->recommend(s, 1).replicas, 1);
 }
 

@@ -21,11 +21,12 @@
 #include <nlohmann/json.hpp>
 
 #include "sched/engine.h"
+#include "sched/plugin_test_support.h"
 
 namespace tessera::sched {
 namespace {
 
-constexpr std::int64_t kGib = 1024;
+using testing::kGib;
 
 std::uint64_t testSeed() {
   static const std::uint64_t seed = [] {

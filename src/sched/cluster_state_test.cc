@@ -3,11 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "model/gpu_catalog.h"
+#include "sched/plugin_test_support.h"
 
 namespace tessera::sched {
 namespace {
 
-constexpr std::int64_t kGib = 1024;
+using testing::kGib;
 
 model::NodeSpec node(const std::string& name, const std::string& type, int gpus,
                      std::int64_t cpuMilli = 64'000) {

@@ -5,11 +5,12 @@
 #include <algorithm>
 
 #include "model/gpu_catalog.h"
+#include "sched/plugin_test_support.h"
 
 namespace tessera::sched {
 namespace {
 
-constexpr std::int64_t kGib = 1024;
+using testing::kGib;
 
 model::NodeSpec makeNode(const std::string& name, const std::string& type, int gpus,
                          int nvlinkGroups = 1, int numaNodes = 1) {

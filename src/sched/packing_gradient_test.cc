@@ -22,8 +22,8 @@ namespace {
 using testing::nodeSpec;
 
 // A task shape: CPU, k GPUs of g milli, popularity p, GPU types.
-TaskShape shape(std::int64_t cpu, int k, std::int32_t g, double p,
-                std::vector<std::string> types = {}) {
+TaskShape gradientShape(std::int64_t cpu, int k, std::int32_t g, double p,
+                        std::vector<std::string> types = {}) {
   return {.cpuMilli = cpu,
           .gpuMilli = g,
           .gpus = k,
@@ -47,7 +47,8 @@ TEST(PackingGradientTerms, UsableCapacityCountsInstancesCappedByCpu) {
   //   CPU-only shape (p 0.25): 0.
   // U = 0.5 x 1000 + 0.25 x 2000 = 1000.
   const auto workload =
-      resolved({shape(2000, 1, 500, 0.5), shape(1000, 2, 1000, 0.25), shape(4000, 0, 0, 0.25)});
+      resolved({gradientShape(2000, 1, 500, 0.5), gradientShape(1000, 2, 1000, 0.25),
+                gradientShape(4000, 0, 0, 0.25)});
   const std::array<std::int32_t, 4> free{1000, 600, 1000, 300};
   const int t4 = model::GpuCatalog::builtin().indexOf("T4");
   EXPECT_DOUBLE_EQ(usableCapacityMilli(5000, free, t4, workload), 1000.0);
@@ -58,7 +59,8 @@ TEST(PackingGradientTerms, UsableCapacityCountsInstancesCappedByCpu) {
 }
 
 TEST(PackingGradientTerms, UsableCapacityIgnoresShapesThatCannotUseTheType) {
-  const auto workload = resolved({shape(0, 1, 500, 0.5, {"V100-16GB"}), shape(0, 1, 500, 0.5)});
+  const auto workload =
+      resolved({gradientShape(0, 1, 500, 0.5, {"V100-16GB"}), gradientShape(0, 1, 500, 0.5)});
   const std::array<std::int32_t, 2> free{1000, 500};
   const auto catalog = model::GpuCatalog::builtin();
   // On a T4 only the untyped shape counts: 0.5 x 3 x 500; on a V100 both.
@@ -155,7 +157,8 @@ TEST_F(PackingGradientTest, ScoresMinusTheCostAndKeepsRoomRatherThanBestFit) {
   //   GPU 1 (700 -> 400): 300 -> 3+1: loses 150; 700 -> 1+0: loses 350. Cost 500.
   const NodeId n = addNode(nodeSpec("n", "T4", 2));
   place("a", {gpu("n", "1")}, 0, 300);
-  const std::vector<TaskShape> workload{shape(1000, 1, 300, 0.5), shape(1000, 1, 700, 0.5)};
+  const std::vector<TaskShape> workload{gradientShape(1000, 1, 300, 0.5),
+                                        gradientShape(1000, 1, 700, 0.5)};
   const auto r = pod("p", 1000, 1, 300);
   const std::vector<Option> options{option(n, {gpu("n", "0")}), option(n, {gpu("n", "1")})};
   EXPECT_EQ(rawScores(*plugin(args(workload, 4)), r, options),
@@ -176,7 +179,8 @@ TEST_F(PackingGradientTest, KeepsWholeNodesForMultiGpuShapes) {
   addNode(nodeSpec("empty", "T4", 2));
   addNode(nodeSpec("used", "T4", 2));
   place("a", {gpu("used", "0")}, 0, 500);
-  const std::vector<TaskShape> workload{shape(1000, 2, 1000, 0.1), shape(1000, 1, 500, 0.9)};
+  const std::vector<TaskShape> workload{gradientShape(1000, 2, 1000, 0.1),
+                                        gradientShape(1000, 1, 500, 0.9)};
   EXPECT_EQ(placeWith(args(workload, 4), pod("p", 1000, 1, 500)), "used/0");
 }
 
@@ -189,12 +193,14 @@ TEST_F(PackingGradientTest, KeepsCpuNextToFreeGpus) {
   addNode(nodeSpec("gpu-full", "T4", 4));
   for (int i = 0; i < 4; ++i)
     place("b" + std::to_string(i), {gpu("gpu-full", std::to_string(i))}, 0, 1000);
-  const std::vector<TaskShape> workload{shape(12'000, 1, 1000, 0.5), shape(40'000, 0, 0, 0.5)};
+  const std::vector<TaskShape> workload{gradientShape(12'000, 1, 1000, 0.5),
+                                        gradientShape(40'000, 0, 0, 0.5)};
   EXPECT_EQ(placeWith(args(workload, 4), pod("c", 40'000, 0, 0)), "gpu-full");
 }
 
 TEST_F(PackingGradientTest, RejectsBadArguments) {
-  const PluginArgs workload = taskShapesToArgs(std::vector<TaskShape>{shape(1000, 1, 500, 1)});
+  const PluginArgs workload =
+      taskShapesToArgs(std::vector<TaskShape>{gradientShape(1000, 1, 500, 1)});
   auto missing = registry_.makeScore("PackingGradient", PluginArgs::object());
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("'workload' is required"), std::string::npos)
@@ -223,7 +229,8 @@ TEST_F(PackingGradientTest, RejectsBadArguments) {
 // Workload of the pattern tests: 810 + 190 and 500 + 500 fill a GPU exactly (the LP's
 // patterns); 1000 CPU each.
 std::vector<TaskShape> patternWorkload() {
-  return {shape(1000, 1, 810, 0.4), shape(1000, 1, 190, 0.2), shape(1000, 1, 500, 0.4)};
+  return {gradientShape(1000, 1, 810, 0.4), gradientShape(1000, 1, 190, 0.2),
+          gradientShape(1000, 1, 500, 0.4)};
 }
 
 TEST_F(PackingGradientTest, PatternOrderFinishesAStartedGpuBeforeOpeningOne) {
@@ -287,9 +294,10 @@ TEST_F(PackingGradientTest, MemoisedScoresEqualAFreshInstancesOverAFillingCluste
   // One long-lived instance scores every step; a fresh one (empty caches) must agree on every
   // option while pods of mixed shapes fill three nodes; without and with the pattern guide,
   // each on its own three nodes.
-  const std::vector<TaskShape> workload{shape(4000, 1, 300, 0.4), shape(8000, 1, 1000, 0.3),
-                                        shape(2000, 0, 0, 0.2), shape(16'000, 2, 1000, 0.1),
-                                        shape(4000, 1, 470, 0.2), shape(4000, 1, 810, 0.2)};
+  const std::vector<TaskShape> workload{
+      gradientShape(4000, 1, 300, 0.4), gradientShape(8000, 1, 1000, 0.3),
+      gradientShape(2000, 0, 0, 0.2),   gradientShape(16'000, 2, 1000, 0.1),
+      gradientShape(4000, 1, 470, 0.2), gradientShape(4000, 1, 810, 0.2)};
   for (const bool guided : {false, true}) {
     SCOPED_TRACE(guided ? "guided" : "terms 1-3");
     const std::string prefix = guided ? "g" : "n";

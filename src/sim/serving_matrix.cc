@@ -31,7 +31,7 @@ std::string pct(double v) {
   return b;
 }
 
-std::string num(double v, const char* f = "%.2f") {
+std::string matrixNum(double v, const char* f = "%.2f") {
   char b[32];
   std::snprintf(b, sizeof b, f, v);
   return b;
@@ -78,11 +78,11 @@ CellVerdict judgeCell(const MatrixCell& cell, double withinClairvoyant) {
   std::vector<std::string> misses;
   if (t->sloAttainment < target) misses.push_back("attainment " + pct(t->sloAttainment));
   if (t->gpuHours > withinClairvoyant * c->gpuHours + 1e-9) {
-    misses.push_back(num(t->gpuHours / c->gpuHours) + "x the clairvoyant's GPU-hours");
+    misses.push_back(matrixNum(t->gpuHours / c->gpuHours) + "x the clairvoyant's GPU-hours");
   }
   if (v.bestBaseline && t->gpuHours > v.bestBaselineGpuHours + 1e-9) {
-    misses.push_back("more GPU-hours than " + *v.bestBaseline + " (" + num(v.bestBaselineGpuHours) +
-                     ")");
+    misses.push_back("more GPU-hours than " + *v.bestBaseline + " (" +
+                     matrixNum(v.bestBaselineGpuHours) + ")");
   }
   v.kind = misses.empty() ? CellVerdict::Kind::kPass : CellVerdict::Kind::kMiss;
   for (const auto& m : misses) v.why += (v.why.empty() ? "" : "; ") + m;
@@ -153,8 +153,8 @@ Result<std::vector<MatrixCell>> runServingMatrix(const std::vector<MatrixTrace>&
       for (const std::string& policy : o.policies) {
         auto r = runServing(trace, catalog, so, policy);
         if (!r) {
-          errors[k] = Error::invalid(cell.trace + " at rate " + num(j.rate, "%g") + " on " + j.gpu +
-                                     ", " + policy + ": " + r.error().message);
+          errors[k] = Error::invalid(cell.trace + " at rate " + matrixNum(j.rate, "%g") + " on " +
+                                     j.gpu + ", " + policy + ": " + r.error().message);
           break;
         }
         r->timeline.clear();  // the matrix keeps the summary only
@@ -222,15 +222,16 @@ void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells
     const ServingPolicyResult* t = find(c.report, "tessera");
     const ServingPolicyResult* cv = find(c.report, "clairvoyant");
     auto cellOf = [](const ServingPolicyResult* p) {
-      return p ? pct(p->sloAttainment) + ", " + num(p->gpuHours) : std::string("-");
+      return p ? pct(p->sloAttainment) + ", " + matrixNum(p->gpuHours) : std::string("-");
     };
     const double bound = c.report.lowerBoundOr(-1);
-    out << "| " << num(c.rate, "%g") << " | " << (c.warmStart ? "on" : "off") << " | " << c.gpu
-        << " | " << (c.nodeCacheHit ? "node cache" : "remote") << " | " << cellOf(t) << " | "
-        << cellOf(cv) << " | " << (bound >= 0 ? num(bound) : std::string("none")) << " | "
-        << (t && cv && cv->gpuHours > 0 ? num(t->gpuHours / cv->gpuHours) : std::string("-"))
+    out << "| " << matrixNum(c.rate, "%g") << " | " << (c.warmStart ? "on" : "off") << " | "
+        << c.gpu << " | " << (c.nodeCacheHit ? "node cache" : "remote") << " | " << cellOf(t)
+        << " | " << cellOf(cv) << " | " << (bound >= 0 ? matrixNum(bound) : std::string("none"))
         << " | "
-        << (v.bestBaseline ? *v.bestBaseline + ", " + num(v.bestBaselineGpuHours)
+        << (t && cv && cv->gpuHours > 0 ? matrixNum(t->gpuHours / cv->gpuHours) : std::string("-"))
+        << " | "
+        << (v.bestBaseline ? *v.bestBaseline + ", " + matrixNum(v.bestBaselineGpuHours)
                            : std::string("none"))
         << " | " << verdictName(v.kind) << " |\n";
   }
@@ -240,7 +241,7 @@ void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells
   if (!misses.empty()) {
     out << "\nMisses:\n\n";
     for (const auto& [c, v] : misses) {
-      out << "- " << c->trace << ", rate " << num(c->rate, "%g") << ", warm start "
+      out << "- " << c->trace << ", rate " << matrixNum(c->rate, "%g") << ", warm start "
           << (c->warmStart ? "on" : "off") << ", " << c->gpu << ", "
           << (c->nodeCacheHit ? "node cache" : "remote") << ": " << v.why << "\n";
     }

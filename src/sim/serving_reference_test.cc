@@ -12,13 +12,13 @@
 namespace tessera::sim {
 namespace {
 
-const model::GpuCatalog& catalog() {
+const model::GpuCatalog& servingReferenceCatalog() {
   return testing::servingCatalog();
 }
 using testing::phasedTrace;
 
 ReplicaPerf wholePerf(const ServingOptions& o) {
-  auto p = servingPerf(catalog(), o);
+  auto p = servingPerf(servingReferenceCatalog(), o);
   EXPECT_TRUE(p);
   return *p;
 }
@@ -30,7 +30,7 @@ TEST(Clairvoyant, LightTrafficIsOneReplicaOnTheSmallestShareThroughout) {
   ServingOptions o;
   o.clairvoyantMaxRuns = 24;  // enough to reach the tail; short under sanitizers
   const ServingTrace t = phasedTrace({{600, 2}});
-  auto r = runServing(t, catalog(), o, "clairvoyant");
+  auto r = runServing(t, servingReferenceCatalog(), o, "clairvoyant");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->policy, "clairvoyant");
   EXPECT_GE(r->sloAttainment, 0.99);
@@ -48,8 +48,8 @@ TEST(Clairvoyant, ScalesAheadOfABurstAndBackAndMeetsTheTarget) {
   ServingOptions o;
   o.clairvoyantMaxRuns = 16;
   const ServingTrace t = phasedTrace({{300, 2}, {180, 40}, {300, 2}});
-  auto peak = runServing(t, catalog(), o, "static-peak");
-  auto r = runServing(t, catalog(), o, "clairvoyant");
+  auto peak = runServing(t, servingReferenceCatalog(), o, "static-peak");
+  auto r = runServing(t, servingReferenceCatalog(), o, "clairvoyant");
   ASSERT_TRUE(peak && r);
   EXPECT_GE(r->sloAttainment, 0.99);
   EXPECT_LT(r->gpuHours, peak->gpuHours);
@@ -76,7 +76,7 @@ TEST(Clairvoyant, SaysWhyWhenTheFleetIsTooSmall) {
   o.clairvoyantMaxRuns = 12;
   // 20 prompts of 4,000 tokens per second: ~3.3 GPUs of prefill alone.
   const ServingTrace t = phasedTrace({{240, 20}}, 4000, 50);
-  auto r = runServing(t, catalog(), o, "clairvoyant");
+  auto r = runServing(t, servingReferenceCatalog(), o, "clairvoyant");
   ASSERT_TRUE(r);
   EXPECT_LT(r->sloAttainment, 0.99);
   ASSERT_TRUE(r->infeasible);
@@ -143,7 +143,7 @@ TEST(LowerBound, NeverAboveAPolicyThatMeetsTheTarget) {
     const ServingLowerBound b = servingLowerBound(t, wholePerf(o), o, o.sloTarget);
     ASSERT_TRUE(b.gpuHours) << "seed " << seed << ": " << b.reason;
     for (const char* policy : {"static-peak", "littles-law", "tessera", "clairvoyant"}) {
-      auto r = runServing(t, catalog(), o, policy);
+      auto r = runServing(t, servingReferenceCatalog(), o, policy);
       ASSERT_TRUE(r) << r.error().message;
       if (r->sloAttainment < o.sloTarget) continue;
       ++checked;

@@ -13,14 +13,14 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-void sendJson(httplib::Response& res, int status, const json& body) {
+void tritonSendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(), "application/json");
 }
 
 // Triton's error body: {"error": "<message>"}.
 void sendError(httplib::Response& res, int status, const std::string& message) {
-  sendJson(res, status, json{{"error", message}});
+  tritonSendJson(res, status, json{{"error", message}});
 }
 
 // Triton's answer to load and unload outside explicit mode (UNAVAILABLE, hence 503).
@@ -241,7 +241,7 @@ void FakeTriton::handleIndex(const httplib::Request& req, httplib::Response& res
       out.push_back(std::move(entry));
     }
   }
-  sendJson(res, 200, out);
+  tritonSendJson(res, 200, out);
 }
 
 void FakeTriton::handleLoad(const std::string& name, const httplib::Request& req,
@@ -491,7 +491,7 @@ void FakeTriton::handleConfig(const std::string& name, httplib::Response& res) {
     return sendError(res, 404,
                      "Request for unknown model: '" + name + "' has no available versions");
   }
-  sendJson(res, 200, it->second.config);
+  tritonSendJson(res, 200, it->second.config);
 }
 
 }  // namespace tessera::engines::testing

@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-void sendJson(httplib::Response& res, int status, const json& body) {
+void vllmSendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(), "application/json");
 }
@@ -20,22 +20,23 @@ void sendJson(httplib::Response& res, int status, const json& body) {
 // vLLM's ErrorResponse.
 void sendError(httplib::Response& res, int status, const std::string& type,
                const std::string& message) {
-  sendJson(res, status,
-           json{{"error",
-                 {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}});
+  vllmSendJson(
+      res, status,
+      json{
+          {"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}});
 }
 
 // FastAPI's answer for a path without a route.
 void notFoundRoute(httplib::Response& res) {
-  sendJson(res, 404, json{{"detail", "Not Found"}});
+  vllmSendJson(res, 404, json{{"detail", "Not Found"}});
 }
 
 // vLLM's validate_json_request.
 bool requireJson(const httplib::Request& req, httplib::Response& res) {
   const std::string type = req.get_header_value("Content-Type");
   if (type.rfind("application/json", 0) != 0) {
-    sendJson(res, 415,
-             json{{"detail", "Unsupported Media Type: Only 'application/json' is allowed"}});
+    vllmSendJson(res, 415,
+                 json{{"detail", "Unsupported Media Type: Only 'application/json' is allowed"}});
     return false;
   }
   return true;
@@ -44,7 +45,7 @@ bool requireJson(const httplib::Request& req, httplib::Response& res) {
 // Pydantic's complaint about a missing or mistyped field, as FastAPI sends it.
 void fieldError(httplib::Response& res, const std::string& field, const char* type,
                 const char* msg) {
-  sendJson(
+  vllmSendJson(
       res, 422,
       json{{"detail",
             json::array({{{"type", type}, {"loc", json::array({"body", field})}, {"msg", msg}}})}});
@@ -99,7 +100,7 @@ void FakeVllm::routes(httplib::Server& server) {
   server.Get("/is_sleeping", [this](const httplib::Request&, httplib::Response& res) {
     if (!options_.devMode) return notFoundRoute(res);
     std::lock_guard lock(stateMu_);
-    sendJson(res, 200, json{{"is_sleeping", !asleep_.empty()}});
+    vllmSendJson(res, 200, json{{"is_sleeping", !asleep_.empty()}});
   });
   // Every other path: FastAPI's 404.
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
@@ -132,7 +133,7 @@ void FakeVllm::handleModels(httplib::Response& res) {
                     {"max_model_len", nullptr},
                     {"permission", permission}});
   }
-  sendJson(res, 200, json{{"object", "list"}, {"data", data}});
+  vllmSendJson(res, 200, json{{"object", "list"}, {"data", data}});
 }
 
 void FakeVllm::handleLoad(const httplib::Request& req, httplib::Response& res) {
