@@ -19,10 +19,6 @@ namespace {
 
 constexpr std::uint64_t kMib = 1 << 20;
 
-std::string estimateStr(std::uint64_t v) {
-  return std::to_string(v);
-}
-
 bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -56,8 +52,8 @@ void addSafetensors(ModelFiles& m, const SafetensorsFile& file) {
   if (!file.holes.empty()) {
     std::uint64_t bytes = 0;
     for (const ByteRange& h : file.holes) bytes += h.end - h.begin;
-    m.notes.push_back(file.path + ": " + estimateStr(bytes) + " bytes of the data section in " +
-                      estimateStr(file.holes.size()) + " range(s) belong to no tensor");
+    m.notes.push_back(file.path + ": " + std::to_string(bytes) + " bytes of the data section in " +
+                      std::to_string(file.holes.size()) + " range(s) belong to no tensor");
   }
 }
 
@@ -143,8 +139,8 @@ Result<void> inspectDirectory(ModelFiles& m, const fs::path& dir) {
     for (const SafetensorsFile& shard : sharded->shards) addSafetensors(m, shard);
     if (sharded->declaredTotalSize != 0 && sharded->declaredTotalSize != m.weightBytes) {
       m.notes.push_back(sharded->indexPath + ": metadata.total_size " +
-                        estimateStr(sharded->declaredTotalSize) + " differs from the shards' " +
-                        estimateStr(m.weightBytes) + " tensor bytes");
+                        std::to_string(sharded->declaredTotalSize) + " differs from the shards' " +
+                        std::to_string(m.weightBytes) + " tensor bytes");
     }
     return addConfig(m, dir);
   }
@@ -335,7 +331,7 @@ Result<Estimate> estimateMemory(const ModelFiles& model, const EstimateOptions& 
     const auto all = perSeq ? mul(*perSeq, static_cast<std::uint64_t>(e.concurrency)) : perSeq;
     if (!all || *all / kMib > kMaxProfileMib) {
       return fail(Error::invalid(
-          "a KV cache of " + estimateStr(e.kvBytesPerToken) + " bytes per token × " +
+          "a KV cache of " + std::to_string(e.kvBytesPerToken) + " bytes per token × " +
           std::to_string(e.context) + " tokens × " + std::to_string(e.concurrency) +
           " sequences is more than the 16 TiB a model profile may state" + tooLarge));
     }

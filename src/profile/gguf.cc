@@ -16,10 +16,6 @@ namespace {
 
 using internal::printable;
 
-std::string ggufStr(std::uint64_t v) {
-  return std::to_string(v);
-}
-
 // ggml.h's enum ggml_type, with ggml.c's type_traits block sizes and bytes per block
 // (ggml-common.h's block structs, QK_K = 256). Ids 4, 5 (Q4_2, Q4_3) and 31–33, 36–38 (the
 // repacked Q4_0_x_y and IQ4_NL_x_y layouts) were removed from the format and are refused.
@@ -81,7 +77,7 @@ class MemorySource final : public Source {
   Result<std::string_view> read(std::uint64_t offset, std::size_t n) override {
     if (offset > bytes_.size() || n > bytes_.size() - offset) {
       return fail(Error::invalid("truncated: the header continues past the " +
-                                 ggufStr(bytes_.size()) + " bytes given"));
+                                 std::to_string(bytes_.size()) + " bytes given"));
     }
     return bytes_.substr(offset, n);
   }
@@ -106,7 +102,7 @@ class FileSource final : public Source {
     in_.read(window_.data(), static_cast<std::streamsize>(size));
     if (static_cast<std::uint64_t>(in_.gcount()) != size) {
       window_.clear();
-      return fail(Error::invalid("read failed at byte " + ggufStr(offset)));
+      return fail(Error::invalid("read failed at byte " + std::to_string(offset)));
     }
     windowStart_ = offset;
     return std::string_view(window_).substr(0, n);
@@ -128,9 +124,9 @@ class Cursor {
 
   Result<std::string_view> take(std::uint64_t n, const std::string& what) {
     if (n > left()) {
-      return fail(Error::invalid(what + " at byte " + ggufStr(pos_) + " needs " + ggufStr(n) +
-                                 " bytes, past the end of the file (" + ggufStr(fileSize_) +
-                                 " bytes)"));
+      return fail(Error::invalid(what + " at byte " + std::to_string(pos_) + " needs " +
+                                 std::to_string(n) + " bytes, past the end of the file (" +
+                                 std::to_string(fileSize_) + " bytes)"));
     }
     auto bytes = source_.read(pos_, static_cast<std::size_t>(n));
     if (!bytes) return fail(Error::invalid(what + ": " + bytes.error().message));
@@ -139,9 +135,9 @@ class Cursor {
   }
   Result<void> skip(std::uint64_t n, const std::string& what) {
     if (n > left()) {
-      return fail(Error::invalid(what + " at byte " + ggufStr(pos_) + " needs " + ggufStr(n) +
-                                 " bytes, past the end of the file (" + ggufStr(fileSize_) +
-                                 " bytes)"));
+      return fail(Error::invalid(what + " at byte " + std::to_string(pos_) + " needs " +
+                                 std::to_string(n) + " bytes, past the end of the file (" +
+                                 std::to_string(fileSize_) + " bytes)"));
     }
     pos_ += n;
     return {};
@@ -161,8 +157,9 @@ class Cursor {
     auto n = u64(what + " length");
     if (!n) return fail(std::move(n.error()));
     if (*n > max) {
-      return fail(Error::invalid(what + " at byte " + ggufStr(pos_ - 8) + ": length " +
-                                 ggufStr(*n) + " exceeds the limit of " + ggufStr(max) + " bytes"));
+      return fail(Error::invalid(what + " at byte " + std::to_string(pos_ - 8) + ": length " +
+                                 std::to_string(*n) + " exceeds the limit of " +
+                                 std::to_string(max) + " bytes"));
     }
     auto b = take(*n, what);
     if (!b) return fail(std::move(b.error()));
@@ -246,7 +243,7 @@ Result<GgufValue> readArray(Cursor& c, const std::string& what, int depth) {
   auto elemType = c.u32(what + " element type");
   if (!elemType) return fail(std::move(elemType.error()));
   if (!validType(*elemType)) {
-    return fail(Error::invalid(what + ": unknown array element type " + ggufStr(*elemType)));
+    return fail(Error::invalid(what + ": unknown array element type " + std::to_string(*elemType)));
   }
   auto count = c.u64(what + " count");
   if (!count) return fail(std::move(count.error()));
@@ -259,11 +256,12 @@ Result<GgufValue> readArray(Cursor& c, const std::string& what, int depth) {
                                  : v.elementType == GgufType::kArray ? 12
                                                                      : scalarSize(v.elementType);
   if (v.count > c.left() / minBytes) {
-    return fail(Error::invalid(
-        what + ": array of " + ggufStr(v.count) + " " + ggufTypeName(v.elementType) +
-        " needs at least " +
-        (v.count > UINT64_MAX / minBytes ? std::string("2^64") : ggufStr(v.count * minBytes)) +
-        " bytes, more than the " + ggufStr(c.left()) + " left in the file"));
+    return fail(
+        Error::invalid(what + ": array of " + std::to_string(v.count) + " " +
+                       ggufTypeName(v.elementType) + " needs at least " +
+                       (v.count > UINT64_MAX / minBytes ? std::string("2^64")
+                                                        : std::to_string(v.count * minBytes)) +
+                       " bytes, more than the " + std::to_string(c.left()) + " left in the file"));
   }
   const GgufType t = v.elementType;
   const bool integer = t != GgufType::kString && t != GgufType::kArray && t != GgufType::kBool &&
@@ -286,11 +284,11 @@ Result<GgufValue> readArray(Cursor& c, const std::string& what, int depth) {
     }
   } else if (t == GgufType::kString) {
     for (std::uint64_t i = 0; i < v.count; ++i) {
-      TESSERA_RETURN_IF_ERROR(c.skipString(what + "[" + ggufStr(i) + "]"));
+      TESSERA_RETURN_IF_ERROR(c.skipString(what + "[" + std::to_string(i) + "]"));
     }
   } else if (t == GgufType::kArray) {
     for (std::uint64_t i = 0; i < v.count; ++i) {
-      auto item = readArray(c, what + "[" + ggufStr(i) + "]", depth + 1);
+      auto item = readArray(c, what + "[" + std::to_string(i) + "]", depth + 1);
       if (!item) return fail(std::move(item.error()));
     }
   } else {
@@ -309,8 +307,8 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
   GgufFile file;
   file.fileSize = fileSize;
   if (fileSize < 4) {
-    return fail(
-        Error::invalid("file is " + ggufStr(fileSize) + " bytes, too short for the GGUF magic"));
+    return fail(Error::invalid("file is " + std::to_string(fileSize) +
+                               " bytes, too short for the GGUF magic"));
   }
   auto magic = c.take(4, "magic");
   if (!magic) return fail(std::move(magic.error()));
@@ -326,7 +324,7 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
   }
   if (file.version != 2 && file.version != 3) {
     const bool swapped = (file.version & 0xffff) == 0 && file.version != 0;
-    return fail(Error::invalid("unsupported GGUF version " + ggufStr(file.version) +
+    return fail(Error::invalid("unsupported GGUF version " + std::to_string(file.version) +
                                (swapped ? " (a big-endian file?)" : "") + "; only 2 and 3"));
   }
   auto tensorCount = c.u64("tensor count");
@@ -336,23 +334,26 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
   // Smallest possible entries: a key/value pair is 8 (key length) + 4 (type) + 1 (a u8)
   // bytes; a tensor info 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset).
   if (*kvCount > c.left() / 13) {
-    return fail(Error::invalid("metadata count " + ggufStr(*kvCount) + " cannot fit in the " +
-                               ggufStr(c.left()) + " bytes left in the file"));
+    return fail(Error::invalid("metadata count " + std::to_string(*kvCount) +
+                               " cannot fit in the " + std::to_string(c.left()) +
+                               " bytes left in the file"));
   }
   if (*tensorCount > (c.left() - *kvCount * 13) / 24) {
-    return fail(Error::invalid("tensor count " + ggufStr(*tensorCount) + " cannot fit in the " +
-                               ggufStr(c.left()) + " bytes left in the file"));
+    return fail(Error::invalid("tensor count " + std::to_string(*tensorCount) +
+                               " cannot fit in the " + std::to_string(c.left()) +
+                               " bytes left in the file"));
   }
 
   for (std::uint64_t i = 0; i < *kvCount; ++i) {
-    auto key = c.string("metadata key #" + ggufStr(i), kMaxGgufKeyBytes);
+    auto key = c.string("metadata key #" + std::to_string(i), kMaxGgufKeyBytes);
     if (!key) return fail(std::move(key.error()));
     const std::string what = "metadata " + printable(*key);
-    if (key->empty()) return fail(Error::invalid("metadata key #" + ggufStr(i) + " is empty"));
+    if (key->empty())
+      return fail(Error::invalid("metadata key #" + std::to_string(i) + " is empty"));
     auto type = c.u32(what + " type");
     if (!type) return fail(std::move(type.error()));
     if (!validType(*type)) {
-      return fail(Error::invalid(what + ": unknown value type " + ggufStr(*type)));
+      return fail(Error::invalid(what + ": unknown value type " + std::to_string(*type)));
     }
     auto value = readValue(c, static_cast<GgufType>(*type), what, 0);
     if (!value) return fail(std::move(value.error()));
@@ -371,7 +372,7 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
 
   std::map<std::string, std::size_t> names;
   for (std::uint64_t i = 0; i < *tensorCount; ++i) {
-    auto name = c.string("tensor #" + ggufStr(i) + " name", kMaxGgufKeyBytes);
+    auto name = c.string("tensor #" + std::to_string(i) + " name", kMaxGgufKeyBytes);
     if (!name) return fail(std::move(name.error()));
     GgufTensor t;
     t.name = std::move(*name);
@@ -380,8 +381,8 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     auto nDims = c.u32(what + " n_dims");
     if (!nDims) return fail(std::move(nDims.error()));
     if (*nDims > kMaxGgufDims) {
-      return fail(Error::invalid(what + ": " + ggufStr(*nDims) + " dimensions, more than " +
-                                 ggufStr(kMaxGgufDims)));
+      return fail(Error::invalid(what + ": " + std::to_string(*nDims) + " dimensions, more than " +
+                                 std::to_string(kMaxGgufDims)));
     }
     std::uint64_t elements = 1;
     bool overflow = false;
@@ -398,7 +399,7 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     if (!type) return fail(std::move(type.error()));
     const auto ggml = findGgmlType(*type);
     if (!ggml) {
-      return fail(Error::invalid(what + ": unknown ggml type " + ggufStr(*type)));
+      return fail(Error::invalid(what + ": unknown ggml type " + std::to_string(*type)));
     }
     t.type = *type;
     t.typeName = std::string(ggml->name);
@@ -407,9 +408,9 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     t.offset = *offset;
     const std::uint64_t ne0 = t.dims.empty() ? 1 : t.dims[0];
     if (ne0 % ggml->blockSize != 0) {
-      return fail(Error::invalid(what + ": first dimension " + ggufStr(ne0) +
+      return fail(Error::invalid(what + ": first dimension " + std::to_string(ne0) +
                                  " is not a multiple of the " + t.typeName + " block size " +
-                                 ggufStr(ggml->blockSize)));
+                                 std::to_string(ggml->blockSize)));
     }
     t.elements = elements;
     const std::uint64_t blocks = elements / ggml->blockSize;
@@ -418,8 +419,9 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     }
     t.bytes = blocks * ggml->typeSize;
     if (t.offset % file.alignment != 0) {
-      return fail(Error::invalid(what + ": offset " + ggufStr(t.offset) +
-                                 " is not a multiple of the alignment " + ggufStr(file.alignment)));
+      return fail(Error::invalid(what + ": offset " + std::to_string(t.offset) +
+                                 " is not a multiple of the alignment " +
+                                 std::to_string(file.alignment)));
     }
     file.tensors.push_back(std::move(t));
   }
@@ -432,8 +434,8 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
     return file;
   }
   if (file.dataOffset > fileSize) {
-    return fail(Error::invalid("the data section (at byte " + ggufStr(file.dataOffset) +
-                               ") starts past the end of the file (" + ggufStr(fileSize) +
+    return fail(Error::invalid("the data section (at byte " + std::to_string(file.dataOffset) +
+                               ") starts past the end of the file (" + std::to_string(fileSize) +
                                " bytes)"));
   }
   const std::uint64_t dataBytes = fileSize - file.dataOffset;
@@ -441,10 +443,10 @@ Result<GgufFile> parse(Source& source, std::uint64_t fileSize) {
   order.reserve(file.tensors.size());
   for (const GgufTensor& t : file.tensors) {
     if (t.offset > dataBytes || t.bytes > dataBytes - t.offset) {
-      return fail(Error::invalid("tensor " + printable(t.name) + ": " + ggufStr(t.bytes) +
-                                 " bytes at offset " + ggufStr(t.offset) +
+      return fail(Error::invalid("tensor " + printable(t.name) + ": " + std::to_string(t.bytes) +
+                                 " bytes at offset " + std::to_string(t.offset) +
                                  " run past the end of the file (the data section has " +
-                                 ggufStr(dataBytes) + " bytes)"));
+                                 std::to_string(dataBytes) + " bytes)"));
     }
     order.push_back(&t);
   }

@@ -18,10 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string safetensorsStr(std::uint64_t v) {
-  return std::to_string(v);
-}
-
 Error prefixed(const std::string& path, const Error& e) {
   return Error{e.code, path + ": " + e.message};
 }
@@ -29,22 +25,22 @@ Error prefixed(const std::string& path, const Error& e) {
 // The header length N, checked against the bound and the file size.
 Result<std::uint64_t> headerLength(std::string_view bytes, std::uint64_t fileSize) {
   if (fileSize < 8) {
-    return fail(Error::invalid("file is " + safetensorsStr(fileSize) +
+    return fail(Error::invalid("file is " + std::to_string(fileSize) +
                                " bytes, too short for the 8-byte header length"));
   }
   if (bytes.size() < 8) return fail(Error::invalid("truncated before the 8-byte header length"));
   const std::uint64_t n = internal::readLe64(bytes.data());
   if (n > kMaxSafetensorsHeaderBytes) {
-    return fail(Error::invalid("header length " + safetensorsStr(n) + " exceeds the limit of " +
-                               safetensorsStr(kMaxSafetensorsHeaderBytes) + " bytes (100 MiB)"));
+    return fail(Error::invalid("header length " + std::to_string(n) + " exceeds the limit of " +
+                               std::to_string(kMaxSafetensorsHeaderBytes) + " bytes (100 MiB)"));
   }
   if (n > fileSize - 8) {
-    return fail(Error::invalid("header length " + safetensorsStr(n) +
-                               " runs past the end of the file (" + safetensorsStr(fileSize) +
+    return fail(Error::invalid("header length " + std::to_string(n) +
+                               " runs past the end of the file (" + std::to_string(fileSize) +
                                " bytes)"));
   }
   if (n < 2)
-    return fail(Error::invalid("header length " + safetensorsStr(n) + " is too short for JSON"));
+    return fail(Error::invalid("header length " + std::to_string(n) + " is too short for JSON"));
   return n;
 }
 
@@ -95,8 +91,8 @@ Result<TensorInfo> parseTensor(const std::string& name, const json& entry) {
     return fail(Error::invalid(what + ": data_offsets must be integers >= 0"));
   }
   if (*end < *begin) {
-    return fail(Error::invalid(what + ": data_offsets [" + safetensorsStr(*begin) + ", " +
-                               safetensorsStr(*end) + "] end before they begin"));
+    return fail(Error::invalid(what + ": data_offsets [" + std::to_string(*begin) + ", " +
+                               std::to_string(*end) + "] end before they begin"));
   }
   t.begin = *begin;
   t.end = *end;
@@ -115,9 +111,9 @@ Result<TensorInfo> parseTensor(const std::string& name, const json& entry) {
     }
     shape += "]";
     return fail(Error::invalid(what + ": shape " + shape + " of " + t.dtype + " is " +
-                               safetensorsStr(*bytes) + " bytes, but data_offsets [" +
-                               safetensorsStr(t.begin) + ", " + safetensorsStr(t.end) + "] span " +
-                               safetensorsStr(t.end - t.begin)));
+                               std::to_string(*bytes) + " bytes, but data_offsets [" +
+                               std::to_string(t.begin) + ", " + std::to_string(t.end) + "] span " +
+                               std::to_string(t.end - t.begin)));
   }
   return t;
 }
@@ -129,8 +125,8 @@ Result<std::string> readPrefix(const std::string& path, std::uint64_t n) {
   in.read(buffer.data(), static_cast<std::streamsize>(n));
   if (static_cast<std::uint64_t>(in.gcount()) != n) {
     return fail(Error::invalid(path + ": read " +
-                               safetensorsStr(static_cast<std::uint64_t>(in.gcount())) +
-                               " of the first " + safetensorsStr(n) + " bytes"));
+                               std::to_string(static_cast<std::uint64_t>(in.gcount())) +
+                               " of the first " + std::to_string(n) + " bytes"));
   }
   return buffer;
 }
@@ -165,8 +161,8 @@ Result<SafetensorsFile> parseSafetensorsHeader(std::string_view bytes, std::uint
   auto n = headerLength(bytes, fileSize);
   if (!n) return fail(std::move(n.error()));
   if (bytes.size() - 8 < *n) {
-    return fail(Error::invalid("truncated: the header is " + safetensorsStr(*n) + " bytes, only " +
-                               safetensorsStr(bytes.size() - 8) + " present"));
+    return fail(Error::invalid("truncated: the header is " + std::to_string(*n) + " bytes, only " +
+                               std::to_string(bytes.size() - 8) + " present"));
   }
   const std::string_view text = bytes.substr(8, *n);
   if (text.front() != '{') {
@@ -201,9 +197,9 @@ Result<SafetensorsFile> parseSafetensorsHeader(std::string_view bytes, std::uint
     if (!tensor) return fail(std::move(tensor.error()));
     if (tensor->end > dataBytes) {
       return fail(Error::invalid(
-          "tensor " + printable(key) + ": data_offsets [" + safetensorsStr(tensor->begin) + ", " +
-          safetensorsStr(tensor->end) + "] run past the end of the file (the data section has " +
-          safetensorsStr(dataBytes) + " bytes)"));
+          "tensor " + printable(key) + ": data_offsets [" + std::to_string(tensor->begin) + ", " +
+          std::to_string(tensor->end) + "] run past the end of the file (the data section has " +
+          std::to_string(dataBytes) + " bytes)"));
     }
     file.tensors.push_back(std::move(*tensor));
   }
@@ -220,9 +216,9 @@ Result<SafetensorsFile> parseSafetensorsHeader(std::string_view bytes, std::uint
     if (t.begin == t.end) continue;
     if (last != nullptr && t.begin < covered) {
       return fail(Error::invalid("tensors " + printable(last->name) + " [" +
-                                 safetensorsStr(last->begin) + ", " + safetensorsStr(last->end) +
-                                 ") and " + printable(t.name) + " [" + safetensorsStr(t.begin) +
-                                 ", " + safetensorsStr(t.end) + ") overlap"));
+                                 std::to_string(last->begin) + ", " + std::to_string(last->end) +
+                                 ") and " + printable(t.name) + " [" + std::to_string(t.begin) +
+                                 ", " + std::to_string(t.end) + ") overlap"));
     }
     if (t.begin > covered) file.holes.push_back({covered, t.begin});
     covered = t.end;
@@ -297,9 +293,9 @@ Result<ShardedSafetensors> readSafetensorsIndex(const std::string& indexPath) {
   auto size = regularFileSize(indexPath);
   if (!size) return fail(std::move(size.error()));
   if (*size > kMaxSafetensorsHeaderBytes) {
-    return fail(Error::invalid(indexPath + ": " + safetensorsStr(*size) +
+    return fail(Error::invalid(indexPath + ": " + std::to_string(*size) +
                                " bytes, more than the limit of " +
-                               safetensorsStr(kMaxSafetensorsHeaderBytes)));
+                               std::to_string(kMaxSafetensorsHeaderBytes)));
   }
   auto text = readPrefix(indexPath, *size);
   if (!text) return fail(std::move(text.error()));

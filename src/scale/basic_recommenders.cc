@@ -15,17 +15,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "scale/number_text.h"
 #include "scale/recommenders.h"
 #include "scale/signal_stats.h"
 
 namespace tessera::scale {
 namespace {
-
-std::string basicFmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 
 class WeightedRecommender final : public Recommender {
  public:
@@ -40,9 +35,10 @@ class WeightedRecommender final : public Recommender {
     const double factor =
         std::max(gpu ? *gpu / gpuTarget_ : 0.0, queue ? *queue / queueTarget_ : 0.0);
     const int replicas = static_cast<int>(std::ceil(current * factor));
-    return {replicas, "weighted: gpu " + (gpu ? basicFmt(*gpu) : "-") + "/" + basicFmt(gpuTarget_) +
-                          ", queue " + (queue ? basicFmt(*queue) : "-") + "/" +
-                          basicFmt(queueTarget_) + " → " + std::to_string(replicas)};
+    return {replicas, "weighted: gpu " + (gpu ? shortNumber(*gpu) : "-") + "/" +
+                          shortNumber(gpuTarget_) + ", queue " +
+                          (queue ? shortNumber(*queue) : "-") + "/" + shortNumber(queueTarget_) +
+                          " → " + std::to_string(replicas)};
   }
 
  private:
@@ -65,8 +61,8 @@ class LittlesLawRecommender final : public Recommender {
     const double demand = *signals.arrivalRatePerSec * *signals.meanServiceMs / 1000.0;
     const double perReplica = *concurrency * targetUtilization_;
     const int replicas = static_cast<int>(std::ceil(demand / perReplica - 1e-9));
-    return {replicas, "littles-law: demand " + basicFmt(demand) + " / " + basicFmt(perReplica) +
-                          " per replica → " + std::to_string(replicas)};
+    return {replicas, "littles-law: demand " + shortNumber(demand) + " / " +
+                          shortNumber(perReplica) + " per replica → " + std::to_string(replicas)};
   }
 
  private:

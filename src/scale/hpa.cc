@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "scale/number_text.h"
 #include "scale/recommenders.h"
 #include "scale/signal_stats.h"
 
@@ -47,12 +48,6 @@ struct MetricProposal {
   int replicas = 0;
   double ratio = 0;  // the usage ratio over replicas with samples
 };
-
-std::string hpaFmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 
 class HpaRecommender final : public Recommender {
  public:
@@ -74,8 +69,8 @@ class HpaRecommender final : public Recommender {
       }
       if (!any || p->replicas > replicas) {
         replicas = p->replicas;
-        chosen = m.name + " " + hpaFmt(p->ratio * m.target) + "/" + hpaFmt(m.target) + " → " +
-                 std::to_string(p->replicas);
+        chosen = m.name + " " + shortNumber(p->ratio * m.target) + "/" + shortNumber(m.target) +
+                 " → " + std::to_string(p->replicas);
       }
       any = true;
     }
@@ -157,7 +152,7 @@ Result<std::unique_ptr<Recommender>> makeHpaRecommender(const RecommenderArgs& a
   for (HpaMetric& m : metrics) {
     const bool isFraction = m.name == "kvCacheUsage" || m.name == "gpuUtilization";
     if (!std::isfinite(m.target) || m.target <= 0 || (isFraction && m.target > 1)) {
-      return fail(Error::invalid("hpa argument '" + m.name + "' = " + hpaFmt(m.target) +
+      return fail(Error::invalid("hpa argument '" + m.name + "' = " + shortNumber(m.target) +
                                  " is out of range (must be " + (isFraction ? "in (0, 1]" : "> 0") +
                                  ")"));
     }
@@ -170,8 +165,8 @@ Result<std::unique_ptr<Recommender>> makeHpaRecommender(const RecommenderArgs& a
     const bool own = std::any_of(args.begin(), args.end(),
                                  [](const auto& a) { return a.first == "scaleDownTolerance"; });
     return fail(Error::invalid(std::string("hpa argument '") +
-                               (own ? "scaleDownTolerance" : "tolerance") + "' = " + hpaFmt(down) +
-                               " is out of range (must be < 1)"));
+                               (own ? "scaleDownTolerance" : "tolerance") +
+                               "' = " + shortNumber(down) + " is out of range (must be < 1)"));
   }
   return std::unique_ptr<Recommender>(
       std::make_unique<HpaRecommender>(std::move(metrics), up, down));

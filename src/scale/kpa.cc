@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <deque>
 
+#include "scale/number_text.h"
 #include "scale/recommenders.h"
 #include "scale/signal_stats.h"
 
@@ -47,12 +48,6 @@ struct KpaParams {
   double maxScaleDownRate = 2;
   double scaleDownDelaySeconds = 0;
 };
-
-std::string kpaFmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 
 class KpaRecommender final : public Recommender {
  public:
@@ -112,9 +107,9 @@ class KpaRecommender final : public Recommender {
         desired = maxPanicPods_;
       }
     }
-    std::string reason = "kpa: stable " + kpaFmt(stable) + " panic " + kpaFmt(panic) +
-                         " / target " + kpaFmt(target) + (panicSinceMs_ ? " (panic)" : "") + " → " +
-                         std::to_string(desired);
+    std::string reason = "kpa: stable " + shortNumber(stable) + " panic " + shortNumber(panic) +
+                         " / target " + shortNumber(target) + (panicSinceMs_ ? " (panic)" : "") +
+                         " → " + std::to_string(desired);
     if (p_.scaleDownDelaySeconds > 0) {
       const Millis delayMs = static_cast<Millis>(p_.scaleDownDelaySeconds * 1000);
       desiredHistory_.push_back({now, static_cast<double>(desired)});
@@ -164,9 +159,9 @@ Result<std::unique_ptr<Recommender>> makeKpaRecommender(const RecommenderArgs& a
   p.scaleDownDelaySeconds = r.nonNegative("scaleDownDelaySeconds", p.scaleDownDelaySeconds);
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (p.panicWindowPercentage > 100) {
-    return fail(
-        Error::invalid("kpa argument 'panicWindowPercentage' = " + kpaFmt(p.panicWindowPercentage) +
-                       " is out of range (must be in (0, 100])"));
+    return fail(Error::invalid(
+        "kpa argument 'panicWindowPercentage' = " + shortNumber(p.panicWindowPercentage) +
+        " is out of range (must be in (0, 100])"));
   }
   return std::unique_ptr<Recommender>(std::make_unique<KpaRecommender>(p));
 }

@@ -54,6 +54,7 @@
 #include <deque>
 #include <vector>
 
+#include "scale/number_text.h"
 #include "scale/queueing.h"
 #include "scale/recommenders.h"
 #include "scale/signal_stats.h"
@@ -80,12 +81,6 @@ struct TesseraParams {
   // carried one cold start ahead (0: no forecast).
   double forecastWindowSeconds = 120;
 };
-
-std::string tesseraFmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 
 constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
 
@@ -206,21 +201,22 @@ class TesseraRecommender final : public Recommender {
           projectBacklog(now, backlog, lambda, perReplicaRate, ready, arrivals);
       need = lambda * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
       prefill = (lambda + projected / p_.backlogDrainSeconds) * prefillSec;
-      how = "demand " + tesseraFmt(lambda * serviceSec) + " + backlog " + tesseraFmt(projected) +
-            " over " + tesseraFmt(p_.backlogDrainSeconds) + " s";
+      how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
+            " over " + shortNumber(p_.backlogDrainSeconds) + " s";
       if (lambda > measured)
-        how += ", λ " + tesseraFmt(measured) + " → " + tesseraFmt(lambda) + " forecast";
+        how += ", λ " + shortNumber(measured) + " → " + shortNumber(lambda) + " forecast";
       needDown = measured * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
       prefillDown = (measured + projected / p_.backlogDrainSeconds) * stepSec;
-      if (prefillSec > 0) how += ", prefill " + tesseraFmt(prefill);
+      if (prefillSec > 0) how += ", prefill " + shortNumber(prefill);
       if (ownPrefill)
-        how += " (own " + tesseraFmt(prefillSec) + " s of a " + tesseraFmt(stepSec) + "-s step)";
+        how += " (own " + shortNumber(prefillSec) + " s of a " + shortNumber(stepSec) + "-s step)";
     } else {
       need = running + backlog;
       needDown = need;
-      how = "running " + tesseraFmt(running) + " + waiting " + tesseraFmt(backlog) + " (no rates)";
+      how =
+          "running " + shortNumber(running) + " + waiting " + shortNumber(backlog) + " (no rates)";
     }
 
     const double keep = 1 - p_.scaleDownTolerance;
@@ -252,20 +248,20 @@ class TesseraRecommender final : public Recommender {
     if (n < current) n = std::min(current, std::max(down, kvFloor));
     std::string guard;
     if (kvFloor > up && n == kvFloor)
-      guard = "; kv " + tesseraFmt(*kv) + " > " + tesseraFmt(p_.kvCacheUsage);
+      guard = "; kv " + shortNumber(*kv) + " > " + shortNumber(p_.kvCacheUsage);
     // Only with the same ready replicas as last time: a queue that grew while capacity was
     // arriving is what the projection is for.
     if (ready > 0 && meanWaiting > p_.queuePerReplica && lastBacklog_ && backlog > *lastBacklog_ &&
         ready == lastReady_ && loading == 0 && n <= current) {
       n = current + 1;
-      guard = "; queue " + tesseraFmt(meanWaiting) + " per replica and growing";
+      guard = "; queue " + shortNumber(meanWaiting) + " per replica and growing";
     }
     lastBacklog_ = backlog;
     lastReady_ = ready;
 
     Recommendation rec;
     rec.replicas = n;
-    rec.reason = "tessera: " + how + ", " + tesseraFmt(perReplica) + " per replica → " +
+    rec.reason = "tessera: " + how + ", " + shortNumber(perReplica) + " per replica → " +
                  std::to_string(n) + guard;
     return rec;
   }
@@ -354,7 +350,7 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (tol) {
     if (!std::isfinite(*tol) || *tol < 0 || *tol >= 1) {
-      return fail(Error::invalid("tessera argument 'scaleDownTolerance' = " + tesseraFmt(*tol) +
+      return fail(Error::invalid("tessera argument 'scaleDownTolerance' = " + shortNumber(*tol) +
                                  " is out of range (must be in [0, 1))"));
     }
     p.scaleDownTolerance = *tol;

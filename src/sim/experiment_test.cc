@@ -12,19 +12,17 @@
 
 #include "sched/testing/random_cluster.h"
 #include "sim/report.h"
+#include "sim/serving_test_support.h"
 #include "sim/synthetic.h"
 
 namespace tessera::sim {
 namespace {
 
-const model::GpuCatalog& experimentCatalog() {
-  static const model::GpuCatalog c = model::GpuCatalog::builtin();
-  return c;
-}
+using testing::servingCatalog;
 
 FgdTrace syntheticTrace(std::uint64_t seed) {
   SyntheticTrace s = makeSyntheticTrace(seed);
-  auto t = makeFgdTrace("synthetic", std::move(s.nodes), std::move(s.pods), experimentCatalog());
+  auto t = makeFgdTrace("synthetic", std::move(s.nodes), std::move(s.pods), servingCatalog());
   EXPECT_TRUE(t) << t.error().message;
   return std::move(*t);
 }
@@ -47,7 +45,7 @@ TEST(Synthetic, ClusterAndWorkloadAsDocumented) {
     cpuOnly += p.gpus == 0;
     sharing += p.gpus == 1 && p.gpuMilli < 1000;
     multi += p.gpus > 1;
-    for (const auto& type : p.gpuTypes) EXPECT_NE(experimentCatalog().find(type), nullptr) << type;
+    for (const auto& type : p.gpuTypes) EXPECT_NE(servingCatalog().find(type), nullptr) << type;
   }
   EXPECT_GE(requested, 512'000 * 98 / 100);
   EXPECT_LT(requested, 512'000 * 98 / 100 + 8000);
@@ -70,11 +68,11 @@ TEST(Experiment, SameResultsWithOneOrTwoJobs) {
   o.seeds = {1, 2};
   o.jobs = 1;
   o.keepSamples = true;
-  auto one = runExperiments(traces, experimentCatalog(), o);
+  auto one = runExperiments(traces, servingCatalog(), o);
   ASSERT_TRUE(one) << one.error().message;
   o.jobs = 2;
   int ticks = 0;
-  auto two = runExperiments(traces, experimentCatalog(), o, [&](const ProgressSnapshot& s) {
+  auto two = runExperiments(traces, servingCatalog(), o, [&](const ProgressSnapshot& s) {
     ++ticks;
     EXPECT_LE(s.podsDone, s.podsTotal);
   });
@@ -113,13 +111,13 @@ TEST(Experiment, UnknownPolicyAndMissingSeeds) {
   ExperimentOptions o;
   o.policies = {"worstfit"};
   o.seeds = {1};
-  auto r = runExperiments(traces, experimentCatalog(), o);
+  auto r = runExperiments(traces, servingCatalog(), o);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("unknown policy 'worstfit'"), std::string::npos);
   o.policies = {"fgd"};
   o.referenceDir = "/nonexistent";  // no files for the trace: own generator
   o.seeds = {};
-  EXPECT_FALSE(runExperiments(traces, experimentCatalog(), o));
+  EXPECT_FALSE(runExperiments(traces, servingCatalog(), o));
 }
 
 // The LP bound is a lower bound: no policy's unallocated GPUs at 100 % arrived fall below the
@@ -135,7 +133,7 @@ TEST(Experiment, LowerBoundsHoldForEveryPolicy) {
   o.seeds = {static_cast<int>(seed % 1000), static_cast<int>(seed % 1000) + 1};
   o.jobs = 2;
   o.bound = true;
-  auto r = runExperiments(traces, experimentCatalog(), o);
+  auto r = runExperiments(traces, servingCatalog(), o);
   ASSERT_TRUE(r) << r.error().message;
   const TraceResult& t = r->front();
   ASSERT_EQ(t.placeAllBoundAt100.n, 2) << "seed " << seed;
@@ -158,7 +156,7 @@ TEST(Experiment, LowerBoundsHoldForEveryPolicy) {
   // Without the option there is no bound and no JSON key.
   o.bound = false;
   o.policies = {"fgd"};
-  auto plain = runExperiments(traces, experimentCatalog(), o);
+  auto plain = runExperiments(traces, servingCatalog(), o);
   ASSERT_TRUE(plain) << plain.error().message;
   EXPECT_FALSE(plain->front().policies.front().runs.front().boundAt100);
   EXPECT_FALSE(traceJson(plain->front(), nullptr).contains("place_all_lower_bound_pct_at_100"));
@@ -178,7 +176,7 @@ TEST(Report, JsonCsvAndSvgShapes) {
   ExperimentOptions o;
   o.policies = {"bestfit", "fgd"};
   o.seeds = {5};
-  auto r = runExperiments(traces, experimentCatalog(), o);
+  auto r = runExperiments(traces, servingCatalog(), o);
   ASSERT_TRUE(r) << r.error().message;
   const nlohmann::json j = traceJson(r->front());
   EXPECT_EQ(j["trace"], "synthetic");

@@ -12,13 +12,11 @@
 namespace tessera::sim {
 namespace {
 
-const model::GpuCatalog& servingReferenceCatalog() {
-  return testing::servingCatalog();
-}
 using testing::phasedTrace;
+using testing::servingCatalog;
 
 ReplicaPerf wholePerf(const ServingOptions& o) {
-  auto p = servingPerf(servingReferenceCatalog(), o);
+  auto p = servingPerf(servingCatalog(), o);
   EXPECT_TRUE(p);
   return *p;
 }
@@ -30,7 +28,7 @@ TEST(Clairvoyant, LightTrafficIsOneReplicaOnTheSmallestShareThroughout) {
   ServingOptions o;
   o.clairvoyantMaxRuns = 24;  // enough to reach the tail; short under sanitizers
   const ServingTrace t = phasedTrace({{600, 2}});
-  auto r = runServing(t, servingReferenceCatalog(), o, "clairvoyant");
+  auto r = runServing(t, servingCatalog(), o, "clairvoyant");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->policy, "clairvoyant");
   EXPECT_GE(r->sloAttainment, 0.99);
@@ -48,8 +46,8 @@ TEST(Clairvoyant, ScalesAheadOfABurstAndBackAndMeetsTheTarget) {
   ServingOptions o;
   o.clairvoyantMaxRuns = 16;
   const ServingTrace t = phasedTrace({{300, 2}, {180, 40}, {300, 2}});
-  auto peak = runServing(t, servingReferenceCatalog(), o, "static-peak");
-  auto r = runServing(t, servingReferenceCatalog(), o, "clairvoyant");
+  auto peak = runServing(t, servingCatalog(), o, "static-peak");
+  auto r = runServing(t, servingCatalog(), o, "clairvoyant");
   ASSERT_TRUE(peak && r);
   EXPECT_GE(r->sloAttainment, 0.99);
   EXPECT_LT(r->gpuHours, peak->gpuHours);
@@ -76,7 +74,7 @@ TEST(Clairvoyant, SaysWhyWhenTheFleetIsTooSmall) {
   o.clairvoyantMaxRuns = 12;
   // 20 prompts of 4,000 tokens per second: ~3.3 GPUs of prefill alone.
   const ServingTrace t = phasedTrace({{240, 20}}, 4000, 50);
-  auto r = runServing(t, servingReferenceCatalog(), o, "clairvoyant");
+  auto r = runServing(t, servingCatalog(), o, "clairvoyant");
   ASSERT_TRUE(r);
   EXPECT_LT(r->sloAttainment, 0.99);
   ASSERT_TRUE(r->infeasible);
@@ -143,7 +141,7 @@ TEST(LowerBound, NeverAboveAPolicyThatMeetsTheTarget) {
     const ServingLowerBound b = servingLowerBound(t, wholePerf(o), o, o.sloTarget);
     ASSERT_TRUE(b.gpuHours) << "seed " << seed << ": " << b.reason;
     for (const char* policy : {"static-peak", "littles-law", "tessera", "clairvoyant"}) {
-      auto r = runServing(t, servingReferenceCatalog(), o, policy);
+      auto r = runServing(t, servingCatalog(), o, policy);
       ASSERT_TRUE(r) << r.error().message;
       if (r->sloAttainment < o.sloTarget) continue;
       ++checked;

@@ -12,10 +12,8 @@
 namespace tessera::sim {
 namespace {
 
-const model::GpuCatalog& servingRunCatalog() {
-  return testing::servingCatalog();
-}
 using testing::phasedTrace;
+using testing::servingCatalog;
 
 // A controller that keeps a fixed count (warm from t = 0).
 class Fixed final : public ServingController {
@@ -47,9 +45,9 @@ TEST(ServingRun, AnIsolatedRequestWaitsOnlyForItsPrefill) {
   t.name = "one";
   t.requests = {{0, 1000, 20, 2}, {30'000'000, 4000, 1, 3}};
   Fixed one(1);
-  auto r = runServingWith(t, servingRunCatalog(), o, "fixed", one);
+  auto r = runServingWith(t, servingCatalog(), o, "fixed", one);
   ASSERT_TRUE(r) << r.error().message;
-  auto perf = servingPerf(servingRunCatalog(), o);
+  auto perf = servingPerf(servingCatalog(), o);
   ASSERT_TRUE(perf);
   // 1000 x 16.06 GFLOP + 524288 x 1000^2 / 2 FLOPs at 395.8 TFLOP/s, to the microsecond.
   const double first = std::ceil(perf->prefillSeconds(1000) * 1e6 - 1e-6) / 1000;
@@ -74,7 +72,7 @@ TEST(ServingRun, AFleetOfCardsWithoutNvlinkRuns) {
   t.name = "one";
   t.requests = {{0, 1000, 20, 2}};
   Fixed one(1);
-  auto r = runServingWith(t, servingRunCatalog(), o, "fixed", one);
+  auto r = runServingWith(t, servingCatalog(), o, "fixed", one);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->served, 1);
 }
@@ -106,7 +104,7 @@ TEST(ServingRun, TheRoutersFlowControlSharesABacklogWithReplicasThatComeUpLater)
   auto run = [&](int depth, OneThenTwo& c) {
     ServingOptions with = o;
     with.routerQueueDepth = depth;
-    return runServingWith(t, servingRunCatalog(), with, "fixed", c);
+    return runServingWith(t, servingCatalog(), with, "fixed", c);
   };
   OneThenTwo off, on;
   auto stranded = run(0, off);
@@ -132,9 +130,9 @@ TEST(ServingRun, AReplicaOnHalfAGpuTakesTwiceAsLongAndCountsHalf) {
   t.requests = {{0, 1000, 20, 2}, {30'000'000, 4000, 1, 3}};
   o.replicaShare = 0.5;
   Fixed one(1);
-  auto r = runServingWith(t, servingRunCatalog(), o, "fixed", one);
+  auto r = runServingWith(t, servingCatalog(), o, "fixed", one);
   ASSERT_TRUE(r) << r.error().message;
-  auto perf = servingPerf(servingRunCatalog(), o);
+  auto perf = servingPerf(servingCatalog(), o);
   ASSERT_TRUE(perf);
   // Half the FLOP/s: the lone 1000-token prompt's 41.24 ms prefill takes 82.48 ms.
   const double first = std::ceil(2 * perf->prefillSeconds(1000) * 1e6 - 1e-6) / 1000;
@@ -148,7 +146,7 @@ TEST(ServingRun, AReplicaOnHalfAGpuTakesTwiceAsLongAndCountsHalf) {
   EXPECT_DOUBLE_EQ(r->gpuHours, 0.5 * 150 / 3600);
 
   o.replicaShare = 1;
-  auto whole = runServingWith(t, servingRunCatalog(), o, "fixed", one);
+  auto whole = runServingWith(t, servingCatalog(), o, "fixed", one);
   ASSERT_TRUE(whole) << whole.error().message;
   EXPECT_EQ(whole->placedComputeMilli, 1000);
   EXPECT_DOUBLE_EQ(whole->gpuHours, 150.0 / 3600);
@@ -156,7 +154,7 @@ TEST(ServingRun, AReplicaOnHalfAGpuTakesTwiceAsLongAndCountsHalf) {
 
 TEST(ServingRun, AShareHoldsItsPartOfTheMemory) {
   ServingOptions o;
-  auto perf = servingPerf(servingRunCatalog(), o);
+  auto perf = servingPerf(servingCatalog(), o);
   ASSERT_TRUE(perf);
   // H100-80GB: 0.9 x 81,920 = 73,728 MiB; half is 36,864 - weights 15,317 - overhead 4,096 =
   // 17,451 MiB of KV at 128 KiB a token.
@@ -179,17 +177,17 @@ TEST(ServingRun, TesseraTakesAShareOnlyWhenPrefillDemandIsUnderAGpu) {
   // Light: 1 request/s of 1000 tokens is 0.07 GPUs of prefill at 0.6: half a GPU (a quarter
   // cannot hold the weights).
   ServingTrace light = phasedTrace({{900, 1}});
-  auto t = runServing(light, servingRunCatalog(), o, "tessera");
+  auto t = runServing(light, servingCatalog(), o, "tessera");
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_DOUBLE_EQ(t->replicaShare, 0.5);
   EXPECT_EQ(t->placedComputeMilli, 500);
-  auto baseline = runServing(light, servingRunCatalog(), o, "littles-law");
+  auto baseline = runServing(light, servingCatalog(), o, "littles-law");
   ASSERT_TRUE(baseline) << baseline.error().message;
   EXPECT_DOUBLE_EQ(baseline->replicaShare, 1);  // baselines take whole GPUs
   EXPECT_LT(t->gpuHours, baseline->gpuHours);
   // Heavy: 30 requests/s of 4000 tokens is ~7 GPUs of prefill: whole GPUs.
   ServingTrace heavy = phasedTrace({{900, 30}}, 4000, 50);
-  auto h = runServing(heavy, servingRunCatalog(), o, "tessera");
+  auto h = runServing(heavy, servingCatalog(), o, "tessera");
   ASSERT_TRUE(h) << h.error().message;
   EXPECT_DOUBLE_EQ(h->replicaShare, 1);
 }
@@ -200,7 +198,7 @@ TEST(ServingRun, EveryRequestIsCounted) {
   ServingTrace t = phasedTrace({{60, 40}}, 2000, 200);
   t.requests.push_back({t.spanUs(), 200'000, 10, 0});  // beyond the context window
   Fixed one(1);
-  auto r = runServingWith(t, servingRunCatalog(), o, "fixed", one);
+  auto r = runServingWith(t, servingCatalog(), o, "fixed", one);
   ASSERT_TRUE(r) << r.error().message;
   expectConserved(*r);
   EXPECT_EQ(r->requests, static_cast<int>(t.requests.size()));
@@ -213,7 +211,7 @@ TEST(ServingRun, SignalsAreWhatAScraperSees) {
   ServingOptions o;
   ServingTrace t = phasedTrace({{30, 10}});
   Fixed two(2);
-  auto r = runServingWith(t, servingRunCatalog(), o, "fixed", two);
+  auto r = runServingWith(t, servingCatalog(), o, "fixed", two);
   ASSERT_TRUE(r) << r.error().message;
   const scale::DeploymentSignals& s = two.last;  // the last sync before the horizon
   ASSERT_EQ(s.replicas.size(), 2u);
@@ -249,9 +247,9 @@ TEST(ServingRun, MeanPrefillIsScheduledToFirstToken) {
   // iteration: each reports that whole iteration (as vllm:request_prefill_time_seconds does).
   t.requests = {{0, 1000, 5, 2}, {20'000'000, 1000, 1, 3}, {20'000'000, 3000, 1, 4}};
   Recording rec;
-  auto r = runServingWith(t, servingRunCatalog(), o, "recording", rec);
+  auto r = runServingWith(t, servingCatalog(), o, "recording", rec);
   ASSERT_TRUE(r) << r.error().message;
-  auto perf = servingPerf(servingRunCatalog(), o);
+  auto perf = servingPerf(servingCatalog(), o);
   ASSERT_TRUE(perf);
   ASSERT_GE(rec.seen.size(), 2u);
   const double alone = std::ceil(perf->prefillSeconds(1000) * 1e6 - 1e-6) / 1000;
@@ -297,7 +295,7 @@ TEST(ServingRun, ScaleDownDrainsThroughTheLifecycle) {
   o.warmupSeconds = 0;
   ServingTrace t = phasedTrace({{120, 1}}, 500, 20);  // light: each request done in ~0.2 s
   StepDown policy;
-  auto r = runServingWith(t, servingRunCatalog(), o, "step-down", policy);
+  auto r = runServingWith(t, servingCatalog(), o, "step-down", policy);
   ASSERT_TRUE(r) << r.error().message;
   expectConserved(*r);
   EXPECT_EQ(r->sloMet, r->requests);
@@ -317,7 +315,7 @@ TEST(ServingRun, WarmUpIsNotMeasured) {
   ServingOptions o;
   ServingTrace t = phasedTrace({{600, 2}});
   Fixed one(1);
-  auto r = runServingWith(t, servingRunCatalog(), o, "fixed", one);
+  auto r = runServingWith(t, servingCatalog(), o, "fixed", one);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->requests, 1200);  // the first 300 s ran twice, counted once
   EXPECT_DOUBLE_EQ(r->horizonS, t.spanUs() / 1e6 + 120);
@@ -328,7 +326,7 @@ TEST(ServingRun, WarmUpIsNotMeasured) {
 TEST(ServingRun, StaticPeakNeverColdStarts) {
   ServingOptions o;
   ServingTrace t = phasedTrace({{120, 2}, {120, 40}, {120, 2}});
-  auto r = runServing(t, servingRunCatalog(), o, "static-peak");
+  auto r = runServing(t, servingCatalog(), o, "static-peak");
   ASSERT_TRUE(r) << r.error().message;
   expectConserved(*r);
   EXPECT_EQ(r->coldStarts, 0);
@@ -345,8 +343,8 @@ TEST(ServingRun, Deterministic) {
   ServingOptions o;
   o.clairvoyantMaxRuns = 8;  // a short search keeps sanitizer builds quick
   ServingTrace t = phasedTrace({{200, 3}, {100, 30}, {200, 3}}, 1500, 300);
-  auto a = runServing(t, servingRunCatalog(), o, "clairvoyant");
-  auto b = runServing(t, servingRunCatalog(), o, "clairvoyant");
+  auto a = runServing(t, servingCatalog(), o, "clairvoyant");
+  auto b = runServing(t, servingCatalog(), o, "clairvoyant");
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->sloMet, b->sloMet);
   EXPECT_DOUBLE_EQ(a->gpuHours, b->gpuHours);
@@ -362,11 +360,11 @@ TEST(ServingRun, Deterministic) {
 TEST(ServingRun, UnknownPolicyAndGpuAreErrors) {
   ServingOptions o;
   ServingTrace t = phasedTrace({{10, 1}});
-  auto policy = runServing(t, servingRunCatalog(), o, "nosuch");
+  auto policy = runServing(t, servingCatalog(), o, "nosuch");
   ASSERT_FALSE(policy);
   EXPECT_NE(policy.error().message.find("static-peak"), std::string::npos);
   o.fleet.gpuType = "K80";
-  auto gpu = runServing(t, servingRunCatalog(), o, "static-peak");
+  auto gpu = runServing(t, servingCatalog(), o, "static-peak");
   ASSERT_FALSE(gpu);
   EXPECT_NE(gpu.error().message.find("K80"), std::string::npos);
 }
@@ -384,7 +382,7 @@ TEST(ServingRun, SharedTracesStaticPeakAndClairvoyant) {
     auto t = readServingTrace(path, format);
     ASSERT_TRUE(t) << t.error().message;
     ServingOptions o;
-    auto peak = runServing(*t, servingRunCatalog(), o, "static-peak");
+    auto peak = runServing(*t, servingCatalog(), o, "static-peak");
     ASSERT_TRUE(peak);
     expectConserved(*peak);
     EXPECT_EQ(peak->requests, static_cast<int>(t->requests.size()));
@@ -394,13 +392,13 @@ TEST(ServingRun, SharedTracesStaticPeakAndClairvoyant) {
     std::erase_if(head.requests,
                   [](const ServingRequest& r) { return r.arrivalUs >= 600'000'000; });
     o.clairvoyantMaxRuns = 8;
-    auto headPeak = runServing(head, servingRunCatalog(), o, "static-peak");
-    auto clairvoyant = runServing(head, servingRunCatalog(), o, "clairvoyant");
+    auto headPeak = runServing(head, servingCatalog(), o, "static-peak");
+    auto clairvoyant = runServing(head, servingCatalog(), o, "clairvoyant");
     ASSERT_TRUE(headPeak && clairvoyant);
     expectConserved(*clairvoyant);
     EXPECT_GE(clairvoyant->sloAttainment, o.sloTarget) << path;
     EXPECT_LE(clairvoyant->gpuHours, headPeak->gpuHours) << path;
-    const auto perf = servingPerf(servingRunCatalog(), o);
+    const auto perf = servingPerf(servingCatalog(), o);
     ASSERT_TRUE(perf);
     const ServingLowerBound bound = servingLowerBound(head, *perf, o, o.sloTarget);
     ASSERT_TRUE(bound.gpuHours) << bound.reason;
@@ -409,7 +407,7 @@ TEST(ServingRun, SharedTracesStaticPeakAndClairvoyant) {
     if (format == ServingTraceFormat::kMooncake) {
       // Prefix caching: shared prompt blocks are prefilled once per replica.
       o.prefixCache = true;
-      auto cached = runServing(*t, servingRunCatalog(), o, "static-peak");
+      auto cached = runServing(*t, servingCatalog(), o, "static-peak");
       ASSERT_TRUE(cached);
       expectConserved(*cached);
       ASSERT_TRUE(cached->prefixCacheHitRate);

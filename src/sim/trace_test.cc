@@ -5,14 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "sim/csv.h"
+#include "sim/serving_test_support.h"
 
 namespace tessera::sim {
 namespace {
 
-const model::GpuCatalog& traceCatalog() {
-  static const model::GpuCatalog c = model::GpuCatalog::builtin();
-  return c;
-}
+using testing::servingCatalog;
 
 TEST(Csv, SplitsQuotedFieldsAndNumbersLines) {
   auto t = parseCsv("a,b,c\r\n1,\"x,y\",3\n\n4,\"say \"\"hi\"\"\",6\n", "f.csv");
@@ -42,7 +40,7 @@ TEST(NodeList, ReadsNodesWithCatalogueTypes) {
       "openb-node-0001,96000,393216,8,G2\n"
       "openb-node-0002,32000,131072,4,V100M16\n"
       "openb-node-0003,8000,61440,0,\n";
-  auto nodes = parseNodeList(text, "nodes.csv", traceCatalog());
+  auto nodes = parseNodeList(text, "nodes.csv", servingCatalog());
   ASSERT_TRUE(nodes) << nodes.error().message;
   ASSERT_EQ(nodes->size(), 4u);
   const model::NodeSpec& n = (*nodes)[1];
@@ -51,18 +49,19 @@ TEST(NodeList, ReadsNodesWithCatalogueTypes) {
   EXPECT_EQ(n.hostMemoryMib, 393216);
   ASSERT_EQ(n.gpus.size(), 8u);
   EXPECT_EQ(n.gpus[7].id, "7");
-  EXPECT_EQ(traceCatalog().indexOf(n.gpus[0].type), traceCatalog().indexOf("G2"));
-  EXPECT_EQ(traceCatalog().indexOf((*nodes)[2].gpus[0].type), traceCatalog().indexOf("V100M16"));
+  EXPECT_EQ(servingCatalog().indexOf(n.gpus[0].type), servingCatalog().indexOf("G2"));
+  EXPECT_EQ(servingCatalog().indexOf((*nodes)[2].gpus[0].type),
+            servingCatalog().indexOf("V100M16"));
   EXPECT_TRUE((*nodes)[3].gpus.empty());
   EXPECT_EQ(gpuCapacityMilli(*nodes), 14000);
   for (const char* alias : {"P100", "V100M16", "V100M32", "T4", "A10", "G2", "G3"}) {
-    EXPECT_NE(traceCatalog().find(alias), nullptr) << alias;
+    EXPECT_NE(servingCatalog().find(alias), nullptr) << alias;
   }
 }
 
 TEST(NodeList, UnknownTypeListsTheKnownOnes) {
   auto nodes = parseNodeList("sn,cpu_milli,memory_mib,gpu,model\nn1,1000,1024,1,K80\n", "nodes.csv",
-                             traceCatalog());
+                             servingCatalog());
   ASSERT_FALSE(nodes);
   const std::string& m = nodes.error().message;
   EXPECT_EQ(m.rfind("nodes.csv:2: column model: unknown GPU type 'K80' (known: ", 0), 0u) << m;
@@ -84,15 +83,15 @@ TEST(NodeList, MalformedRowsNameLineAndColumn) {
   };
   for (const Case& c : cases) {
     auto nodes = parseNodeList(std::string("sn,cpu_milli,memory_mib,gpu,model\n") + c.row + "\n",
-                               "nodes.csv", traceCatalog());
+                               "nodes.csv", servingCatalog());
     ASSERT_FALSE(nodes) << c.row;
     EXPECT_EQ(nodes.error().message, c.message);
   }
-  auto missing = parseNodeList("sn,cpu_milli,gpu,model\n", "nodes.csv", traceCatalog());
+  auto missing = parseNodeList("sn,cpu_milli,gpu,model\n", "nodes.csv", servingCatalog());
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("missing column memory_mib"), std::string::npos);
   auto dup = parseNodeList("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,1,T4\nn1,1,1,1,T4\n",
-                           "nodes.csv", traceCatalog());
+                           "nodes.csv", servingCatalog());
   ASSERT_FALSE(dup);
   EXPECT_EQ(dup.error().message, "nodes.csv:3: column sn: duplicate node n1");
 }
@@ -105,20 +104,20 @@ TEST(PodList, ReadsElevenAndFiveColumnFiles) {
       "openb-pod-0001,6000,12288,1,460,V100M16|V100M32,LS,Running,427061,12902960,427061\n"
       "openb-pod-0002,88000,327680,0,0,,BE,Succeeded,1,2,3\n"
       "openb-pod-0003,64000,262144,8,1000,G2,LS,Running,1,2,3\n";
-  auto pods = parsePodList(eleven, "pods.csv", traceCatalog());
+  auto pods = parsePodList(eleven, "pods.csv", servingCatalog());
   ASSERT_TRUE(pods) << pods.error().message;
   ASSERT_EQ(pods->size(), 4u);
   EXPECT_EQ((*pods)[1].gpuMilli, 460);
   EXPECT_EQ((*pods)[1].gpuSpec, "V100M16|V100M32");
   ASSERT_EQ((*pods)[1].gpuTypes.size(), 2u);
-  EXPECT_EQ(traceCatalog().indexOf((*pods)[1].gpuTypes[1]), traceCatalog().indexOf("V100M32"));
+  EXPECT_EQ(servingCatalog().indexOf((*pods)[1].gpuTypes[1]), servingCatalog().indexOf("V100M32"));
   EXPECT_EQ((*pods)[2].gpus, 0);
   EXPECT_EQ((*pods)[2].totalGpuMilli(), 0);
   EXPECT_EQ((*pods)[3].totalGpuMilli(), 8000);
 
   auto five =
       parsePodList("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nopenb-pod-9000,4000,8192,2,1000\n",
-                   "multi.csv", traceCatalog());
+                   "multi.csv", servingCatalog());
   ASSERT_TRUE(five) << five.error().message;
   EXPECT_EQ((*five)[0].gpus, 2);
   EXPECT_TRUE((*five)[0].gpuSpec.empty());
@@ -143,11 +142,12 @@ TEST(PodList, MalformedRowsNameLineAndColumn) {
       {"p0,1000,1024,1,500,", "pods.csv:3: column name: duplicate pod p0"},
   };
   for (const Case& c : cases) {
-    auto pods = parsePodList(header + "p0,1,1,0,0,\n" + c.row + "\n", "pods.csv", traceCatalog());
+    auto pods = parsePodList(header + "p0,1,1,0,0,\n" + c.row + "\n", "pods.csv", servingCatalog());
     ASSERT_FALSE(pods) << c.row;
     EXPECT_EQ(pods.error().message, c.message);
   }
-  auto unknown = parsePodList(header + "p1,1000,1024,1,500,T4|H300\n", "pods.csv", traceCatalog());
+  auto unknown =
+      parsePodList(header + "p1,1000,1024,1,500,T4|H300\n", "pods.csv", servingCatalog());
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().message.rfind(
                 "pods.csv:2: column gpu_spec: unknown GPU type 'H300' (known: ", 0),
@@ -155,7 +155,7 @@ TEST(PodList, MalformedRowsNameLineAndColumn) {
 }
 
 TEST(PodList, MissingFileIsAnError) {
-  auto pods = readPodList("/nonexistent/pods.csv", traceCatalog());
+  auto pods = readPodList("/nonexistent/pods.csv", servingCatalog());
   ASSERT_FALSE(pods);
   EXPECT_EQ(pods.error().message, "/nonexistent/pods.csv: cannot open file");
 }
