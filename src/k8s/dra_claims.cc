@@ -20,6 +20,25 @@ std::string attr(std::string_view driver, std::string_view name) {
 
 }  // namespace
 
+std::vector<PinnedGpu> pinnedGpus(const json& choice) {
+  std::vector<PinnedGpu> out;
+  const bool exclusive = choice.value("mode", "") == "exclusive";
+  for (const json& g : choice.value("gpus", json::array())) {
+    PinnedGpu pin;
+    pin.uuid = g.value("uuid", "");
+    pin.cardMemoryMib = g.value("cardMemoryMib", std::int64_t{0});
+    pin.memoryMib = g.value("reservedMib", std::int64_t{0});
+    pin.computeMilli = g.value("computeMilli", std::int32_t{0});
+    pin.exclusive = exclusive;
+    if (g.contains("migProfile")) {
+      pin.migProfile = g.value("migProfile", "");
+      pin.migStart = g.value("migStart", -1);
+    }
+    out.push_back(std::move(pin));
+  }
+  return out;
+}
+
 std::string pinSelector(const PinnedGpu& g, std::string_view driver) {
   // The type first: on a device without MIG attributes it is false, and CEL's && then absorbs
   // the error of reading an attribute the device does not have.
@@ -110,6 +129,20 @@ bool hasTesseraClaim(const json& pod) {
   if (claims == spec->end() || !claims->is_array()) return false;
   for (const json& c : *claims) {
     if (c.is_object() && c.value("name", "") == kPodClaimName) return true;
+  }
+  return false;
+}
+
+bool usesClaimTemplate(const json& pod) {
+  const auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return false;
+  const auto claims = spec->find("resourceClaims");
+  if (claims == spec->end() || !claims->is_array()) return false;
+  for (const json& c : *claims) {
+    if (c.is_object() && c.contains("resourceClaimTemplateName") &&
+        c["resourceClaimTemplateName"].is_string()) {
+      return true;
+    }
   }
   return false;
 }

@@ -49,6 +49,9 @@ struct ClaimChoice {
   std::string replica;  // the engine's replica id, kept as an annotation
 };
 
+// The GPUs of an engine choice as Extender::bookForClaim answers it ({mode, gpus: [{uuid,
+// cardMemoryMib, reservedMib, computeMilli, migProfile?, migStart?}]}).
+std::vector<PinnedGpu> pinnedGpus(const nlohmann::json& choice);
 // The CEL selector that pins one GPU.
 std::string pinSelector(const PinnedGpu& gpu, std::string_view driver = kDraDriverName);
 nlohmann::json resourceClaim(const ClaimChoice& choice);
@@ -59,5 +62,9 @@ nlohmann::json deviceClass();
 // Whether the pod names Tessera's claim (spec.resourceClaims[].name kPodClaimName): a pod of
 // GPU mode dra, whose claim pins the booked GPU.
 bool hasTesseraClaim(const nlohmann::json& pod);
+// Whether the pod takes a claim from a ResourceClaimTemplate (spec.resourceClaims[]
+// .resourceClaimTemplateName): a booked one got its booking from the claim webhook
+// (k8s/claim_admission.h), whose pinned claim holds the GPU before the pod is bound.
+bool usesClaimTemplate(const nlohmann::json& pod);
 
 }  // namespace tessera::k8s

@@ -548,7 +548,8 @@ json claimChoiceJson(const sched::ClusterState& state, const sched::ReplicaRecor
 
 }  // namespace
 
-Result<json> Extender::bookForClaim(const json& podObject, const OutsideLock& outside) {
+Result<json> Extender::bookForClaim(const json& podObject, const OutsideLock& outside,
+                                    bool podExists) {
   auto read = readPod(podObject, models_);
   if (!read) return fail(read.error());
   if (!read->managed) {
@@ -566,7 +567,7 @@ Result<json> Extender::bookForClaim(const json& podObject, const OutsideLock& ou
   }
   // Assumed: in the books now. Persist outside the caller's lock; forget it when that fails.
   BookingWrite write;
-  if (bookings_.prepare) write = bookings_.prepare(id, "", /*podExists=*/false);
+  if (bookings_.prepare) write = bookings_.prepare(id, "", podExists);
   Result<void> saved;
   if (write.write) {
     if (outside) {

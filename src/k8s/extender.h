@@ -122,8 +122,10 @@ class Extender {
   // bookings on pods: BookingWrite::onPod); the caller's pod creation is then the write.
   // A retry for a replica already booked answers its booking. Errors: a pod that asks for no
   // GPU through Tessera (invalid), nothing fits (exhausted, with the engine's reason), the
-  // write failed (nothing stays booked).
-  Result<nlohmann::json> bookForClaim(const nlohmann::json& pod, const OutsideLock& outside = {});
+  // write failed (nothing stays booked). `podExists`: the pod is already in the API server
+  // (the claim webhook, k8s/claim_admission.h), so the store writes the booking onto it now.
+  Result<nlohmann::json> bookForClaim(const nlohmann::json& pod, const OutsideLock& outside = {},
+                                      bool podExists = false);
   // Takes back a booking made by bookForClaim whose claim or pod could not be created.
   void forgetClaimBooking(const std::string& replicaId, const std::string& why);
 
