@@ -6,22 +6,21 @@
 #include <ctime>
 #include <functional>
 
+#include "k8s/claim_admission.h"
 #include "k8s/dra_claims.h"
+#include "k8s/internal/controller_objects.h"
 #include "k8s/pod.h"
 
 namespace tessera::k8s {
 namespace {
 
+using controller_internal::annotationOf;
+using controller_internal::controllerPodPath;
+using controller_internal::finished;
+using controller_internal::nowRfc3339;
+using controller_internal::rvNumber;
+using controller_internal::terminating;
 using nlohmann::json;
-
-std::string annotationOf(const json& object, std::string_view key) {
-  const auto m = object.find("metadata");
-  if (m == object.end() || !m->is_object()) return "";
-  const auto a = m->find("annotations");
-  if (a == m->end() || !a->is_object()) return "";
-  const auto v = a->find(std::string(key));
-  return v != a->end() && v->is_string() ? v->get<std::string>() : "";
-}
 
 std::string labelOf(const json& object, std::string_view key) {
   const auto m = object.find("metadata");
@@ -30,23 +29,6 @@ std::string labelOf(const json& object, std::string_view key) {
   if (l == m->end() || !l->is_object()) return "";
   const auto v = l->find(std::string(key));
   return v != l->end() && v->is_string() ? v->get<std::string>() : "";
-}
-
-bool terminating(const json& object) {
-  const auto m = object.find("metadata");
-  return m != object.end() && m->is_object() && m->contains("deletionTimestamp") &&
-         !(*m)["deletionTimestamp"].is_null();
-}
-
-std::string podPhase(const json& pod) {
-  const auto s = pod.find("status");
-  if (s == pod.end() || !s->is_object()) return "";
-  return s->value("phase", "");
-}
-
-bool finished(const json& pod) {
-  const std::string phase = podPhase(pod);
-  return phase == "Succeeded" || phase == "Failed";
 }
 
 // The pod condition of `type`, or null.
@@ -70,51 +52,6 @@ bool podScheduled(const json& pod) {
   const auto s = pod.find("spec");
   return s != pod.end() && s->is_object() && s->contains("nodeName") &&
          (*s)["nodeName"].is_string() && !(*s)["nodeName"].get<std::string>().empty();
-}
-
-std::int64_t rvNumber(const json& object) {
-  const std::string rv = resourceVersionOf(object);
-  return rv.empty() ? 0 : std::atoll(rv.c_str());
-}
-
-std::string nowRfc3339() {
-  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string controllerPodPath(const std::string& ns, const std::string& name = "") {
-  return "/api/v1/namespaces/" + ns + "/pods" + (name.empty() ? "" : "/" + name);
-}
-
-std::string claimPath(const std::string& ns, const std::string& name = "") {
-  return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims" +
-         (name.empty() ? "" : "/" + name);
-}
-
-// The claim of a replica's pod in GPU mode dra.
-std::string claimNameOf(const std::string& podName) {
-  return podName + "-gpu";
-}
-
-// The pod without the tessera.io/* extended resources (no device plugin advertises them in
-// GPU mode dra: the claim carries the GPUs).
-json withoutTesseraResources(json pod) {
-  for (json& c : pod["spec"]["containers"]) {
-    if (!c.contains("resources")) continue;
-    for (const char* part : {"requests", "limits"}) {
-      if (!c["resources"].contains(part)) continue;
-      json& r = c["resources"][part];
-      for (auto it = r.begin(); it != r.end();) {
-        it = it.key().starts_with("tessera.io/") ? r.erase(it) : std::next(it);
-      }
-      if (r.empty()) c["resources"].erase(part);
-    }
-  }
-  return pod;
 }
 
 // kube-scheduler's message when it marked the pod unschedulable.
@@ -167,6 +104,14 @@ Controller::Controller(KubeClient& client, Fleet& fleet, ControllerOptions optio
                                  [this](Informer::Change change, const json& node, const json*) {
                                    onNode(node, change == Informer::Change::kDeleted);
                                  });
+  if (options_.gpuMode == GpuMode::kDra) {
+    InformerOptions claimOptions = informerOptions("/apis/resource.k8s.io/v1/resourceclaims");
+    claimOptions.labelSelector = std::string(kLabelPinned) + "=" + std::string(kPinnedByAdmission);
+    pinnedClaims_ = std::make_unique<Informer>(
+        client_, claimOptions, [this](Informer::Change change, const json& claim, const json*) {
+          onPinnedClaim(change, claim);
+        });
+  }
 }
 
 Controller::~Controller() {
@@ -178,6 +123,7 @@ void Controller::start() {
   mds_->start();
   pods_->start();
   nodes_->start();
+  if (pinnedClaims_) pinnedClaims_->start();
   worker_ = std::thread([this] { run(); });
 }
 
@@ -191,10 +137,12 @@ void Controller::stop() {
   mds_->stop();
   pods_->stop();
   nodes_->stop();
+  if (pinnedClaims_) pinnedClaims_->stop();
 }
 
 bool Controller::synced() const {
-  return mds_->hasSynced() && pods_->hasSynced() && nodes_->hasSynced();
+  return mds_->hasSynced() && pods_->hasSynced() && nodes_->hasSynced() &&
+         (!pinnedClaims_ || pinnedClaims_->hasSynced());
 }
 
 void Controller::resync() {
@@ -291,6 +239,14 @@ void Controller::run() {
         readySent_.erase(id);
       } else if (note == PodNote::kUnschedulable) {
         reportUnsatisfiedClaim(id);
+      } else if (note == PodNote::kPinnedClaimGone) {
+        // A pod made again under the same name has a new claim naming it: that one holds the
+        // booking now.
+        if (!pinnedClaimOf(id)) {
+          fleet_.replicaGone(id);
+          std::lock_guard lock(mu_);
+          ++stats_.pinnedClaimsGone;
+        }
       } else if (note == PodNote::kReady) {
         if (!goneSent_.contains(id) && readySent_.insert(id).second) fleet_.replicaReady(id);
       } else {
@@ -330,7 +286,10 @@ void Controller::run() {
       }
       reconcile(key);
     }
-    if (collect) collectGarbage();
+    if (collect) {
+      collectGarbage();
+      if (pinnedClaims_) collectPodBookings();
+    }
   }
 }
 
@@ -436,147 +395,6 @@ Result<void> Controller::createPod(const ModelDeploymentSpec& spec, const std::s
   std::lock_guard lock(mu_);
   ++stats_.podsCreated;
   return {};
-}
-
-Result<void> Controller::createDraPod(const ModelDeploymentSpec& spec, json pod) {
-  const std::string name = metadataText(pod, "name");
-  const std::string replica = spec.ns + "/" + name;
-  // 1. The engine's choice, booked (and persisted) before anything in the cluster names it.
-  auto choice = fleet_.bookPod(pod);
-  if (!choice) {
-    return fail(Error{choice.error().code, "booking a replica of " + spec.ns + "/" + spec.name +
-                                               ": " + choice.error().message});
-  }
-  ClaimChoice c;
-  c.ns = spec.ns;
-  c.name = claimNameOf(name);
-  c.node = (*choice)["node"].get<std::string>();
-  c.replica = replica;
-  for (const json& g : (*choice)["gpus"]) {
-    PinnedGpu pin;
-    pin.uuid = g["uuid"].get<std::string>();
-    pin.cardMemoryMib = g["cardMemoryMib"].get<std::int64_t>();
-    pin.memoryMib = g["reservedMib"].get<std::int64_t>();
-    pin.computeMilli = g["computeMilli"].get<std::int32_t>();
-    pin.exclusive = (*choice)["mode"] == "exclusive";
-    if (g.contains("migProfile")) {
-      pin.migProfile = g["migProfile"].get<std::string>();
-      pin.migStart = g["migStart"].get<int>();
-    }
-    c.gpus.push_back(std::move(pin));
-  }
-  json claim = resourceClaim(c);
-  // Owned by the ModelDeployment, as its pods are: deleting it deletes them all.
-  claim["metadata"]["ownerReferences"] = pod["metadata"]["ownerReferences"];
-  claim["metadata"]["labels"][std::string(kLabelModelDeployment)] =
-      pod["metadata"]["labels"][std::string(kLabelModelDeployment)];
-  // 2. The claim.
-  auto made = client_.request("POST", claimPath(spec.ns), claim.dump());
-  if (!made || (made->status != 201 && made->status != 200)) {
-    const std::string why = made ? describeFailure(*made) : made.error().message;
-    fleet_.forgetPod(replica, "its ResourceClaim could not be created: " + why);
-    return fail(
-        Error::precondition("creating ResourceClaim " + spec.ns + "/" + c.name + ": " + why));
-  }
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.claimsCreated;
-  }
-  // 3. The pod, pinned to the node and the claim; kube-scheduler's allocator confirms. Where
-  // the state lives in the API server, the pod carries its booking from the start.
-  if (const auto b = choice->find("booking"); b != choice->end() && b->is_string()) {
-    pod["metadata"]["annotations"]["tessera.io/booking"] = *b;
-    pod["metadata"]["labels"]["tessera.io/booked"] = "true";
-  }
-  const json pinned = withoutTesseraResources(pinPod(std::move(pod), c.name, c.node));
-  auto res = client_.request("POST", controllerPodPath(spec.ns), pinned.dump());
-  if (!res || (res->status != 201 && res->status != 200)) {
-    const std::string why = res ? describeFailure(*res) : res.error().message;
-    (void)client_.request("DELETE", claimPath(spec.ns, c.name));
-    fleet_.forgetPod(replica, "its pod could not be created: " + why);
-    return fail(Error::precondition("creating a pod of " + spec.ns + "/" + spec.name + ": " + why));
-  }
-  const json created = json::parse(res->body, nullptr, false);
-  if (created.is_object()) remember(objectKey(created), Overlay{rvNumber(created), created});
-  std::lock_guard lock(mu_);
-  ++stats_.podsCreated;
-  return {};
-}
-
-void Controller::deleteClaimOf(const std::string& podKey) {
-  const std::size_t slash = podKey.find('/');
-  if (slash == std::string::npos) return;
-  const std::string ns = podKey.substr(0, slash);
-  // A claim still reserved for a terminating pod stays (its finalizer) until the pod is gone.
-  auto res = client_.request("DELETE", claimPath(ns, claimNameOf(podKey.substr(slash + 1))));
-  if (res && (res->status == 200 || res->status == 202)) {
-    std::lock_guard lock(mu_);
-    ++stats_.claimsDeleted;
-  }
-}
-
-void Controller::reportUnsatisfiedClaim(const std::string& podKey) {
-  if (!unsatisfiedReported_.insert(podKey).second) return;
-  const std::size_t slash = podKey.find('/');
-  if (slash == std::string::npos) return;
-  const std::string ns = podKey.substr(0, slash), name = podKey.substr(slash + 1);
-  std::string why;
-  {
-    std::lock_guard lock(mu_);
-    why = unschedulableWhy_[podKey];
-    unschedulableWhy_.erase(podKey);
-  }
-  // What the claim pins: the engine's choice.
-  std::string choice = "its claim " + ns + "/" + claimNameOf(name);
-  if (auto got = client_.request("GET", claimPath(ns, claimNameOf(name)));
-      got && got->status == 200) {
-    const json claim = json::parse(got->body, nullptr, false);
-    if (claim.is_object()) {
-      const json meta = claim.value("metadata", json::object());
-      choice += " (Tessera chose node " +
-                meta.value("annotations", json::object()).value("tessera.io/node", "?");
-      const json requests = claim.value("spec", json::object())
-                                .value("devices", json::object())
-                                .value("requests", json::array());
-      for (const json& r : requests) {
-        const json ex = r.value("exactly", json::object());
-        const json sel = ex.value("selectors", json::array());
-        if (!sel.empty() && sel[0].is_object()) {
-          choice += "; " + sel[0].value("cel", json::object()).value("expression", "");
-        }
-        const json caps = ex.value("capacity", json::object()).value("requests", json::object());
-        for (const auto& [k, v] : caps.items()) {
-          choice += ", " + k + " " + (v.is_string() ? v.get<std::string>() : v.dump());
-        }
-      }
-      choice += ")";
-    }
-  }
-  const std::string now = nowRfc3339();
-  const auto current = pods_->get(podKey);
-  const std::string uid = current ? metadataText(*current, "uid") : "";
-  const json event = {
-      {"apiVersion", "v1"},
-      {"kind", "Event"},
-      {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},
-      {"involvedObject",
-       {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
-      {"reason", "TesseraClaimUnsatisfied"},
-      {"message", "kube-scheduler could not allocate " + choice + ": " + why +
-                      ". Tessera's books and the cluster's ResourceSlices disagree (another "
-                      "driver publishing these GPUs, a device taint, or a stale slice)."},
-      {"type", "Warning"},
-      {"source", {{"component", "tessera-controller"}}},
-      {"firstTimestamp", now},
-      {"lastTimestamp", now},
-      {"count", 1}};
-  auto res = client_.request("POST", "/api/v1/namespaces/" + ns + "/events", event.dump());
-  if (res && (res->status == 201 || res->status == 200)) {
-    std::lock_guard lock(mu_);
-    ++stats_.unsatisfiedClaimEvents;
-  } else {
-    unsatisfiedReported_.erase(podKey);  // try again at the pod's next update
-  }
 }
 
 Result<void> Controller::deletePod(const json& pod) {

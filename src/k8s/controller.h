@@ -29,6 +29,12 @@
 // before it. A pod that goes takes its claim with it. A pod kube-scheduler marks
 // Unschedulable (its allocator disagreed with the engine) gets one Warning event
 // TesseraClaimUnsatisfied naming the engine's choice and kube-scheduler's message.
+// Also in GPU mode dra, a fourth informer follows the claims the claim webhook pinned for pods
+// of their own (label tessera.io/pinned=admission, k8s/claim_admission.h): when one goes
+// (kube-controller-manager deletes it with its pod, or once the pod finished) the pod's
+// booking is freed, unless another pinned claim still names the same pod. At every resync a
+// booked pod that neither informer shows is looked up, and its booking freed on a 404 or a
+// finished pod (what a takeover would otherwise leave behind).
 // Besides: a pod that is deleted or finished frees its replica booking, a pod that turns
 // Ready marks its replica loaded, and a node that is cordoned (spec.unschedulable) or
 // deleted is cordoned in Tessera (uncordoned when Kubernetes uncordons it). At every resync
@@ -100,6 +106,9 @@ class Fleet {
     (void)replicaId;
     (void)why;
   }
+  // Every replica id booked for a pod ("<namespace>/<pod>"): the extender's binds, the
+  // controller's and the claim webhook's bookings.
+  virtual std::vector<std::string> bookedPods() { return {}; }
 };
 
 // A label value made from any text: at most 63 of [A-Za-z0-9-_.] (others become '_'),
@@ -168,6 +177,8 @@ class Controller {
     int claimsCreated = 0;  // GPU mode dra
     int claimsDeleted = 0;
     int unsatisfiedClaimEvents = 0;
+    int pinnedClaimsGone = 0;   // claims the webhook pinned, seen deleted
+    int bookingsCollected = 0;  // bookings of pods found gone at a resync (GPU mode dra)
   };
 
   // Both borrowed; they must outlive the controller.
@@ -196,6 +207,11 @@ class Controller {
   void run();
   void onPod(Informer::Change change, const nlohmann::json& pod);
   void onNode(const nlohmann::json& node, bool deleted);
+  void onPinnedClaim(Informer::Change change, const nlohmann::json& claim);
+  // Whether a claim the webhook pinned for `replicaId` is still there.
+  bool pinnedClaimOf(const std::string& replicaId) const;
+  // GPU mode dra: bookings of pods that are gone (a 404) or finished, which no watch showed.
+  void collectPodBookings();
   void reconcile(const std::string& key);
   void removeDeployment(const std::string& key);
   // Tessera deployments whose ModelDeployment is gone, and bookings whose pod is gone, from
@@ -219,13 +235,14 @@ class Controller {
   Fleet& fleet_;
   ControllerOptions options_;
   std::unique_ptr<Informer> mds_, pods_, nodes_;
+  std::unique_ptr<Informer> pinnedClaims_;  // GPU mode dra only
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
   bool resyncNow_ = false;
   std::set<std::string> dirty_;  // ModelDeployment keys
-  enum class PodNote { kAdded, kReady, kGone, kUnschedulable };
+  enum class PodNote { kAdded, kReady, kGone, kUnschedulable, kPinnedClaimGone };
   std::vector<std::pair<PodNote, std::string>> podNotes_;  // by replica id, in order
   std::set<std::string> dirtyNodes_;
   std::map<std::string, Overlay> overlay_;  // pod key → our write not seen yet

@@ -73,6 +73,10 @@ class RecordingFleet : public Fleet {
     std::lock_guard lock(mu);
     return booked[deployment];
   }
+  std::vector<std::string> bookedPods() override {
+    std::lock_guard lock(mu);
+    return bookedPodIds;
+  }
   void setDesired(const std::string& name, int n) {
     std::lock_guard lock(mu);
     desired[name] = n;
@@ -89,6 +93,7 @@ class RecordingFleet : public Fleet {
   std::vector<std::string> deleted, cordons;
   std::set<std::string> ready, gone;
   std::map<std::string, std::vector<std::string>> booked;  // deployment → replica ids
+  std::vector<std::string> bookedPodIds;
   bool refuseDeployments = false;
 };
 
@@ -512,6 +517,66 @@ TEST_F(ControllerTest, CordonedOrDeletedNodesAreCordonedInTessera) {
   EXPECT_EQ(fleet.read<std::vector<std::string>>([](RecordingFleet& f) { return f.cordons; }),
             (std::vector<std::string>{"gpu-3 cordoned", "gpu-1 cordoned", "gpu-1 uncordoned",
                                       "gpu-2 cordoned"}));
+}
+
+// GPU mode dra: a claim the claim webhook pinned for a pod of its own (k8s/claim_admission.h)
+// that goes frees the pod's booking, unless a newer claim names the same pod; a booked pod
+// neither watch shows is looked up at a resync and freed when gone or finished.
+TEST_F(ControllerTest, BookingsFollowTheClaimsTheWebhookPinned) {
+  controller->stop();
+  ControllerOptions o;
+  o.resyncMs = 100;
+  o.backoffInitialMs = 10;
+  o.backoffMaxMs = 100;
+  o.gpuMode = GpuMode::kDra;
+  controller = std::make_unique<Controller>(*client, fleet, o);
+  auto claim = [](const std::string& name, const std::string& replica, bool pinned = true) {
+    json c = {
+        {"metadata",
+         {{"name", name}, {"namespace", "ml"}, {"annotations", {{"tessera.io/replica", replica}}}}},
+        {"spec", json::object()}};
+    if (pinned) c["metadata"]["labels"] = {{"tessera.io/pinned", "admission"}};
+    return c;
+  };
+  ASSERT_TRUE(server.create("resourceclaims", claim("web-0-gpu-a", "ml/web-0")));
+  ASSERT_TRUE(server.create("resourceclaims", claim("web-1-gpu-a", "ml/web-1")));
+  ASSERT_TRUE(server.create("resourceclaims", claim("web-1-gpu-b", "ml/web-1")));
+  ASSERT_TRUE(server.create("resourceclaims", claim("mine", "ml/mine", false)));
+  controller->start();
+  ASSERT_TRUE(eventually([&] { return controller->synced(); }));
+
+  ASSERT_TRUE(server.remove("resourceclaims", "ml", "web-0-gpu-a"));
+  ASSERT_TRUE(eventually([&] { return controller->stats().pinnedClaimsGone == 1; }));
+  EXPECT_TRUE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/web-0"); }));
+  // The pod made again under its name has the second claim: the first going frees nothing.
+  ASSERT_TRUE(server.remove("resourceclaims", "ml", "web-1-gpu-a"));
+  ASSERT_TRUE(server.remove("resourceclaims", "ml", "mine"));   // not pinned: not followed
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker has seen both
+  EXPECT_FALSE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/web-1"); }));
+  ASSERT_TRUE(server.remove("resourceclaims", "ml", "web-1-gpu-b"));
+  ASSERT_TRUE(eventually([&] { return controller->stats().pinnedClaimsGone == 2; }));
+  EXPECT_TRUE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/web-1"); }));
+  EXPECT_FALSE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/mine"); }));
+
+  // Bookings no watch shows: a running pod keeps its, a finished or missing one is freed.
+  for (const char* name : {"alive", "done"}) {
+    ASSERT_TRUE(server.create("pods", {{"metadata", {{"name", name}, {"namespace", "ml"}}},
+                                       {"spec", {{"containers", json::array()}}}}));
+  }
+  json done = *server.get("pods", "ml", "done");
+  done["status"] = {{"phase", "Succeeded"}};
+  ASSERT_TRUE(server.updateStatus("pods", done));
+  fleet.read<int>([](RecordingFleet& f) {
+    f.bookedPodIds = {"ml/alive", "ml/done", "ml/ghost"};
+    return 0;
+  });
+  ASSERT_TRUE(eventually([&] { return controller->stats().bookingsCollected == 2; }));
+  fleet.read<int>([](RecordingFleet& f) {
+    EXPECT_TRUE(f.gone.contains("ml/done"));
+    EXPECT_TRUE(f.gone.contains("ml/ghost"));
+    EXPECT_FALSE(f.gone.contains("ml/alive"));
+    return 0;
+  });
 }
 
 }  // namespace

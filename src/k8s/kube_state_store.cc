@@ -164,8 +164,9 @@ Result<store::Snapshot> KubeStateStore::loadAll() const {
     const std::string node = spec.value("nodeName", "");
     // A pod of GPU mode dra is created carrying its booking, and its claim pins the booked GPU
     // whether or not kube-scheduler has bound it yet: the booking stands (the controller
-    // frees it when the pod goes, as before the takeover).
-    if (node.empty() && !hasTesseraClaim(pod)) {
+    // frees it when the pod goes, as before the takeover). So does a pod whose claim from a
+    // template the claim webhook pinned (the controller frees it when the claim goes).
+    if (node.empty() && !hasTesseraClaim(pod) && !usesClaimTemplate(pod)) {
       // Booked, never bound: its Binding did not land, and kube-scheduler schedules the pod
       // again. Best effort: a pod left labelled is cleared by the next load.
       const json clear = {{"metadata",

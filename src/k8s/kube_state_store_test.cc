@@ -1,7 +1,8 @@
 // The control plane's state in the API server, through a real KubeClient against the test
 // API server: documents round-trip as ConfigMaps and pod annotations, a booking of a pod that
-// never bound is dropped (unless its DRA claim pins the GPU), a second writer's change is a
-// conflict, a failed batch is undone, and a document that cannot be read stops the load by name.
+// never bound is dropped (unless its DRA claim, or its claim from a template, pins the GPU), a
+// second writer's change is a conflict, a failed batch is undone, and a document that cannot be
+// read stops the load by name.
 #include "k8s/kube_state_store.h"
 
 #include <gtest/gtest.h>
@@ -117,10 +118,15 @@ TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
   dra["spec"]["resourceClaims"] =
       json::array({{{"name", "tessera-gpu"}, {"resourceClaimName", "claimed-gpu"}}});
   ASSERT_TRUE(api.create("pods", dra));
+  // A pod of its own whose claim from a template the claim webhook pinned.
+  json own = storePod("templated", "");
+  own["spec"]["resourceClaims"] =
+      json::array({{{"name", "gpu"}, {"resourceClaimTemplateName", "tessera-gpu"}}});
+  ASSERT_TRUE(api.create("pods", own));
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
   store::Batch batch;
-  for (const char* name : {"bound", "unbound", "claimed"}) {
+  for (const char* name : {"bound", "unbound", "claimed", "templated"}) {
     batch.upsert("replica", std::string("ml/") + name, booking("ml", name, "n1"));
   }
   ASSERT_TRUE(store.commit(batch));
@@ -131,6 +137,7 @@ TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
   EXPECT_TRUE(docs.contains("replica ml/bound"));
   EXPECT_FALSE(docs.contains("replica ml/unbound"));
   EXPECT_TRUE(docs.contains("replica ml/claimed"));
+  EXPECT_TRUE(docs.contains("replica ml/templated"));
   // The stale booking was cleared from the pod, so kube-scheduler's next try starts clean.
   const json u = *api.get("pods", "ml", "unbound");
   EXPECT_FALSE(u["metadata"].value("annotations", json::object()).contains("tessera.io/booking"));
