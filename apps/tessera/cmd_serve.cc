@@ -589,6 +589,18 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     };
     serverConfig.leaderName = [e = elector.get()] { return e->observedHolder(); };
   }
+  // The claim webhook pins claims from templates the way the controller pins its replicas'
+  // (GPU mode dra; it reads the claim's pod and posts events through the Kubernetes API).
+  std::unique_ptr<k8s::ClaimAdmission> admission;
+  if (*kube && o.gpuMode == "dra") {
+    admission = std::make_unique<k8s::ClaimAdmission>(**kube);
+    serverConfig.admission = admission.get();
+  } else {
+    serverConfig.admissionOff =
+        *kube ? "tessera serve runs GPU mode " + o.gpuMode +
+                    ": it pins no claims (use --gpu-mode dra)"
+              : std::string("tessera serve has no Kubernetes API: it pins no claims");
+  }
   api::HttpServer server(*planes.front(), serverConfig);
   auto port = server.start();
   if (!port) return reportError(err, kServeCommand, port.error());

@@ -747,8 +747,9 @@ Result<json> ControlPlane::explain(const json& body) {
       {"rejections", sched::rejectionsJson(d.rejections)}};
 }
 
-Result<json> ControlPlane::bookClaim(const json& pod, const k8s::OutsideLock& outside) {
-  return extender_->bookForClaim(pod, outside);
+Result<json> ControlPlane::bookClaim(const json& pod, const k8s::OutsideLock& outside,
+                                     bool podExists) {
+  return extender_->bookForClaim(pod, outside, podExists);
 }
 
 void ControlPlane::forgetClaim(const std::string& replicaId, const std::string& why) {

@@ -118,8 +118,13 @@ class ControlPlane {
                                       const k8s::OutsideLock& outside = {});
   // DRA mode (docs/dra.md): books a ModelDeployment pod before it is created, and takes such a
   // booking back when its claim or pod could not be created (k8s::Extender::bookForClaim).
-  Result<nlohmann::json> bookClaim(const nlohmann::json& pod, const k8s::OutsideLock& outside = {});
+  // `podExists`: a pod already in the API server whose claim the claim webhook pins
+  // (k8s/claim_admission.h); its booking is written onto it now.
+  Result<nlohmann::json> bookClaim(const nlohmann::json& pod, const k8s::OutsideLock& outside = {},
+                                   bool podExists = false);
   void forgetClaim(const std::string& replicaId, const std::string& why);
+  // The replica ids of pods booked through the extender, the controller or the claim webhook.
+  std::vector<std::string> bookedPods() const { return {pods_.begin(), pods_.end()}; }
   // The binder the extender's bind posts v1.Bindings through (serve sets the Kubernetes
   // API client's; without one, bind books the pod and posts nothing).
   void setBinder(k8s::Binder binder) { extender_->setBinder(std::move(binder)); }

@@ -158,7 +158,8 @@ void HttpServer::routes() {
       }
     }
     if (config_.leader && mutating(req.method) &&
-        (req.path.starts_with("/api/") || req.path.starts_with("/scheduler/")) &&
+        (req.path.starts_with("/api/") || req.path.starts_with("/scheduler/") ||
+         req.path.starts_with("/admission/")) &&
         !config_.leader()) {
       const std::string holder = config_.leaderName ? config_.leaderName() : "";
       res.set_header("Retry-After", "1");
@@ -177,8 +178,9 @@ void HttpServer::routes() {
          {"/api/v1/nodes/", "/api/v1/models/", "/api/v1/replicas/", "/api/v1/deployments/"}) {
       if (route.starts_with(prefix)) route = std::string(prefix) + ":name";
     }
-    if (!route.starts_with("/api/") && !route.starts_with("/scheduler/") && route != "/metrics" &&
-        route != "/healthz" && route != "/readyz") {
+    if (!route.starts_with("/api/") && !route.starts_with("/scheduler/") &&
+        route != k8s::kAdmissionPath && route != "/metrics" && route != "/healthz" &&
+        route != "/readyz") {
       route = "other";
     }
     plane().httpRequests.add(
@@ -357,6 +359,32 @@ void HttpServer::routes() {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     };
   };
+  // The claim webhook: the pod read and the event run outside the lock; the booking takes it,
+  // and its store write (onto the pod) runs with it released, as bind's does.
+  s.Post(std::string(k8s::kAdmissionPath), [this](const Req& req, Res& res) {
+    auto parsed = body(req, res);
+    if (!parsed) return;
+    if (config_.admission == nullptr) {
+      auto review = k8s::readAdmissionReview(*parsed);
+      if (!review) return sendError(res, review.error());
+      return sendJson(res, 200,
+                      k8s::admissionAnswer(review->uid, true, nullptr, {config_.admissionOff}));
+    }
+    auto out = config_.admission->review(*parsed, [this](const json& pod) {
+      std::unique_lock lock(mu_);
+      ControlPlane& p = plane();
+      return p.bookClaim(
+          pod,
+          [&lock](const std::function<void()>& io) {
+            lock.unlock();
+            io();
+            lock.lock();
+          },
+          /*podExists=*/true);
+    });
+    if (!out) return sendError(res, out.error());
+    sendJson(res, 200, *out);
+  });
   using Lock = std::unique_lock<std::mutex>;
   s.Post("/scheduler/filter",
          verb("filter", [this](const json& b, Lock&) { return plane().extender().filter(b); }));

@@ -12,6 +12,9 @@
 //    token): protect them with TLS and network policy.
 //  - Every handler runs under one mutex: the control plane sees one call at a time.
 //  - With a certificate and key the server speaks TLS only.
+//  - POST /admission/resourceclaims is the claim webhook, answered only by the leader (a
+//    standby answers 503 not_leader; the webhook's failurePolicy Fail makes the API server
+//    refuse the claim, which kube-controller-manager creates again).
 //
 // Threading: start() returns once the socket is bound and serving on a background thread;
 // stop() finishes in-flight requests and joins it.
@@ -27,6 +30,7 @@
 #include "api/control_plane.h"
 #include "api/log.h"
 #include "common/result.h"
+#include "k8s/claim_admission.h"
 
 namespace httplib {
 class Server;
@@ -49,6 +53,11 @@ struct ServerConfig {
   // names the holder in that answer.
   std::function<bool()> leader;
   std::function<std::string()> leaderName;
+  // The claim webhook (POST /admission/resourceclaims, k8s/claim_admission.h), borrowed; when
+  // null every review is allowed unmodified with `admissionOff` as the warning (the control
+  // plane is not in GPU mode dra, or has no Kubernetes API).
+  k8s::ClaimAdmission* admission = nullptr;
+  std::string admissionOff = "tessera serve pins no claims: it runs without GPU mode dra";
 };
 
 class HttpServer {

@@ -66,6 +66,12 @@ void PlaneFleet::forgetPod(const std::string& replicaId, const std::string& why)
   run_([&](ControlPlane& plane) { plane.forgetClaim(replicaId, why); });
 }
 
+std::vector<std::string> PlaneFleet::bookedPods() {
+  std::vector<std::string> out;
+  run_([&](ControlPlane& plane) { out = plane.bookedPods(); });
+  return out;
+}
+
 void PlaneFleet::setNodeCordoned(const std::string& node, bool cordoned) {
   run_([&](ControlPlane& plane) {
     const auto n = plane.getNode(node);

@@ -12,6 +12,7 @@
 //  - setNodeCordoned: Kubernetes cordoned, uncordoned or deleted a node Tessera knows;
 //  - bookPod / forgetPod: GPU mode dra, a replica's pod booked before it is created (its
 //    ResourceClaim pins the choice), and taken back when creating it failed;
+//  - bookedPods: every pod with a booking, for the clean-up of GPU mode dra;
 //  - kubernetesDeployments / replicasOf: the placedBy-kubernetes deployments and their
 //    bookings, for the controller's clean-up after a restart.
 // Replicas or nodes Tessera does not know are ignored: not every pod or node is Tessera's.
@@ -40,6 +41,7 @@ class PlaneFleet : public k8s::Fleet {
   std::vector<std::string> replicasOf(const std::string& deployment) override;
   Result<nlohmann::json> bookPod(const nlohmann::json& pod) override;
   void forgetPod(const std::string& replicaId, const std::string& why) override;
+  std::vector<std::string> bookedPods() override;
 
  private:
   Runner run_;
