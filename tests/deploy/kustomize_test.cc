@@ -20,6 +20,8 @@
 
 #include "config/serve_config.h"
 #include "deploy_test_support.h"
+#include "k8s/claim_admission.h"
+#include "k8s/dra_claims.h"
 
 namespace tessera::deploytest {
 namespace {
@@ -27,9 +29,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::set<std::string> kClusterScoped = {"Namespace",     "CustomResourceDefinition",
-                                              "ClusterRole",   "ClusterRoleBinding",
-                                              "PriorityClass", "DeviceClass"};
+const std::set<std::string> kClusterScoped = {"Namespace",
+                                              "CustomResourceDefinition",
+                                              "ClusterRole",
+                                              "ClusterRoleBinding",
+                                              "PriorityClass",
+                                              "DeviceClass",
+                                              "MutatingWebhookConfiguration"};
 
 std::vector<fs::path> kustomizations() {
   std::vector<fs::path> dirs = {sourceDir() / "deploy/base"};
@@ -472,6 +478,71 @@ TEST_F(KustomizeTest, DraRunsTheDriverWithItsClassRbacAndKubeletDirectories) {
   const json* cpBinding = b.find("ClusterRoleBinding", "tessera-control-plane-dra");
   ASSERT_NE(cpBinding, nullptr);
   EXPECT_EQ((*cpBinding)["subjects"][0]["name"], "tessera-control-plane");
+}
+
+TEST_F(KustomizeTest, DraPinsClaimsFromTemplatesThroughTheLeadersWebhook) {
+  const Built b = build(sourceDir() / "deploy/overlays/dra");
+  const json* config = b.find("MutatingWebhookConfiguration", "tessera-claims");
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ((*config)["apiVersion"], "admissionregistration.k8s.io/v1");
+  ASSERT_EQ((*config)["webhooks"].size(), 1u);
+  const json& hook = (*config)["webhooks"][0];
+  EXPECT_EQ(hook["admissionReviewVersions"], json::array({"v1"}));
+  // The route `tessera serve` serves, through the Service that selects the leader.
+  const json& service = hook["clientConfig"]["service"];
+  EXPECT_EQ(service["path"], std::string(k8s::kAdmissionPath));
+  const json* svc = b.find("Service", service["name"].get<std::string>());
+  ASSERT_NE(svc, nullptr) << "the webhook names Service " << service["name"];
+  EXPECT_EQ((*svc)["metadata"]["namespace"], service["namespace"]);
+  EXPECT_EQ((*svc)["spec"]["selector"]["tessera.io/role"], "leader");
+  bool port = false;
+  for (const json& p : (*svc)["spec"]["ports"]) port = port || p["port"] == service["port"];
+  EXPECT_TRUE(port) << "the Service has no port " << service["port"];
+  // Claims only, at their creation, and only those a pod's template asks of Tessera's class.
+  ASSERT_EQ(hook["rules"].size(), 1u);
+  EXPECT_EQ(hook["rules"][0]["apiGroups"], json::array({"resource.k8s.io"}));
+  EXPECT_EQ(hook["rules"][0]["resources"], json::array({"resourceclaims"}));
+  EXPECT_EQ(hook["rules"][0]["operations"], json::array({"CREATE"}));
+  std::string conditions;
+  for (const json& c : hook["matchConditions"]) conditions += c["expression"].get<std::string>();
+  EXPECT_NE(conditions.find("'" + std::string(k8s::kAnnotationPodClaimName) + "'"),
+            std::string::npos)
+      << conditions;
+  EXPECT_NE(conditions.find("'" + std::string(k8s::kDeviceClassName) + "'"), std::string::npos)
+      << conditions;
+  // Why each setting: deploy/overlays/dra/webhook.yaml and docs/dra.md.
+  EXPECT_EQ(hook["failurePolicy"], "Fail");
+  EXPECT_EQ(hook["sideEffects"], "NoneOnDryRun");
+  EXPECT_EQ(hook["reinvocationPolicy"], "IfNeeded");
+  EXPECT_GE(hook["timeoutSeconds"].get<int>(), 1);
+  EXPECT_LE(hook["timeoutSeconds"].get<int>(), 30) << "the API server's limit";
+  const json& excluded = hook["namespaceSelector"]["matchExpressions"][0];
+  EXPECT_EQ(excluded["operator"], "NotIn");
+  for (const char* ns : {"kube-system", "tessera-system"}) {
+    const json& values = excluded["values"];
+    EXPECT_NE(std::find(values.begin(), values.end(), ns), values.end()) << ns;
+  }
+  // The CA: cert-manager's Certificate for tessera-tls (production) by its name, or the script.
+  const std::string inject = (*config)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"];
+  const Built production = build(sourceDir() / "deploy/overlays/production");
+  const json* cert = production.find("Certificate", inject.substr(inject.find('/') + 1));
+  ASSERT_NE(cert, nullptr) << inject << " is not a Certificate of the production overlay";
+  EXPECT_EQ((*cert)["metadata"]["namespace"], inject.substr(0, inject.find('/')));
+  EXPECT_EQ((*cert)["spec"]["secretName"], "tessera-tls");
+  const json& names = (*cert)["spec"]["dnsNames"];
+  const std::string host =
+      service["name"].get<std::string>() + "." + service["namespace"].get<std::string>() + ".svc";
+  EXPECT_NE(std::find(names.begin(), names.end(), host), names.end()) << host;
+  const std::string script = readText(sourceDir() / "deploy/overlays/dra/inject-ca.sh");
+  EXPECT_NE(script.find("mutatingwebhookconfiguration tessera-claims"), std::string::npos);
+  EXPECT_NE(script.find("secret tessera-tls"), std::string::npos);
+  // The controller watches the claims the webhook pinned.
+  const json* cpRole = b.find("ClusterRole", "tessera-control-plane-dra");
+  ASSERT_NE(cpRole, nullptr);
+  const json& verbs = (*cpRole)["rules"][0]["verbs"];
+  for (const char* verb : {"get", "list", "watch", "create", "delete"}) {
+    EXPECT_NE(std::find(verbs.begin(), verbs.end(), verb), verbs.end()) << verb;
+  }
 }
 
 TEST_F(KustomizeTest, ABrokenKustomizationFails) {
