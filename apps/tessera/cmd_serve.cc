@@ -590,11 +590,16 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     serverConfig.leaderName = [e = elector.get()] { return e->observedHolder(); };
   }
   // The claim webhook pins claims from templates the way the controller pins its replicas'
-  // (GPU mode dra; it reads the claim's pod and posts events through the Kubernetes API).
+  // (GPU mode dra; it reads the claim's pod and posts events through the Kubernetes API). The
+  // controller frees those bookings when the claims go: without it the webhook books nothing.
   std::unique_ptr<k8s::ClaimAdmission> admission;
-  if (*kube && o.gpuMode == "dra") {
+  if (*kube && o.gpuMode == "dra" && o.controller) {
     admission = std::make_unique<k8s::ClaimAdmission>(**kube);
     serverConfig.admission = admission.get();
+  } else if (*kube && o.gpuMode == "dra") {
+    serverConfig.admissionOff =
+        "tessera serve runs without its controller (--controller=false), which frees the "
+        "bookings of pinned claims: it pins no claims";
   } else {
     serverConfig.admissionOff =
         *kube ? "tessera serve runs GPU mode " + o.gpuMode +

@@ -12,9 +12,12 @@
 
 #include "api/control_plane.h"
 #include "api/http_server.h"
+#include "api/kube_fleet.h"
 #include "common/clock.h"
+#include "common/testing/eventually.h"
 #include "dra/testing/first_fit_allocator.h"
 #include "k8s/claim_admission.h"
+#include "k8s/controller.h"
 #include "k8s/dra_claims.h"
 #include "k8s/testing/fake_apiserver.h"
 #include "model/gpu_catalog.h"
@@ -370,6 +373,46 @@ TEST_F(ClaimWebhookTest, AStandbyAnswers503AndAPlaneWithoutDraPinsNothing) {
   EXPECT_FALSE(response.contains("patch"));
   EXPECT_EQ(response["warnings"], json::array({"tessera serve runs GPU mode device-plugin"}));
   EXPECT_TRUE(plane_->listReplicas()["replicas"].empty());
+}
+
+// The booking lives as long as the claim: the controller (GPU mode dra) frees it when the
+// stored claim is deleted (kube-controller-manager deletes it with its pod), and finds the
+// booking of a pod deleted before its claim was ever stored at its next resync.
+TEST_F(ClaimWebhookTest, TheBookingGoesWithTheClaimOrThePod) {
+  PlaneFleet fleet(
+      [this](const std::function<void(ControlPlane&)>& fn) { server_->withPlane(fn); });
+  k8s::ControllerOptions o;
+  o.gpuMode = k8s::GpuMode::kDra;
+  o.resyncMs = 100;
+  o.backoffInitialMs = 10;
+  k8s::Controller controller(*kube_, fleet, o);
+  auto booked = [&](const std::string& id) {
+    bool out = false;
+    server_->withPlane([&](ControlPlane& p) { out = p.getReplica(id).has_value(); });
+    return out;
+  };
+
+  const json pod = makePod("web-0", "A100-80GB");
+  const json claim =
+      claimFor(pod, {{"deviceClassName", "gpu.tessera.io"},
+                     {"capacity", {{"requests", {{"memory", "20Gi"}, {"compute", "250"}}}}}});
+  const json pinned = applied(claim, admit(claim, "uid-10"));
+  auto stored = api_.create("resourceclaims", pinned);  // as the API server stores it
+  ASSERT_TRUE(stored) << stored.error().message;
+  // Another pod, booked, deleted before its claim was stored (a later admission step refused).
+  const json gone = makePod("web-1", "A100-80GB");
+  (void)admit(claimFor(gone, {{"deviceClassName", "gpu.tessera.io"}}), "uid-11");
+  ASSERT_TRUE(booked("ml/web-0") && booked("ml/web-1"));
+  ASSERT_TRUE(api_.remove("pods", "ml", "web-1"));
+
+  controller.start();
+  ASSERT_TRUE(eventually([&] { return !booked("ml/web-1"); })) << "the resync frees it";
+  EXPECT_EQ(controller.stats().bookingsCollected, 1);
+  EXPECT_TRUE(booked("ml/web-0")) << "its claim is still there";
+  ASSERT_TRUE(api_.remove("resourceclaims", "ml", (*stored)["metadata"]["name"]));
+  ASSERT_TRUE(eventually([&] { return !booked("ml/web-0"); }));
+  EXPECT_EQ(controller.stats().pinnedClaimsGone, 1);
+  controller.stop();
 }
 
 }  // namespace
