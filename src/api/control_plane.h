@@ -185,6 +185,11 @@ class ControlPlane {
   HistogramFamily extenderLatency{"tessera_extender_request_duration_seconds",
                                   "Time to answer a kube-scheduler extender call, by verb.",
                                   latencyBuckets()};
+  CounterFamily claimAdmissions{
+      "tessera_claim_admissions_total",
+      "Claim webhook reviews answered, by outcome: pinned, not_pinned (allowed as they were, "
+      "with a warning), refused (made again by kube-controller-manager), passed (not "
+      "Tessera's)."};
 
  private:
   ControlPlane(const model::GpuCatalog& catalog, const Clock& clock, ControlPlaneConfig config,

@@ -194,6 +194,7 @@ std::string ControlPlane::metricsText() const {
   decisionLatency_.write(w);
   httpRequests.write(w);
   extenderLatency.write(w);
+  claimAdmissions.write(w);
   return w.text();
 }
 

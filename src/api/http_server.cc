@@ -364,11 +364,22 @@ void HttpServer::routes() {
   s.Post(std::string(k8s::kAdmissionPath), [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
+    auto answer = [&](const json& review) {
+      const json& r = review["response"];
+      const char* outcome = r.contains("patch")          ? "pinned"
+                            : !r.value("allowed", false) ? "refused"
+                            : r.contains("warnings")     ? "not_pinned"
+                                                         : "passed";
+      {
+        std::lock_guard lock(mu_);
+        plane().claimAdmissions.add({{"outcome", outcome}});
+      }
+      sendJson(res, 200, review);
+    };
     if (config_.admission == nullptr) {
       auto review = k8s::readAdmissionReview(*parsed);
       if (!review) return sendError(res, review.error());
-      return sendJson(res, 200,
-                      k8s::admissionAnswer(review->uid, true, nullptr, {config_.admissionOff}));
+      return answer(k8s::admissionAnswer(review->uid, true, nullptr, {config_.admissionOff}));
     }
     auto out = config_.admission->review(*parsed, [this](const json& pod) {
       std::unique_lock lock(mu_);
@@ -383,7 +394,7 @@ void HttpServer::routes() {
           /*podExists=*/true);
     });
     if (!out) return sendError(res, out.error());
-    sendJson(res, 200, *out);
+    answer(*out);
   });
   using Lock = std::unique_lock<std::mutex>;
   s.Post("/scheduler/filter",

@@ -13,6 +13,18 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kMaxClaimGpus = 16;  // a ModelDeployment's gpusPerReplica bound
+// The API server may cut a warning longer than this; the event carries the whole reason up to
+// the second bound (the engine's summary of a large cluster can be long).
+constexpr std::size_t kWarningBytes = 256;
+constexpr std::size_t kEventMessageBytes = 1024;
+
+// `text` cut to at most `maxBytes`, at a UTF-8 character boundary, marked with "...".
+std::string shortened(const std::string& text, std::size_t maxBytes) {
+  if (text.size() <= maxBytes) return text;
+  std::size_t cut = maxBytes - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut) + "...";
+}
 
 std::string reviewText(const json& object, const char* key) {
   const auto v = object.find(key);
@@ -365,8 +377,8 @@ Result<json> ClaimAdmission::review(const json& body, const Book& book) {
     ++notPinned_;
     const std::string message = "Tessera did not pin claim " + ns + "/" + claimName + " of pod " +
                                 podName + ": " + why + "; kube-scheduler allocates it by first fit";
-    event(ns, podName, podUid, message);
-    return allow({message});
+    event(ns, podName, podUid, shortened(message, kEventMessageBytes));
+    return allow({shortened(message, kWarningBytes)});
   };
   auto ask = readClaimAsk(claim);
   if (!ask) return notPinned(ask.error().message);

@@ -25,8 +25,9 @@
 //    claim tessera.io/pinned=admission and annotates it with the node and the replica (the
 //    pod, "<namespace>/<name>", the booking's id);
 //  - the engine cannot place the pod, or the claim or pod asks in a way Tessera cannot pin:
-//    allowed unmodified, with a warning and a Warning event TesseraClaimNotPinned on the pod
-//    carrying the reason; kube-scheduler then allocates the claim by its first fit;
+//    allowed unmodified, with a warning (at most 256 bytes, what the API server passes on
+//    whole) and a Warning event TesseraClaimNotPinned on the pod carrying the reason (at most
+//    1024 bytes); kube-scheduler then allocates the claim by its first fit;
 //  - the pod cannot be read, or the booking could not be stored: allowed false with the
 //    reason; the API server refuses the claim and kube-controller-manager creates it again
 //    with backoff;

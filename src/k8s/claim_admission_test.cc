@@ -373,6 +373,22 @@ TEST_F(ClaimAdmissionTest, ARefusalIsAllowedUnpinnedWithTheReasonOnThePod) {
             std::string::npos);
 }
 
+TEST_F(ClaimAdmissionTest, ALongReasonIsShortenedForTheWarningAndTheEvent) {
+  const json pod = makePod();
+  const std::string reason = "pod ml/web-0 fits nowhere: " + std::string(3000, 'x');
+  auto out = run(review(claimOf(pod)),
+                 [&](const json&) -> Result<json> { return fail(Error::exhausted(reason)); });
+  ASSERT_TRUE(out);
+  const std::string warning = (*out)["response"]["warnings"][0];
+  EXPECT_EQ(warning.size(), 256u);
+  EXPECT_TRUE(warning.ends_with("xx..."));
+  const auto e = events();
+  ASSERT_EQ(e.size(), 1u);
+  const std::string message = e[0]["message"];
+  EXPECT_EQ(message.size(), 1024u);
+  EXPECT_TRUE(message.starts_with(warning.substr(0, 253))) << message;
+}
+
 TEST_F(ClaimAdmissionTest, AFailedBookingWriteRefusesTheClaimSoItIsMadeAgain) {
   const json pod = makePod();
   auto out = run(review(claimOf(pod)), [](const json&) -> Result<json> {
