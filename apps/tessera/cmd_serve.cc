@@ -617,6 +617,13 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
                 : std::string("no Kubernetes API: the extender's bind books but binds nothing "
                               "(leave bindVerb out of the scheduler configuration)"))
       << std::endl;
+  if (o.gpuMode == "dra") {
+    out << "tessera serve: "
+        << (admission ? "claim webhook at " + std::string(k8s::kAdmissionPath) +
+                            " (pins claims made from templates of gpu.tessera.io)"
+                      : serverConfig.admissionOff)
+        << std::endl;
+  }
   // The ModelDeployment controller acts on the plane under the server's lock.
   std::unique_ptr<api::PlaneFleet> fleet;
   std::unique_ptr<k8s::Controller> controller;
