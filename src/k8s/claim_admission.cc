@@ -373,6 +373,11 @@ Result<json> ClaimAdmission::review(const json& body, const Book& book) {
       !annotations.contains(std::string(kAnnotationPodClaimName))) {
     return allow();  // not made from a pod's template (the controller's claims are pinned)
   }
+  // Already pinned (a reinvocation, or a client that sent our own answer back): the pin stands.
+  const json& labels = reviewMember(reviewMember(claim, "metadata"), "labels");
+  if (labels.is_object() && labels.value(std::string(kLabelPinned), "") == kPinnedByAdmission) {
+    return allow();
+  }
   auto notPinned = [&](const std::string& why) {
     ++notPinned_;
     const std::string message = "Tessera did not pin claim " + ns + "/" + claimName + " of pod " +

@@ -32,7 +32,8 @@
 //    reason; the API server refuses the claim and kube-controller-manager creates it again
 //    with backoff;
 //  - a dry run books nothing: allowed unmodified with a warning.
-// A second review of the same pod answers the booking it already has (the same patch).
+// A second review of the same pod answers the booking it already has (the same patch); a
+// claim that already carries the pin (label tessera.io/pinned=admission) is allowed as it is.
 //
 // Errors (the review itself is malformed): Error::invalid naming the field, which the HTTP
 // layer answers with 400.

@@ -333,6 +333,14 @@ TEST_F(ClaimAdmissionTest, WhatItDoesNotPinIsAllowedAsItIs) {
   ASSERT_TRUE(out);
   EXPECT_FALSE((*out)["response"].contains("patch"));
   EXPECT_EQ((*out)["response"]["warnings"].size(), 1u);
+  // A claim that already carries the pin (reinvoked): the pin stands, nothing is booked again.
+  const json pinned =
+      claimOf(pod).patch(pinPatch(claimOf(pod), *readClaimAsk(claimOf(pod)).value(), choice()));
+  out = run(review(pinned), book);
+  ASSERT_TRUE(out);
+  EXPECT_EQ((*out)["response"]["allowed"], true);
+  EXPECT_FALSE((*out)["response"].contains("patch"));
+  EXPECT_FALSE((*out)["response"].contains("warnings"));
   // The claim of a pod that is gone, or of an older pod of the same name.
   json stale = claimOf(pod);
   stale["metadata"]["ownerReferences"][0]["uid"] = "another-uid";

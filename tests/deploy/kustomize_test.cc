@@ -513,7 +513,7 @@ TEST_F(KustomizeTest, DraPinsClaimsFromTemplatesThroughTheLeadersWebhook) {
   // Why each setting: deploy/overlays/dra/webhook.yaml and docs/dra.md.
   EXPECT_EQ(hook["failurePolicy"], "Fail");
   EXPECT_EQ(hook["sideEffects"], "NoneOnDryRun");
-  EXPECT_EQ(hook["reinvocationPolicy"], "IfNeeded");
+  EXPECT_EQ(hook["reinvocationPolicy"], "Never");
   EXPECT_GE(hook["timeoutSeconds"].get<int>(), 1);
   EXPECT_LE(hook["timeoutSeconds"].get<int>(), 30) << "the API server's limit";
   const json& excluded = hook["namespaceSelector"]["matchExpressions"][0];
