@@ -48,11 +48,28 @@ json withoutTesseraResources(json pod) {
   return pod;
 }
 
+// The pod a claim the webhook pinned holds a booking for: its replica annotation, when that
+// names the pod that controls the claim (the owner kube-controller-manager set). A claim that
+// names another pod, whoever wrote it, is not followed, so it can neither free nor keep that
+// pod's booking.
+std::string pinnedReplicaOf(const json& claim) {
+  const std::string replica = annotationOf(claim, "tessera.io/replica");
+  const std::string ns = metadataText(claim, "namespace");
+  const json meta = claim.value("metadata", json::object());
+  for (const json& o : meta.value("ownerReferences", json::array())) {
+    if (o.is_object() && o.value("kind", "") == "Pod" && o.value("controller", false) &&
+        replica == ns + "/" + o.value("name", "")) {
+      return replica;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void Controller::onPinnedClaim(Informer::Change change, const json& claim) {
   if (change != Informer::Change::kDeleted) return;
-  const std::string replica = annotationOf(claim, "tessera.io/replica");
+  const std::string replica = pinnedReplicaOf(claim);
   if (replica.empty()) return;
   {
     std::lock_guard lock(mu_);
@@ -64,7 +81,7 @@ void Controller::onPinnedClaim(Informer::Change change, const json& claim) {
 bool Controller::pinnedClaimOf(const std::string& replicaId) const {
   if (!pinnedClaims_) return false;
   for (const json& claim : pinnedClaims_->list()) {
-    if (annotationOf(claim, "tessera.io/replica") == replicaId) return true;
+    if (pinnedReplicaOf(claim) == replicaId) return true;
   }
   return false;
 }
@@ -72,7 +89,7 @@ bool Controller::pinnedClaimOf(const std::string& replicaId) const {
 void Controller::collectPodBookings() {
   std::set<std::string> pinned;
   for (const json& claim : pinnedClaims_->list()) {
-    pinned.insert(annotationOf(claim, "tessera.io/replica"));
+    pinned.insert(pinnedReplicaOf(claim));
   }
   for (const std::string& id : fleet_.bookedPods()) {
     if (pinned.contains(id) || pods_->get(id)) continue;

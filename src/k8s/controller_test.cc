@@ -530,10 +530,18 @@ TEST_F(ControllerTest, BookingsFollowTheClaimsTheWebhookPinned) {
   o.backoffMaxMs = 100;
   o.gpuMode = GpuMode::kDra;
   controller = std::make_unique<Controller>(*client, fleet, o);
-  auto claim = [](const std::string& name, const std::string& replica, bool pinned = true) {
+  // As kube-controller-manager makes it (owned by its pod) and the webhook pins it.
+  auto claim = [](const std::string& name, const std::string& replica, bool pinned = true,
+                  const std::string& owner = "") {
     json c = {
         {"metadata",
-         {{"name", name}, {"namespace", "ml"}, {"annotations", {{"tessera.io/replica", replica}}}}},
+         {{"name", name},
+          {"namespace", "ml"},
+          {"annotations", {{"tessera.io/replica", replica}}},
+          {"ownerReferences", json::array({{{"apiVersion", "v1"},
+                                            {"kind", "Pod"},
+                                            {"name", owner.empty() ? replica.substr(3) : owner},
+                                            {"controller", true}}})}}},
         {"spec", json::object()}};
     if (pinned) c["metadata"]["labels"] = {{"tessera.io/pinned", "admission"}};
     return c;
@@ -542,6 +550,8 @@ TEST_F(ControllerTest, BookingsFollowTheClaimsTheWebhookPinned) {
   ASSERT_TRUE(server.create("resourceclaims", claim("web-1-gpu-a", "ml/web-1")));
   ASSERT_TRUE(server.create("resourceclaims", claim("web-1-gpu-b", "ml/web-1")));
   ASSERT_TRUE(server.create("resourceclaims", claim("mine", "ml/mine", false)));
+  // Pinned, but naming a pod that does not own it: not followed.
+  ASSERT_TRUE(server.create("resourceclaims", claim("forged", "ml/victim", true, "attacker")));
   controller->start();
   ASSERT_TRUE(eventually([&] { return controller->synced(); }));
 
@@ -550,13 +560,15 @@ TEST_F(ControllerTest, BookingsFollowTheClaimsTheWebhookPinned) {
   EXPECT_TRUE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/web-0"); }));
   // The pod made again under its name has the second claim: the first going frees nothing.
   ASSERT_TRUE(server.remove("resourceclaims", "ml", "web-1-gpu-a"));
-  ASSERT_TRUE(server.remove("resourceclaims", "ml", "mine"));   // not pinned: not followed
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker has seen both
+  ASSERT_TRUE(server.remove("resourceclaims", "ml", "mine"));  // not pinned: not followed
+  ASSERT_TRUE(server.remove("resourceclaims", "ml", "forged"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker has seen them
   EXPECT_FALSE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/web-1"); }));
   ASSERT_TRUE(server.remove("resourceclaims", "ml", "web-1-gpu-b"));
   ASSERT_TRUE(eventually([&] { return controller->stats().pinnedClaimsGone == 2; }));
   EXPECT_TRUE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/web-1"); }));
   EXPECT_FALSE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/mine"); }));
+  EXPECT_FALSE(fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/victim"); }));
 
   // Bookings no watch shows: a running pod keeps its, a finished or missing one is freed.
   for (const char* name : {"alive", "done"}) {
