@@ -639,6 +639,15 @@ TEST_F(CliTest, SimulateServingMatrixWithoutTracesExitsTwo) {
   const Outcome value = tessera("simulate serving-matrix --policy-arg tessera.targetUtilization");
   EXPECT_TRUE(exitedWith(value, 2));
   EXPECT_NE(value.err.find("POLICY.KEY=NUMBER"), std::string::npos) << value.err;
+  // A rate so low that a trace would span years is refused before any cell runs.
+  const std::filesystem::path data = dir_ / "data";
+  std::filesystem::create_directories(data / "azure-llm-inference-2023");
+  std::ofstream(data / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv")
+      << azureTrace(10);
+  const Outcome slow =
+      tessera("simulate serving-matrix --rates 1e-9 --data " + quoted(data.string()));
+  EXPECT_TRUE(exitedWith(slow, 2)) << slow.err;
+  EXPECT_NE(slow.err.find("azure-conv at rate 1e-09 spans"), std::string::npos) << slow.err;
 }
 
 TEST_F(CliTest, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
@@ -683,6 +692,40 @@ TEST_F(CliTest, SimulateServingBadFlagsExitTwo) {
       tessera("simulate serving --model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) +
               " --trace " + trace);
   EXPECT_NE(model.err.find("m.yaml:2"), std::string::npos) << model.err;
+}
+
+// Figures so large that the replay would overflow its clock or exhaust memory are refused up
+// front, naming what is out of range (they once crashed or died of bad_alloc).
+TEST_F(CliTest, SimulateServingRefusesSpansAndTargetsBeyondItsRange) {
+  const std::string trace = quoted(write("azure.csv", azureTrace(10)));
+  const std::string series = quoted(write("q.csv", "timestamp,value\n0,1\n10,1\n"));
+  const struct {
+    std::string args, says;
+  } cases[] = {
+      {"--time-scale 1e308 --trace " + trace, "azure.csv at time scale 1e+308 spans endless days"},
+      {"--time-scale 1e20 --trace " + trace, "at most 31 days"},
+      {"--time-scale 1e308", "--time-scale: the built-in trace spans endless days"},
+      {"--time-scale 1e4", "--time-scale: the built-in trace spans 417 days"},
+      {"--time-scale inf --trace " + trace, "--time-scale must be a number > 0"},
+      {"--slo-ttft-ms 1e20 --trace " + trace, "--slo-ttft-ms must be in (0, 3600000]"},
+      {"--slo-prefill-factor 1e300 --trace " + trace, "--slo-prefill-factor must be in [0, 1000]"},
+      {"--format qps --trace " + series + " --tokens-from " + trace + " --qps-mean 1e12",
+       "would hold about 3.6e+15 requests"},
+      {"--format qps --trace " + series + " --tokens-from " + trace + " --qps-span 1e15",
+       "the shaped QPS series spans 1.16e+10 days"},
+      {"--format qps --trace " + series + " --tokens-from " + trace + " --time-scale 1e9",
+       "--time-scale: the shaped QPS series spans"},
+  };
+  for (const auto& c : cases) {
+    const Outcome run = tessera("simulate serving --policy hpa " + c.args);
+    EXPECT_TRUE(exitedWith(run, 2)) << c.args << "\n" << run.err;
+    EXPECT_NE(run.err.find(c.says), std::string::npos) << c.args << "\n" << run.err;
+    EXPECT_TRUE(run.out.empty()) << c.args;
+  }
+  // A long stretch inside the range still runs: the 70-s trace over most of a day.
+  const Outcome stretched = tessera("simulate serving --policy hpa --time-scale 1000 --trace " +
+                                    trace + " -o json");
+  EXPECT_TRUE(exitedWith(stretched, 0)) << stretched.err;
 }
 
 TEST_F(CliTest, SimulateServingHelp) {

@@ -61,9 +61,17 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
     if (!model) return fail(model.error());
     so.model = std::move(*model);
   }
-  if (!(o.sloTtftMs > 0)) return fail(Error::invalid("--slo-ttft-ms must be > 0"));
-  if (!(o.sloPrefillFactor >= 0)) return fail(Error::invalid("--slo-prefill-factor must be >= 0"));
-  if (!(o.timeScale > 0)) return fail(Error::invalid("--time-scale must be > 0"));
+  // The bounds a fleet file's sloTtftMs has (an hour); a prefill factor beyond 1000 would make
+  // a long prompt's target longer than any trace.
+  if (!(o.sloTtftMs > 0 && o.sloTtftMs <= 3.6e6)) {
+    return fail(Error::invalid("--slo-ttft-ms must be in (0, 3600000] (an hour)"));
+  }
+  if (!(o.sloPrefillFactor >= 0 && o.sloPrefillFactor <= 1000)) {
+    return fail(Error::invalid("--slo-prefill-factor must be in [0, 1000]"));
+  }
+  if (!(o.timeScale > 0) || !std::isfinite(o.timeScale)) {
+    return fail(Error::invalid("--time-scale must be a number > 0"));
+  }
   if (o.nodes < 1 || o.gpusPerNode < 1) {
     return fail(Error::invalid("--nodes and --gpus-per-node must be >= 1"));
   }
@@ -189,6 +197,8 @@ Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
     if (o.traceFormat || o.tokensFrom || o.qpsMean) {
       return fail(Error::invalid("--format, --tokens-from and --qps-mean need --trace FILE"));
     }
+    TESSERA_RETURN_IF_ERROR(sim::checkServingSpan(sim::kBuiltinChatSpanSeconds * o.timeScale,
+                                                  "--time-scale: the built-in trace"));
     return sim::builtinChatTrace(o.seed, o.timeScale);
   }
   if (o.traceFormat != "qps") {
@@ -210,6 +220,9 @@ Result<sim::ServingTrace> loadTrace(const SimulateServingOptions& o) {
       qpsTrace(o.tracePath, *tokens, o.qpsMean.value_or(meanRate(*tokens)), o.qpsSpanSeconds,
                o.seed, std::filesystem::path(o.tracePath).stem().stem().string());
   if (!shaped) return fail(shaped.error());
+  TESSERA_RETURN_IF_ERROR(
+      sim::checkServingSpan(static_cast<double>(shaped->spanUs()) / 1e6 * o.timeScale,
+                            "--time-scale: the shaped QPS series"));
   if (o.timeScale != 1) {
     for (auto& r : shaped->requests) {
       r.arrivalUs = std::llround(static_cast<double>(r.arrivalUs) * o.timeScale);

@@ -95,6 +95,10 @@ Result<std::vector<MatrixCell>> runServingMatrix(const std::vector<MatrixTrace>&
   if (traces.empty()) return fail(Error::invalid("the matrix has no trace"));
   for (double r : o.rates) {
     if (!(r > 0) || !std::isfinite(r)) return fail(Error::invalid("rates must be numbers > 0"));
+    for (const MatrixTrace& t : traces) {
+      TESSERA_RETURN_IF_ERROR(checkServingSpan(static_cast<double>(t.trace.spanUs()) / 1e6 / r,
+                                               t.name + " at rate " + matrixNum(r, "%g")));
+    }
   }
   // The scaled traces, shared read-only by the cells.
   std::map<std::pair<std::size_t, double>, ServingTrace> scaled;

@@ -11,10 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scale/number_text.h"
 #include "sim/csv.h"
 
 namespace tessera::sim {
 namespace {
+
+using scale::shortNumber;
 
 constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();
 
@@ -46,7 +49,13 @@ Result<ServingTrace> finish(ServingTrace trace, std::vector<Micros> raw, double 
     return fail(Error::invalid("time scale must be a number > 0"));
   }
   if (trace.requests.empty()) return fail(Error::invalid(label + ": no requests"));
-  const Micros first = *std::min_element(raw.begin(), raw.end());
+  const auto [lo, hi] = std::minmax_element(raw.begin(), raw.end());
+  const Micros first = *lo;
+  if (auto ok = checkServingSpan(static_cast<double>(*hi - first) / 1e6 * timeScale,
+                                 label + " at time scale " + shortNumber(timeScale));
+      !ok) {
+    return fail(ok.error());
+  }
   for (std::size_t i = 0; i < raw.size(); ++i) {
     trace.requests[i].arrivalUs = std::llround(static_cast<double>(raw[i] - first) * timeScale);
   }
@@ -275,6 +284,14 @@ Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const Servi
   }
   if (!(area > 0)) return fail(Error::invalid("the QPS series is zero throughout"));
   const double scale = o.meanRatePerSec * recorded * stretch / area;
+  TESSERA_RETURN_IF_ERROR(checkServingSpan(recorded * stretch, "the shaped QPS series"));
+  if (o.meanRatePerSec * recorded * stretch > kMaxServingRequests) {
+    return fail(Error::invalid("the shaped QPS series would hold about " +
+                               shortNumber(o.meanRatePerSec * recorded * stretch) +
+                               " requests (mean rate " + shortNumber(o.meanRatePerSec) + "/s over " +
+                               shortNumber(recorded * stretch) + " s); at most " +
+                               shortNumber(kMaxServingRequests)));
+  }
   std::mt19937_64 rng(o.seed);
   std::exponential_distribution<double> unit(1.0);
   std::uniform_int_distribution<std::size_t> pick(0, tokens.requests.size() - 1);
@@ -296,6 +313,17 @@ Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const Servi
   const Micros first = t.requests.front().arrivalUs;
   for (ServingRequest& r : t.requests) r.arrivalUs -= first;
   return t;
+}
+
+Result<void> checkServingSpan(double spanSeconds, std::string_view what) {
+  if (!std::isfinite(spanSeconds) || spanSeconds > kMaxServingSpanSeconds) {
+    const std::string days =
+        std::isfinite(spanSeconds) ? shortNumber(spanSeconds / 86'400) : std::string("endless");
+    return fail(Error::invalid(std::string(what) + " spans " + days +
+                               " days; the serving simulation replays at most " +
+                               shortNumber(kMaxServingSpanSeconds / 86'400) + " days"));
+  }
+  return {};
 }
 
 Result<ServingTraceFormat> servingTraceFormatOf(std::string_view path) {

@@ -23,6 +23,15 @@ namespace tessera::sim {
 
 using Micros = std::int64_t;  // the serving simulation's time line, microseconds
 
+// The most a serving simulation replays, after any time scale, and the most requests a shaped
+// trace may hold. Public traces span hours to days; the simulation keeps a replica count per
+// sync slot (15 s), so a span of years (a time scale of 1e6, say) would exhaust memory long
+// before it ran. A month, and the fleet's request limit.
+inline constexpr double kMaxServingSpanSeconds = 31.0 * 86'400;
+inline constexpr double kMaxServingRequests = 2e7;
+// Whether `spanSeconds` (what `what` spans) is one the simulation takes; the error names it.
+Result<void> checkServingSpan(double spanSeconds, std::string_view what);
+
 struct ServingRequest {
   Micros arrivalUs = 0;
   std::int32_t inputTokens = 0;   // prompt tokens
@@ -83,6 +92,7 @@ Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const Servi
 // Poisson process whose rate follows a slow swell (3 to 7 requests/s over the hour) with a
 // four-minute burst at twice the rate 40 minutes in; prompt and output lengths are log-normal
 // (medians 700 and 180 tokens, capped at 16,000 and 2,000), shaped like the public chat traces.
+inline constexpr double kBuiltinChatSpanSeconds = 3600;
 ServingTrace builtinChatTrace(std::uint64_t seed = 1, double timeScale = 1.0);
 
 // Reads a file; the format is given or, when empty, taken from the extension (.csv: Azure,

@@ -11,7 +11,7 @@ ServingTrace builtinChatTrace(std::uint64_t seed, double timeScale) {
   ServingTrace trace;
   trace.name = "builtin-chat";
   std::mt19937_64 rng(seed);
-  constexpr double kSpanS = 3600;
+  constexpr double kSpanS = kBuiltinChatSpanSeconds;
   // Rate over the hour: a swell from 3 to 7 requests/s and back, and a burst at twice the
   // rate from minute 40 to 44.
   auto rate = [](double t) {
