@@ -143,7 +143,7 @@ ProfileCommand::ProfileCommand(CLI::App& app) {
       ->capture_default_str();
   command_
       ->add_option("--kv-dtype", o.estimate.kvDtype,
-                   "KV-cache type: auto, fp16, bf16, fp32, fp8, fp8_e5m2, int8, q8_0, q4_0")
+                   "KV-cache type: auto, fp16, bf16, fp32, fp8, fp8_e4m3, fp8_e5m2, int8, q8_0, q4_0")
       ->capture_default_str();
   command_
       ->add_option("--tp", o.estimate.tensorParallel, "Tensor-parallel degree (GPUs per replica)")
