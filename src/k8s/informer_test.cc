@@ -142,7 +142,8 @@ TEST_F(InformerTest, RelistsWhenTheResourceVersionIsGone) {
   EXPECT_TRUE(informer.get("ml/p3"));
   EXPECT_FALSE(informer.get("ml/p1"));
   EXPECT_EQ(server.lists("pods"), 2);
-  // The relist reported the difference.
+  // The relist reported the difference (the handler hears of it after the copy is replaced).
+  ASSERT_TRUE(eventually([&] { return rec.snapshot().size() >= 4; }));
   const auto events = rec.snapshot();
   ASSERT_EQ(events.size(), 4u);
   EXPECT_EQ(events[2], "DELETED ml/p1 old");
