@@ -15,6 +15,7 @@
 #include "api/kube_fleet.h"
 #include "common/clock.h"
 #include "common/testing/eventually.h"
+#include "common/text.h"
 #include "dra/testing/first_fit_allocator.h"
 #include "k8s/claim_admission.h"
 #include "k8s/controller.h"
@@ -26,24 +27,6 @@ namespace tessera::api {
 namespace {
 
 using nlohmann::json;
-
-std::string fromBase64(const std::string& in) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::uint32_t bits = 0;
-  int count = 0;
-  for (const char c : in) {
-    if (c == '=') break;
-    bits = bits << 6 | static_cast<std::uint32_t>(kAlphabet.find(c));
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out += static_cast<char>((bits >> count) & 0xff);
-    }
-  }
-  return out;
-}
 
 // The nodes' GPUs: node-a has two A100-80GB, node-b one H100-80GB (in that listing order).
 const std::map<std::string, std::pair<std::string, int>> kNodes = {{"node-a", {"A100-80GB", 2}},
@@ -190,7 +173,7 @@ class ClaimWebhookTest : public ::testing::Test {
   // The claim as the API server stores it: the answer's JSONPatch applied.
   static json applied(const json& claim, const json& response) {
     EXPECT_EQ(response["patchType"], "JSONPatch");
-    return claim.patch(json::parse(fromBase64(response["patch"].get<std::string>())));
+    return claim.patch(json::parse(base64Decode(response["patch"].get<std::string>()).value()));
   }
   dra::testing::FirstFitAllocator allocator() const {
     dra::testing::FirstFitAllocator a;

@@ -1,5 +1,5 @@
 #pragma once
-// Small text helpers: case folding, "did you mean" suggestions, percent-encoding.
+// Small text helpers: case folding, "did you mean" suggestions, percent-encoding, base64.
 
 #include <optional>
 #include <string>
@@ -23,5 +23,11 @@ std::optional<std::string_view> closestName(std::string_view word,
 // Percent-encodes every byte but RFC 3986's unreserved characters (ASCII letters, digits,
 // '-', '.', '_', '~'), as %XX in upper-case hex: safe as one URL path segment or query value.
 std::string percentEncode(std::string_view text);
+
+// RFC 4648 base64 with '=' padding (Triton's file parameters, admission webhooks' patches).
+std::string base64Encode(std::string_view bytes);
+// The bytes of padded base64 text; nullopt when it is not (a length that is not a multiple of
+// four, a character outside the alphabet, padding anywhere but the last two places).
+std::optional<std::string> base64Decode(std::string_view text);
 
 }  // namespace tessera

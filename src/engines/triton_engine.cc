@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "common/text.h"
+
 namespace tessera::engines {
 namespace {
 
@@ -161,7 +163,7 @@ Result<void> TritonEngine::load(const LoadRequest& request) {
   json parameters = json::object();
   if (!config.is_null()) parameters["config"] = config.dump();
   for (const auto& [file, bytes] : request.files) {
-    parameters["file:" + file] = internal::base64Encode(bytes);
+    parameters["file:" + file] = base64Encode(bytes);
   }
   const std::string body = parameters.empty() ? "" : json{{"parameters", parameters}}.dump();
   const std::string path = modelPath(request.model) + "/load";

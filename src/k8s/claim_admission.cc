@@ -3,7 +3,9 @@
 #include <chrono>
 #include <ctime>
 
+#include "common/text.h"
 #include "k8s/dra_claims.h"
+#include "k8s/internal/controller_objects.h"
 #include "k8s/pod.h"
 #include "k8s/quantity.h"
 
@@ -71,15 +73,6 @@ void setMetadataMap(json& ops, const json& claim, const char* map, const json& e
   }
 }
 
-std::string admissionTime() {
-  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // Whether a container of the pod asks for GPUs through extended resources as well.
 std::string extendedGpuAsk(const json& pod) {
   const json& containers = reviewMember(reviewMember(pod, "spec"), "containers");
@@ -97,29 +90,6 @@ std::string extendedGpuAsk(const json& pod) {
 }
 
 }  // namespace
-
-std::string base64Encode(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const auto n = static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16 |
-                   static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8 |
-                   static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 2]));
-    for (int shift = 18; shift >= 0; shift -= 6) out += kAlphabet[(n >> shift) & 63];
-  }
-  if (const std::size_t rest = bytes.size() - i; rest > 0) {
-    std::uint32_t n = static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16;
-    if (rest == 2) n |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 Result<AdmissionRequest> readAdmissionReview(const json& review) {
   if (!review.is_object()) return fail(Error::invalid("body: expected an AdmissionReview object"));
@@ -321,7 +291,7 @@ ClaimAdmission::Stats ClaimAdmission::stats() const {
 
 void ClaimAdmission::event(const std::string& ns, const std::string& pod, const std::string& uid,
                            const std::string& message) {
-  const std::string now = admissionTime();
+  const std::string now = controller_internal::nowRfc3339();
   const json e = {
       {"apiVersion", "v1"},
       {"kind", "Event"},

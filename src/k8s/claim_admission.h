@@ -104,8 +104,6 @@ nlohmann::json podAsking(nlohmann::json pod, const ClaimAsk& ask);
 nlohmann::json pinPatch(const nlohmann::json& claim, const ClaimAsk& ask,
                         const nlohmann::json& choice);
 
-std::string base64Encode(std::string_view bytes);
-
 class ClaimAdmission {
  public:
   // Books the pod (as read by k8s/pod.h) on the engine's choice, persisting it onto the pod;

@@ -10,32 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "k8s/testing/fake_apiserver.h"
 
 namespace tessera::k8s {
 namespace {
 
 using nlohmann::json;
-
-std::string base64Decode(const std::string& in) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::uint32_t bits = 0;
-  int count = 0;
-  for (const char c : in) {
-    if (c == '=') break;
-    const auto v = kAlphabet.find(c);
-    EXPECT_NE(v, std::string::npos) << "not base64: " << c;
-    bits = bits << 6 | static_cast<std::uint32_t>(v);
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out += static_cast<char>((bits >> count) & 0xff);
-    }
-  }
-  return out;
-}
 
 json templateClaim(const json& capacity = {{"memory", "20Gi"}, {"compute", "250"}}) {
   json exactly = {{"deviceClassName", "gpu.tessera.io"}};
@@ -121,7 +102,7 @@ TEST(AdmissionReviewTest, TheAnswerEchoesTheUidAndCarriesTheBase64Patch) {
   EXPECT_EQ(a["response"]["uid"], "u-1");
   EXPECT_EQ(a["response"]["allowed"], true);
   EXPECT_EQ(a["response"]["patchType"], "JSONPatch");
-  EXPECT_EQ(json::parse(base64Decode(a["response"]["patch"])), patch);
+  EXPECT_EQ(json::parse(base64Decode(a["response"]["patch"].get<std::string>()).value()), patch);
   EXPECT_EQ(a["response"]["warnings"], json::array({"careful"}));
   const json no = admissionAnswer("u-2", false, nullptr, {}, "later");
   EXPECT_FALSE(no["response"].contains("patch"));

@@ -167,31 +167,4 @@ Result<nlohmann::json> parseJsonBody(const HttpCall& http, std::string_view meth
 
 std::string urlEncode(std::string_view text) { return percentEncode(text); }
 
-std::string base64Encode(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const std::uint32_t n = (std::uint32_t(std::uint8_t(bytes[i])) << 16) |
-                            (std::uint32_t(std::uint8_t(bytes[i + 1])) << 8) |
-                            std::uint32_t(std::uint8_t(bytes[i + 2]));
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
-  }
-  const std::size_t left = bytes.size() - i;
-  if (left > 0) {
-    std::uint32_t n = std::uint32_t(std::uint8_t(bytes[i])) << 16;
-    if (left == 2) n |= std::uint32_t(std::uint8_t(bytes[i + 1])) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += left == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
 }  // namespace tessera::engines::internal

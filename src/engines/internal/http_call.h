@@ -72,6 +72,4 @@ std::string excerpt(std::string_view body, std::size_t maxChars = 200);
 // `text` percent-encoded for use as one path segment or query value.
 std::string urlEncode(std::string_view text);
 
-std::string base64Encode(std::string_view bytes);
-
 }  // namespace tessera::engines::internal

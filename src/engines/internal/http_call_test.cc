@@ -24,18 +24,6 @@ TEST(ParseUrl, SplitsHostFromPathPrefix) {
   }
 }
 
-TEST(Encoding, Base64FollowsRfc4648) {
-  // The test vectors of RFC 4648, section 10.
-  EXPECT_EQ(base64Encode(""), "");
-  EXPECT_EQ(base64Encode("f"), "Zg==");
-  EXPECT_EQ(base64Encode("fo"), "Zm8=");
-  EXPECT_EQ(base64Encode("foo"), "Zm9v");
-  EXPECT_EQ(base64Encode("foob"), "Zm9vYg==");
-  EXPECT_EQ(base64Encode("fooba"), "Zm9vYmE=");
-  EXPECT_EQ(base64Encode("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(base64Encode(std::string("\xff\xfe\x00", 3)), "//4A");
-}
-
 TEST(Encoding, UrlEncodeKeepsOnlyUnreservedCharacters) {
   EXPECT_EQ(urlEncode("resnet-50_v1.2~x"), "resnet-50_v1.2~x");
   EXPECT_EQ(urlEncode("a b/c?d"), "a%20b%2Fc%3Fd");

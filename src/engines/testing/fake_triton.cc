@@ -7,6 +7,8 @@
 #include <regex>
 #include <sstream>
 
+#include "common/text.h"
+
 namespace tessera::engines::testing {
 namespace {
 
@@ -33,37 +35,6 @@ std::string readFile(const fs::path& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
-}
-
-std::optional<std::string> base64Decode(const std::string& text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    int v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = text[i + k];
-      if (c == '=' && i + 4 == text.size() && k >= 2) {
-        v[k] = 0;
-        ++pad;
-      } else if ((v[k] = value(c)) < 0 || pad > 0) {
-        return std::nullopt;
-      }
-    }
-    const std::uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
-    out.push_back(char((n >> 16) & 0xFF));
-    if (pad < 2) out.push_back(char((n >> 8) & 0xFF));
-    if (pad < 1) out.push_back(char(n & 0xFF));
-  }
-  return out;
 }
 
 struct Policy {
