@@ -319,32 +319,39 @@ namespace tessera::sim {
 namespace {
 
 // The planner's fleet meets every SLO when replayed on its own, and one GPU fewer does not.
-TEST(FleetPlanTest, ThePlannedFleetMeetsEverySloAndOneGpuFewerDoesNot) {
+// The plan for one policy: the count it reports meets every SLO in a replay, one GPU fewer does
+// not. One test per policy, so that the two long searches run side by side under ctest -j.
+void expectPlanIsTheFewestThatMeetsEverySlo(const char* policy) {
   const FleetSpec spec = smallFleet(11);
   PlanOptions o;
   o.gpuTypes = {"H100-80GB", "L40S"};
   o.maxGpus = 64;
-  for (const char* policy : {"tessera", "whole-gpu"}) {
-    SCOPED_TRACE(policy);
-    o.policy = policy;
-    auto p = plan(spec, servingCatalog(), o);
-    ASSERT_TRUE(p) << p.error().message;
-    ASSERT_EQ(p->options.size(), 2u);
-    const PlanOption& h100 = p->options[0];
-    ASSERT_TRUE(h100.feasible) << h100.why;
-    // L40S (48 GB) cannot hold gemma-2-27b's weights and a KV cache.
-    EXPECT_FALSE(p->options[1].feasible);
-    EXPECT_NE(p->options[1].why.find("gemma-2-27b"), std::string::npos) << p->options[1].why;
-    ASSERT_TRUE(p->best.has_value());
-    EXPECT_EQ(*p->best, 0u);
-    auto atCount = runFleet(withFleet(spec, "H100-80GB", h100.gpus, 8), servingCatalog(), policy);
-    ASSERT_TRUE(atCount) << atCount.error().message;
-    EXPECT_TRUE(meetsEverySlo(*atCount, o.sloTarget));
-    auto fewer = runFleet(withFleet(spec, "H100-80GB", h100.gpus - 1, 8), servingCatalog(), policy);
-    ASSERT_TRUE(fewer) << fewer.error().message;
-    EXPECT_FALSE(meetsEverySlo(*fewer, o.sloTarget));
-    EXPECT_DOUBLE_EQ(h100.costPerHour, h100.gpus * defaultGpuPrice("H100-80GB"));
-  }
+  o.policy = policy;
+  auto p = plan(spec, servingCatalog(), o);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->options.size(), 2u);
+  const PlanOption& h100 = p->options[0];
+  ASSERT_TRUE(h100.feasible) << h100.why;
+  // L40S (48 GB) cannot hold gemma-2-27b's weights and a KV cache.
+  EXPECT_FALSE(p->options[1].feasible);
+  EXPECT_NE(p->options[1].why.find("gemma-2-27b"), std::string::npos) << p->options[1].why;
+  ASSERT_TRUE(p->best.has_value());
+  EXPECT_EQ(*p->best, 0u);
+  auto atCount = runFleet(withFleet(spec, "H100-80GB", h100.gpus, 8), servingCatalog(), policy);
+  ASSERT_TRUE(atCount) << atCount.error().message;
+  EXPECT_TRUE(meetsEverySlo(*atCount, o.sloTarget));
+  auto fewer = runFleet(withFleet(spec, "H100-80GB", h100.gpus - 1, 8), servingCatalog(), policy);
+  ASSERT_TRUE(fewer) << fewer.error().message;
+  EXPECT_FALSE(meetsEverySlo(*fewer, o.sloTarget));
+  EXPECT_DOUBLE_EQ(h100.costPerHour, h100.gpus * defaultGpuPrice("H100-80GB"));
+}
+
+TEST(FleetPlanTest, ThePlannedTesseraFleetMeetsEverySloAndOneGpuFewerDoesNot) {
+  expectPlanIsTheFewestThatMeetsEverySlo("tessera");
+}
+
+TEST(FleetPlanTest, ThePlannedWholeGpuFleetMeetsEverySloAndOneGpuFewerDoesNot) {
+  expectPlanIsTheFewestThatMeetsEverySlo("whole-gpu");
 }
 
 TEST(FleetPlanTest, WithFleetSplitsTheCountIntoNodes) {
