@@ -170,8 +170,27 @@ void Controller::deleteClaimOf(const std::string& podKey) {
   const std::size_t slash = podKey.find('/');
   if (slash == std::string::npos) return;
   const std::string ns = podKey.substr(0, slash);
+  const std::string name = claimNameOf(podKey.substr(slash + 1));
+  // Only the claim this controller made for the pod: another claim that happens to have the
+  // name (a user's own, say) stays. The DELETE holds the version read, so a claim replaced in
+  // between is not taken either.
+  auto got = client_.request("GET", claimPath(ns, name));
+  if (!got || got->status != 200) return;
+  const json claim = json::parse(got->body, nullptr, false);
+  if (!claim.is_object()) return;
+  const json meta = claim.value("metadata", json::object());
+  const json labels = meta.value("labels", json::object());
+  if (meta.value("annotations", json::object()).value("tessera.io/replica", "") != podKey ||
+      !labels.is_object() || !labels.contains(std::string(kLabelModelDeployment))) {
+    return;
+  }
+  const json options = {
+      {"apiVersion", "v1"},
+      {"kind", "DeleteOptions"},
+      {"preconditions",
+       {{"uid", meta.value("uid", "")}, {"resourceVersion", meta.value("resourceVersion", "")}}}};
   // A claim still reserved for a terminating pod stays (its finalizer) until the pod is gone.
-  auto res = client_.request("DELETE", claimPath(ns, claimNameOf(podKey.substr(slash + 1))));
+  auto res = client_.request("DELETE", claimPath(ns, name), options.dump());
   if (res && (res->status == 200 || res->status == 202)) {
     std::lock_guard lock(mu_);
     ++stats_.claimsDeleted;

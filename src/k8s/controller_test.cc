@@ -589,6 +589,22 @@ TEST_F(ControllerTest, BookingsFollowTheClaimsTheWebhookPinned) {
     EXPECT_FALSE(f.gone.contains("ml/alive"));
     return 0;
   });
+
+  // A user's own claim that happens to carry the name the controller gives its replicas'
+  // claims (<pod>-gpu) is not the controller's to delete when a pod of Tessera's scheduler goes.
+  ASSERT_TRUE(server.create(
+      "resourceclaims",
+      {{"metadata", {{"name", "solo-gpu"}, {"namespace", "ml"}}}, {"spec", json::object()}}));
+  ASSERT_TRUE(server.create(
+      "pods", {{"metadata", {{"name", "solo"}, {"namespace", "ml"}}},
+               {"spec", {{"schedulerName", o.schedulerName}, {"containers", json::array()}}}}));
+  ASSERT_TRUE(server.remove("pods", "ml", "solo"));
+  ASSERT_TRUE(eventually([&] {
+    return fleet.read<bool>([](RecordingFleet& f) { return f.gone.contains("ml/solo"); });
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the claim's turn came after
+  EXPECT_TRUE(server.get("resourceclaims", "ml", "solo-gpu").has_value());
+  EXPECT_EQ(controller->stats().claimsDeleted, 0);
 }
 
 }  // namespace
