@@ -633,6 +633,14 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
         [&server](const std::function<void(api::ControlPlane&)>& fn) { server.withPlane(fn); });
     k8s::ControllerOptions co;
     co.gpuMode = o.gpuMode == "dra" ? k8s::GpuMode::kDra : k8s::GpuMode::kDevicePlugin;
+    // A Kubernetes API that does not answer is said once, and again when it answers.
+    co.onApiHealth = [&logger](bool answering, const std::string& what) {
+      if (answering) {
+        logger.info("kubernetes api answering", {{"collection", what}});
+      } else {
+        logger.warn("kubernetes api not answering; retrying with backoff", {{"collection", what}});
+      }
+    };
     controller = std::make_unique<k8s::Controller>(**kube, *fleet, co);
     controller->start();
     out << "tessera serve: watching ModelDeployments, pods and nodes at "

@@ -84,6 +84,7 @@ Controller::Controller(KubeClient& client, Fleet& fleet, ControllerOptions optio
     o.watchTimeoutSeconds = options_.watchTimeoutSeconds;
     o.backoffInitialMs = options_.backoffInitialMs;
     o.backoffMaxMs = options_.backoffMaxMs;
+    o.onHealth = options_.onApiHealth;
     return o;
   };
   mds_ = std::make_unique<Informer>(client_, informerOptions(std::string(kModelDeploymentsPath)),

@@ -163,6 +163,9 @@ struct ControllerOptions {
   int backoffInitialMs = 200;
   int backoffMaxMs = 30'000;
   std::string schedulerName = "tessera-scheduler";
+  // Told when one of the collections the controller watches stops answering, and when it
+  // answers again (InformerOptions::onHealth; once per change, not per retry).
+  std::function<void(bool answering, const std::string& what)> onApiHealth;
 };
 
 class Controller {

@@ -238,6 +238,9 @@ Result<bool> Informer::watchOnce() {
   std::optional<Error> broken;
   bool sawEvent = false;
   auto onData = [&](std::string_view data) {
+    // Data is the first sign a watch answers (it may open and stay silent until an event or a
+    // bookmark): the collection answers again.
+    if (buffer.empty() && !data.empty()) answered();
     buffer.append(data);
     std::size_t start = 0;
     for (;;) {
@@ -298,13 +301,15 @@ void Informer::run() {
     if (needList) {
       auto listed = relist();
       if (!listed) {
-        std::lock_guard lock(mu_);
-        ++stats_.failures;
-      }
-      if (!listed) {
+        {
+          std::lock_guard lock(mu_);
+          ++stats_.failures;
+        }
+        failed(listed.error());
         sleepBackoff();
         continue;
       }
+      answered();
       backoffMs_ = 0;
       needList = false;
     }
@@ -315,15 +320,34 @@ void Informer::run() {
         std::lock_guard lock(mu_);
         ++stats_.failures;
       }
+      failed(watched.error());
       sleepBackoff();
       continue;
     }
+    answered();
     if (*watched) {
       std::lock_guard lock(mu_);
       ++stats_.relists;
       needList = true;
     }
   }
+}
+
+void Informer::failed(const Error& e) {
+  ++failedInARow_;
+  if (!answering_) return;  // told already
+  answering_ = false;
+  if (options_.onHealth) options_.onHealth(false, options_.path + ": " + e.message);
+}
+
+void Informer::answered() {
+  if (failedInARow_ > 0 && options_.onHealth) {
+    options_.onHealth(true, options_.path + " answers again after " +
+                                std::to_string(failedInARow_) + " failed attempt" +
+                                (failedInARow_ == 1 ? "" : "s"));
+  }
+  answering_ = true;
+  failedInARow_ = 0;
 }
 
 }  // namespace tessera::k8s

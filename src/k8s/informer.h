@@ -70,6 +70,10 @@ struct InformerOptions {
   int backoffInitialMs = 200;
   int backoffMaxMs = 30'000;
   std::uint64_t jitterSeed = 0;  // 0: seeded from the clock
+  // Told when the collection stops answering (the first failed LIST or WATCH after one that
+  // worked, or the very first attempt) and when it answers again, with what happened; not
+  // at every retry, so a caller can log each without flooding. Called on the informer's thread.
+  std::function<void(bool answering, const std::string& what)> onHealth;
 };
 
 class Informer {
@@ -111,6 +115,9 @@ class Informer {
   void apply(WatchEventType type, const nlohmann::json& object);
   void sleepBackoff();
   std::string query(bool watch) const;
+  // The collection's health as onHealth hears of it.
+  void failed(const Error& e);
+  void answered();
 
   KubeClient& client_;
   InformerOptions options_;
@@ -127,6 +134,8 @@ class Informer {
   bool stopping_ = false;
   StreamStopper stopper_;
   int backoffMs_ = 0;
+  bool answering_ = true;  // as last reported (the informer's thread only)
+  int failedInARow_ = 0;   // since it last answered
   std::uint64_t rng_ = 0;
   std::thread thread_;
 };

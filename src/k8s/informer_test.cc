@@ -153,6 +153,45 @@ TEST_F(InformerTest, RelistsWhenTheResourceVersionIsGone) {
   ASSERT_TRUE(eventually([&] { return informer.get("ml/p4").has_value(); }));
 }
 
+// A collection that stops answering is reported once, however often the informer retries, and
+// again when it answers: what `tessera serve` logs for an unreachable Kubernetes API.
+TEST_F(InformerTest, TellsOnceWhenTheServerStopsAnsweringAndOnceWhenItAnswersAgain) {
+  ASSERT_TRUE(server.create("pods", informerPod("p1")));
+  std::mutex mu;
+  std::vector<std::pair<bool, std::string>> told;
+  InformerOptions o = options();
+  o.onHealth = [&](bool answering, const std::string& what) {
+    std::lock_guard lock(mu);
+    told.emplace_back(answering, what);
+  };
+  auto heard = [&] {
+    std::lock_guard lock(mu);
+    return told;
+  };
+  Informer informer(*client, o, rec.handler());
+  informer.start();
+  ASSERT_TRUE(eventually([&] { return server.openWatches() == 1; }));
+  EXPECT_TRUE(heard().empty());  // it answered from the start: nothing to tell
+
+  const std::string url = server.url();
+  const int port = std::atoi(url.substr(url.rfind(':') + 1).c_str());
+  server.stop();
+  ASSERT_TRUE(eventually([&] { return informer.stats().failures >= 4; }));
+  ASSERT_EQ(heard().size(), 1u);
+  EXPECT_FALSE(heard()[0].first);
+  EXPECT_NE(heard()[0].second.find("/api/v1/pods"), std::string::npos) << heard()[0].second;
+
+  ASSERT_TRUE(server.start(port));
+  // A watch resumed from its resourceVersion says nothing until something happens.
+  ASSERT_TRUE(server.create("pods", informerPod("p2")));
+  ASSERT_TRUE(eventually([&] { return heard().size() == 2; }));
+  EXPECT_TRUE(heard()[1].first);
+  EXPECT_NE(heard()[1].second.find("answers again after"), std::string::npos)
+      << heard()[1].second;
+  EXPECT_TRUE(eventually([&] { return informer.get("ml/p2").has_value(); }));
+  EXPECT_EQ(heard().size(), 2u);
+}
+
 TEST_F(InformerTest, BookmarksMoveTheResourceVersionWithoutEvents) {
   InformerOptions o = options();
   o.labelSelector = "app=a";

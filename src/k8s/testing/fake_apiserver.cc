@@ -245,15 +245,23 @@ std::string FakeApiServer::url() const {
   return "http://127.0.0.1:" + std::to_string(port_);
 }
 
-Result<int> FakeApiServer::start() {
+Result<int> FakeApiServer::start(int port) {
   // A watch written to after its client left must not kill the test process.
   ::signal(SIGPIPE, SIG_IGN);
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;  // started again after stop(): the objects are kept
+  }
   server_ = std::make_unique<httplib::Server>();
   server_->set_tcp_nodelay(true);  // as kube-apiserver's Go net/http does by default
   // Every open watch holds a worker.
   server_->new_task_queue = [] { return new httplib::ThreadPool(32); };
   routes();
-  port_ = server_->bind_to_any_port("127.0.0.1");
+  if (port > 0) {
+    port_ = server_->bind_to_port("127.0.0.1", port) ? port : -1;
+  } else {
+    port_ = server_->bind_to_any_port("127.0.0.1");
+  }
   if (port_ <= 0) return fail(Error::internal("fake API server: cannot bind"));
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -67,8 +67,9 @@ class FakeApiServer {
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
 
-  // Listens on 127.0.0.1 (any free port); returns the port.
-  Result<int> start();
+  // Listens on 127.0.0.1 (any free port, or `port`: a server started again after stop());
+  // returns the port.
+  Result<int> start(int port = 0);
   void stop();
   std::string url() const;  // "http://127.0.0.1:PORT"
 
