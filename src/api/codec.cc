@@ -133,6 +133,9 @@ Result<StoredReplica> readReplicaDocument(const sched::ClusterState& state, cons
     pl.cpuMilli = p.at("cpuMilli").get<std::int64_t>();
     pl.hostMemoryMib = p.at("hostMemoryMib").get<std::int64_t>();
     out.loaded = doc.at("loaded").get<bool>();
+    if (const auto at = doc.find("placedAtUnixMs"); at != doc.end()) {
+      out.placedAtUnixMs = at->get<Millis>();
+    }
     return out;
   } catch (const json::exception& e) {
     return fail(Error::invalid(std::string("replica document: ") + e.what()));

@@ -4,11 +4,15 @@
 //   kind "node"     the node as registered, in the cluster file's `nodes[]` keys plus its
 //                   effective `rank` (so a restart keeps the tie-break order)
 //   kind "model"    a profile in the `models[]` keys
-//   kind "replica"  {"placement": {...}, "loaded": bool}: exactly what was booked, GPUs named
-//                   by node and GPU id, so a restart books the same GPUs
+//   kind "replica"  {"placement": {...}, "loaded": bool, "placedAtUnixMs": int}: exactly
+//                   what was booked, GPUs named by node and GPU id, so a restart books the
+//                   same GPUs, and when (Unix time: the books' clock may not survive a boot),
+//                   so that its reservation lapses when it would have
 //
 // The node and model documents are read back through the same loaders as the files
 // (config/), so a document the store holds is always one a user could have written.
+
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +31,7 @@ nlohmann::json replicaDocument(const sched::ClusterState& state, const sched::Pl
 struct StoredReplica {
   sched::Placement placement;
   bool loaded = false;
+  std::optional<Millis> placedAtUnixMs;  // absent in documents written before it was stored
 };
 // Resolves node and GPU names against `state`; errors name the field.
 Result<StoredReplica> readReplicaDocument(const sched::ClusterState& state,

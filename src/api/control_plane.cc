@@ -74,6 +74,7 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   reservationsExpired_.add({{"telemetry", "none"}}, 0);
   reservationsExpired_.add({{"telemetry", "unattributed"}}, 0);
   internalErrors_.add({{"where", "books"}}, 0);
+  unixOffsetMs_ = eventTimeMs() - clock_.nowMs();
 }
 
 void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
@@ -118,11 +119,14 @@ void ControlPlane::undo(const sched::Event& event, std::string_view where) {
 }
 
 void ControlPlane::restore(const sched::ReplicaRecord& snapshot, std::string_view where) {
-  // A re-placed replica starts a fresh reservation: it holds at least what it held before
-  // until telemetry confirms it again, which errs on the safe side.
-  undo(sched::ReplicaPlaced{snapshot.placement}, where);
-  if (snapshot.phase == sched::ReplicaPhase::kLoaded && state_.findReplica(snapshot.placement.replicaId)) {
-    undo(sched::ReplicaLoaded{snapshot.placement.replicaId}, where);
+  // Put back as it was booked, reservation and telemetry included: a fresh reservation could
+  // charge more than it held, and no longer fit where it has been all along.
+  undo(sched::ReplicaRestored{snapshot.placement, snapshot.placedAtMs, snapshot.reservationActive,
+                              snapshot.phase == sched::ReplicaPhase::kLoaded,
+                              snapshot.attributedMib},
+       where);
+  if (state_.findReplica(snapshot.placement.replicaId)) {
+    undo(sched::ReplicaActivity{snapshot.placement.replicaId, snapshot.lastActiveMs}, where);
   }
 }
 
@@ -233,13 +237,18 @@ Result<void> ControlPlane::restore() {
       }
       return fail(Error::invalid(where + ": replica " + d.name + ": " + stored.error().message));
     }
-    if (auto placed = state_.apply(sched::ReplicaPlaced{stored->placement}); !placed) {
-      // The books refuse anything that would over-commit a GPU, also on restore.
+    // Booked as it was: placed when it was, so that a reservation that had lapsed is charged
+    // as lapsed (a document from before placement times were stored starts a fresh one).
+    // Not refused for memory (sched::ReplicaRestored says why); anything else that would
+    // over-commit a GPU means the store is not what was booked, and stops the restore.
+    const Millis placedAtMs =
+        stored->placedAtUnixMs ? std::min(*stored->placedAtUnixMs - unixOffsetMs_, clock_.nowMs())
+                               : clock_.nowMs();
+    if (auto placed = state_.apply(sched::ReplicaRestored{stored->placement, placedAtMs,
+                                                          /*reservationActive=*/true,
+                                                          stored->loaded, /*attributedMib=*/{}});
+        !placed) {
       return fail(Error::invalid(where + ": replica " + d.name + ": " + placed.error().message));
-    }
-    if (stored->loaded) {
-      // Just placed above: the books accept its load, or the restore stops here.
-      TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{stored->placement.replicaId}));
     }
     const json doc = json::parse(d.json, nullptr, false);
     if (doc.contains("pod")) pods_.insert(stored->placement.replicaId);
@@ -267,6 +276,18 @@ Result<void> ControlPlane::restore() {
              body.value("message", ""));
   }
   nextSeq_ = std::max(nextSeq_, snapshot->lastEventSeq + 1);
+  for (const sched::GpuRecord& g : state_.gpus()) {
+    if (g.freeMemoryMib() >= 0 || state_.node(g.node).removed) continue;
+    // When telemetry had charged less than the estimates (it is not stored), or the store
+    // holds more than was booked: said, never hidden, and nothing is placed there until the
+    // agent reports again.
+    const std::string gpu = state_.node(g.node).spec.name + "/" + g.spec.id;
+    note("GpuOverCommitted", gpu,
+         "restored replicas are charged " + std::to_string(g.chargedMib) + " MiB of " +
+             std::to_string(g.spec.memoryMib) +
+             " MiB (their usage telemetry is not stored); nothing more is placed there "
+             "until the node's agent reports");
+  }
   return {};
 }
 
@@ -288,9 +309,8 @@ Result<void> ControlPlane::loadCluster(const config::ClusterFile& file, const st
   }
   for (const config::ExistingReplica& r : file.replicas) {
     const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(r.replicaId));
-    batch.upsert(
-        "replica", r.replicaId,
-        replicaDocument(state_, rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
+    batch.upsert("replica", r.replicaId,
+                 replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
   }
   return commit(std::move(batch), "ClusterLoaded", source,
                 std::to_string(file.nodes.size()) + " nodes, " +
@@ -643,8 +663,7 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
   std::string where;
   for (const std::string& id : placed) {
     const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
-    batch.upsert("replica", id, replicaDocument(state_, rec.placement, false).dump(),
-                 store::kMustNotExist);
+    batch.upsert("replica", id, replicaDoc(rec.placement, false).dump(), store::kMustNotExist);
     where += (where.empty() ? "" : ", ") + id + " on " + state_.node(rec.placement.node).spec.name;
   }
   if (auto saved =

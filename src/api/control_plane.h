@@ -71,7 +71,9 @@ class ControlPlane {
  public:
   // With a store, every change is committed to it (durably) before it is answered, and the
   // state is first restored from it: nodes, models and replicas exactly as they were booked
-  // (reservations start afresh), and the recent events. `store` is borrowed.
+  // (placed when they were, so a lapsed reservation stays lapsed; not refused for memory,
+  // see sched::ReplicaRestored, a GPU left over-committed is a GpuOverCommitted event), and
+  // the recent events. `store` is borrowed.
   static Result<std::unique_ptr<ControlPlane>> create(const model::GpuCatalog& catalog,
                                                       const Clock& clock,
                                                       ControlPlaneConfig config = {},
@@ -279,8 +281,12 @@ class ControlPlane {
   std::map<std::string, PodAllocation, std::less<>> podAllocations_;
   // Replicas that are pods bound through the extender ("namespace/name").
   std::set<std::string, std::less<>> pods_;
-  // The replica's store document, with its pod allocation when it has one.
+  // The replica's store document, with its pod allocation when it has one and, once it is in
+  // the books, when it was placed.
   nlohmann::json replicaDoc(const sched::Placement& placement, bool loaded) const;
+  // Unix time minus the books' clock, taken once: stored placement times convert with it, so
+  // that the replicas of one run keep their exact order and spacing.
+  Millis unixOffsetMs_ = 0;
 
   struct EventRecord {
     std::int64_t seq = 0;

@@ -17,6 +17,9 @@ using nlohmann::json;
 
 json ControlPlane::replicaDoc(const sched::Placement& placement, bool loaded) const {
   json doc = replicaDocument(state_, placement, loaded);
+  if (const auto rid = state_.findReplica(placement.replicaId)) {
+    doc["placedAtUnixMs"] = state_.replica(*rid).placedAtMs + unixOffsetMs_;
+  }
   if (pods_.contains(placement.replicaId)) {
     // A pod bound through the extender: in the API server its booking lives on the pod.
     const std::string& id = placement.replicaId;

@@ -251,7 +251,7 @@ Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now,
       return {};
     }
     store::Batch batch;
-    batch.upsert("replica", r.replicaId, replicaDocument(state_, *decision.placement, false).dump(),
+    batch.upsert("replica", r.replicaId, replicaDoc(*decision.placement, false).dump(),
                  store::kMustNotExist);
     if (auto saved = commit(
             std::move(batch), "ReplicaPlaced", r.replicaId,

@@ -42,17 +42,21 @@ class KubeStateTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> start() {
     clients_.push_back(client());
     stores_.push_back(std::make_unique<k8s::KubeStateStore>(*clients_.back(), kNs));
-    auto plane = ControlPlane::create(catalog_, clock_, {}, stores_.back().get());
+    ControlPlaneConfig config;
+    // Unix time that runs with the books' clock, as the system clock runs with a steady one.
+    config.eventClockMs = [this] { return 1'700'000'000'000 + clock_.nowMs(); };
+    auto plane = ControlPlane::create(catalog_, clock_, config, stores_.back().get());
     EXPECT_TRUE(plane) << plane.error().message;
     return plane ? std::move(*plane) : nullptr;
   }
-  // A pending pod asking for 40 GiB of GPU memory; returns its UID.
-  std::string createPod(const std::string& name) {
+  // A pending pod asking for 40 GiB of GPU memory (or `memoryMib`); returns its UID.
+  std::string createPod(const std::string& name, const std::string& memoryMib = "40960") {
     const json pod = {
         {"metadata", {{"name", name}, {"namespace", "ml"}}},
         {"spec",
          {{"containers",
-           {{{"name", "c"}, {"resources", {{"limits", {{"tessera.io/gpu-memory", "40960"}}}}}}}}}}};
+           {{{"name", "c"},
+             {"resources", {{"limits", {{"tessera.io/gpu-memory", memoryMib}}}}}}}}}}};
     auto made = api_.create("pods", pod);
     EXPECT_TRUE(made) << made.error().message;
     return (*made)["metadata"]["uid"];
@@ -138,6 +142,31 @@ TEST_F(KubeStateTest, TheBookingIsOnThePodBeforeItsBindingAndComesBackWithNothin
   for (const json& r : all) cards.insert(gpuIds(r));
   EXPECT_EQ(cards.size(), 3u);
   EXPECT_NE(schedule(*next, "p3", "gpu-a").find("does not fit"), std::string::npos);
+}
+
+// A new leader rebuilds the bookings as they were: p0's reservation had lapsed (charged its
+// 37000 MiB estimate) when p1 booked 44400 MiB next to it; booked afresh, p0 would hold 44400
+// and the two would not fit the card the API server says they share.
+TEST_F(KubeStateTest, ANewLeaderChargesALapsedReservationAsLapsed) {
+  auto plane = start();
+  ASSERT_TRUE(plane);
+  ASSERT_TRUE(plane->registerNode(node("gpu-a", 1)));
+  auto binds = client();
+  plane->setBinder([&](const std::string& ns, const std::string& name, const std::string& uid,
+                       const std::string& to) { return binds->bindPod(ns, name, uid, to); });
+  createPod("p0", "37000");
+  createPod("p1", "37000");
+  EXPECT_EQ(schedule(*plane, "p0", "gpu-a"), "");
+  clock_.advance(31'000);
+  plane->tick();
+  EXPECT_EQ(schedule(*plane, "p1", "gpu-a"), "");
+  const json before = {{"nodes", plane->listNodes()}, {"replicas", plane->listReplicas()}};
+  EXPECT_EQ(before["nodes"]["nodes"][0]["gpus"][0]["chargedMib"], 37000 + 44400);
+
+  auto next = start();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(json({{"nodes", next->listNodes()}, {"replicas", next->listReplicas()}}), before);
+  EXPECT_TRUE(next->state().checkInvariants());
 }
 
 TEST_F(KubeStateTest, AFailedBindingForgetsTheBookingInMemoryAndOnThePod) {

@@ -1,5 +1,6 @@
 // The control plane over a real store file: a restart restores exactly what was acknowledged,
-// and the books refuse a stored state that would over-commit a GPU.
+// reservations included; the books refuse a stored state that over-books what is booked by
+// request, and report one whose memory charges exceed a card.
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -21,7 +22,7 @@ class PersistenceTest : public ::testing::Test {
     auto s = store::Store::open(dir_.file("state.db"));
     EXPECT_TRUE(s) << s.error().message;
     store_ = std::move(*s);
-    auto plane = ControlPlane::create(catalog_, clock_, {}, store_.get());
+    auto plane = ControlPlane::create(catalog_, clock_, config_, store_.get());
     EXPECT_TRUE(plane) << plane.error().message;
     return plane ? std::move(*plane) : nullptr;
   }
@@ -52,6 +53,12 @@ class PersistenceTest : public ::testing::Test {
   store::testing::TempDir dir_;  // removed with its files after the test
   model::GpuCatalog catalog_ = model::GpuCatalog::builtin();
   ManualClock clock_{1000};
+  ControlPlaneConfig config_ = [this] {
+    ControlPlaneConfig c;
+    // Unix time that runs with the books' clock, as the system clock runs with a steady one.
+    c.eventClockMs = [this] { return 1'700'000'000'000 + clock_.nowMs(); };
+    return c;
+  }();
   std::unique_ptr<store::Store> store_;
 };
 
@@ -94,15 +101,48 @@ TEST_F(PersistenceTest, ARestartRestoresExactlyWhatWasAcknowledged) {
   EXPECT_EQ(p->events(lastSeq, 10)["events"][0]["type"], "ReplicaRemoved");
 }
 
-TEST_F(PersistenceTest, AStoredStateThatWouldOverCommitAGpuIsRefusedNamingTheReplica) {
+// The user's report: a's reservation lapses (charged its estimate), b is placed in the memory
+// that frees, and the restart booked a afresh and refused b. Restored as booked, the books
+// are the same, and b's reservation still lapses when it would have.
+TEST_F(PersistenceTest, ARestartChargesALapsedReservationAsLapsed) {
+  json before;
+  {
+    auto p = open();
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(p->registerNode({{"name", "n1"}, {"gpus", {{{"type", "L4"}}}}}));
+    ASSERT_TRUE(p->putModel({{"name", "m"}, {"weights", "10.5Gi"}}));
+    ASSERT_TRUE(p->placeReplicas({{"replicaId", "a-0"}, {"model", "m"}}));
+    clock_.advance(32'000);
+    p->tick();
+    EXPECT_EQ(p->getNode("n1").value()["gpus"][0]["chargedMib"], 10752);
+    ASSERT_TRUE(p->placeReplicas({{"replicaId", "b-0"}, {"model", "m"}}));
+    EXPECT_EQ(p->getNode("n1").value()["gpus"][0]["chargedMib"], 10752 + 12903);
+    clock_.advance(5'000);
+    before = {{"nodes", p->listNodes()}, {"replicas", p->listReplicas()}};
+  }
+  auto p = open();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(json({{"nodes", p->listNodes()}, {"replicas", p->listReplicas()}}), before);
+  EXPECT_TRUE(p->state().checkInvariants());
+  // b-0 was placed 5 s ago: its reservation lapses 25 s from now, not 30.
+  clock_.advance(25'000);
+  p->tick();
+  EXPECT_EQ(p->getReplica("b-0").value()["reservationActive"], false);
+  EXPECT_EQ(p->getNode("n1").value()["gpus"][0]["chargedMib"], 2 * 10752);
+}
+
+// Compute, MIG slices, exclusive cards, CPU and host memory are booked by request and come
+// back exactly: a store that over-commits one of them is not what was booked.
+TEST_F(PersistenceTest, AStoredStateThatWouldOverBookComputeIsRefusedNamingTheReplica) {
   {
     auto p = open();
     ASSERT_TRUE(p);
     ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
-    ASSERT_TRUE(
-        p->placeReplicas({{"replicaId", "r1"}, {"model", {{"name", "m"}, {"weightsMib", 50000}}}}));
+    ASSERT_TRUE(p->placeReplicas(
+        {{"replicaId", "r1"},
+         {"model", {{"name", "m"}, {"weightsMib", 5000}, {"computeMilli", 600}}}}));
   }
-  // Someone copies r1's document under another name: both cannot fit on the one GPU.
+  // Someone copies r1's document under another name: both cannot have 60 % of the one GPU.
   {
     auto s = store::Store::open(dir_.file("state.db"));
     ASSERT_TRUE(s);
@@ -119,7 +159,43 @@ TEST_F(PersistenceTest, AStoredStateThatWouldOverCommitAGpuIsRefusedNamingTheRep
   auto plane = ControlPlane::create(catalog_, clock_, {}, s->get());
   ASSERT_FALSE(plane);
   EXPECT_NE(plane.error().message.find("replica r2"), std::string::npos) << plane.error().message;
+  EXPECT_NE(plane.error().message.find("compute"), std::string::npos) << plane.error().message;
   EXPECT_NE(plane.error().message.find("state.db"), std::string::npos) << plane.error().message;
+}
+
+// Memory follows telemetry, which is not stored: replicas admitted against observed usage may
+// not fit their estimates. They are on the card all the same: restored, the GPU shows negative
+// free memory, the event says so, and nothing more is placed there.
+TEST_F(PersistenceTest, RestoredReplicasThatOverCommitMemoryAreRestoredAndReported) {
+  {
+    auto p = open();
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
+    ASSERT_TRUE(
+        p->placeReplicas({{"replicaId", "r1"}, {"model", {{"name", "m"}, {"weightsMib", 50000}}}}));
+  }
+  {
+    auto s = store::Store::open(dir_.file("state.db"));
+    ASSERT_TRUE(s);
+    auto doc = (*s)->get("replica", "r1");
+    ASSERT_TRUE(doc);
+    json copy = json::parse(doc->json);
+    copy["placement"]["replicaId"] = "r2";
+    store::Batch b;
+    b.upsert("replica", "r2", copy.dump());
+    ASSERT_TRUE((*s)->commit(b));
+  }
+  auto p = open();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->listReplicas()["replicas"].size(), 2u);
+  const json gpu = p->getNode("n").value()["gpus"][0];
+  EXPECT_LT(gpu["freeMib"].get<std::int64_t>(), 0) << gpu;
+  const json events = p->events(0, 100)["events"];
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["type"], "GpuOverCommitted");
+  EXPECT_EQ(events.back()["subject"], "n/0");
+  EXPECT_FALSE(
+      p->placeReplicas({{"replicaId", "r3"}, {"model", {{"name", "m3"}, {"weightsMib", 100}}}}));
 }
 
 TEST_F(PersistenceTest, RefusedChangesWriteNothing) {

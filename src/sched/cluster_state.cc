@@ -47,8 +47,9 @@ bool migCreatable(const model::GpuType& type, const GpuRecord& gpu, int profile,
 
 std::string_view eventName(const Event& event) {
   static constexpr std::string_view kNames[] = {
-      "NodeAdded",     "NodeUpdated",     "NodeRemoved",     "GpuTelemetry",       "ReplicaPlaced",
-      "ReplicaLoaded", "ReplicaUnloaded", "ReplicaActivity", "ReservationsExpired"};
+      "NodeAdded",           "NodeUpdated",    "NodeRemoved",     "GpuTelemetry",
+      "ReplicaPlaced",       "ReplicaLoaded",  "ReplicaUnloaded", "ReplicaActivity",
+      "ReservationsExpired", "ReplicaRestored"};
   return kNames[event.index()];
 }
 
@@ -72,6 +73,7 @@ Result<void> ClusterState::apply(const Event& event) {
           expireReservations();
           return {};
         }
+        if constexpr (std::is_same_v<T, ReplicaRestored>) return restoreReplica(ev);
       },
       event);
 }
@@ -457,6 +459,10 @@ Result<void> ClusterState::telemetry(const GpuTelemetry& ev) {
 // ---- replicas -----------------------------------------------------------------------------
 
 Result<void> ClusterState::checkPlacement(const Placement& p) const {
+  return checkBooking(p, true);
+}
+
+Result<void> ClusterState::checkBooking(const Placement& p, bool memoryFit) const {
   const std::string who = "placement of " + p.replicaId;
   if (p.replicaId.empty()) return fail(Error::invalid("placement has an empty replicaId"));
   if (replicaIndex_.contains(p.replicaId)) {
@@ -532,7 +538,7 @@ Result<void> ClusterState::checkPlacement(const Placement& p) const {
         return fail(Error::invalid(where + ": books more compute than the MIG slice " + prof.name +
                                    " has"));
       }
-    } else if (a.reservedMib > g.freeMemoryMib()) {
+    } else if (memoryFit && a.reservedMib > g.freeMemoryMib()) {
       return fail(Error::exhausted(where + ": needs " + std::to_string(a.reservedMib) + " MiB, " +
                                    std::to_string(g.freeMemoryMib()) + " MiB free"));
     }
@@ -541,7 +547,38 @@ Result<void> ClusterState::checkPlacement(const Placement& p) const {
 }
 
 Result<void> ClusterState::place(const Placement& p) {
-  TESSERA_RETURN_IF_ERROR(checkPlacement(p));
+  TESSERA_RETURN_IF_ERROR(checkBooking(p, true));
+  const ReplicaId rid = book(p, clock_->nowMs());
+  recharge(rid);
+  // recharge reindexes only GPUs whose charge moved; an exclusive hold or a MIG instance
+  // changes what is placeable even when nothing is charged (a 0 MiB reservation).
+  for (const GpuAssignment& a : p.gpus) reindex(a.gpu);
+  return {};
+}
+
+Result<void> ClusterState::restoreReplica(const ReplicaRestored& ev) {
+  const Placement& p = ev.placement;
+  if (!ev.attributedMib.empty() && ev.attributedMib.size() != p.gpus.size()) {
+    return fail(Error::invalid("restoring " + p.replicaId + ": " +
+                               std::to_string(ev.attributedMib.size()) + " usage figures for " +
+                               std::to_string(p.gpus.size()) + " GPUs"));
+  }
+  TESSERA_RETURN_IF_ERROR(checkBooking(p, false));
+  const ReplicaId rid = book(p, ev.placedAtMs);
+  ReplicaRecord& rec = replicas_[static_cast<std::size_t>(rid)];
+  if (!ev.reservationActive || ev.placedAtMs + options_.reservationTtlMs <= clock_->nowMs()) {
+    expiries_.erase({ev.placedAtMs + options_.reservationTtlMs, rid});
+    rec.reservationActive = false;
+    --activeReservations_;
+  }
+  if (ev.loaded) rec.phase = ReplicaPhase::kLoaded;
+  if (!ev.attributedMib.empty()) rec.attributedMib = ev.attributedMib;
+  recharge(rid);
+  for (const GpuAssignment& a : p.gpus) reindex(a.gpu);
+  return {};
+}
+
+ReplicaId ClusterState::book(const Placement& p, Millis placedAtMs) {
   // A removed replica's slot is reused: months of place/remove cycles keep the table as large
   // as the most replicas ever placed at once, not as the number ever placed.
   ReplicaId rid = static_cast<ReplicaId>(replicas_.size());
@@ -551,7 +588,7 @@ Result<void> ClusterState::place(const Placement& p) {
   }
   ReplicaRecord rec;
   rec.placement = p;
-  rec.placedAtMs = clock_->nowMs();
+  rec.placedAtMs = placedAtMs;
   rec.lastActiveMs = rec.placedAtMs;
   rec.chargeMib.assign(p.gpus.size(), 0);
   rec.attributedMib.assign(p.gpus.size(), -1);
@@ -595,14 +632,9 @@ Result<void> ClusterState::place(const Placement& p) {
       }
     }
   }
-  expiries_.insert(
-      {replicas_[static_cast<std::size_t>(rid)].placedAtMs + options_.reservationTtlMs, rid});
+  expiries_.insert({placedAtMs + options_.reservationTtlMs, rid});
   ++activeReservations_;
-  recharge(rid);
-  // recharge reindexes only GPUs whose charge moved; an exclusive hold or a MIG instance
-  // changes what is placeable even when nothing is charged (a 0 MiB reservation).
-  for (const GpuAssignment& a : p.gpus) reindex(a.gpu);
-  return {};
+  return rid;
 }
 
 Result<void> ClusterState::loaded(const std::string& replicaId) {

@@ -77,9 +77,26 @@ struct ReplicaActivity {
 };
 // Lapses every reservation whose TTL has passed on the injected clock.
 struct ReservationsExpired {};
+// A replica the books held before, put back as it was booked (a restart from the store, a
+// rollback): placed at `placedAtMs` (the books' clock), its reservation active only if
+// `reservationActive` and its TTL from then has not passed, charged what it was.
+// Every check of ReplicaPlaced applies except memory fit: memory is the one figure that
+// follows telemetry, which is not restored with it, so a replica admitted against observed
+// usage may not fit the estimates; it holds that memory on the card all the same. A GPU it
+// leaves over-committed shows negative free memory (nothing more is placed there) until
+// telemetry charges it again.
+struct ReplicaRestored {
+  Placement placement;
+  Millis placedAtMs = 0;
+  bool reservationActive = true;
+  bool loaded = false;
+  // Per GPU, usage telemetry attributed to it (-1: none); empty: none on any GPU.
+  std::vector<std::int64_t> attributedMib;
+};
 
-using Event = std::variant<NodeAdded, NodeUpdated, NodeRemoved, GpuTelemetry, ReplicaPlaced,
-                           ReplicaLoaded, ReplicaUnloaded, ReplicaActivity, ReservationsExpired>;
+using Event =
+    std::variant<NodeAdded, NodeUpdated, NodeRemoved, GpuTelemetry, ReplicaPlaced, ReplicaLoaded,
+                 ReplicaUnloaded, ReplicaActivity, ReservationsExpired, ReplicaRestored>;
 std::string_view eventName(const Event& event);
 
 // ---- Read-only records --------------------------------------------------------------------
@@ -252,6 +269,8 @@ class ClusterState {
   Result<void> checkPlacement(const Placement& p) const;
 
  private:
+  // checkPlacement; without memory fit for ReplicaRestored.
+  Result<void> checkBooking(const Placement& p, bool memoryFit) const;
   // Replicas of a deployment among `replicas` (a node's or a GPU's).
   int countOfDeployment(const std::vector<ReplicaId>& replicas, std::int32_t deploymentId) const;
   Result<void> addNode(const model::NodeSpec& spec);
@@ -259,6 +278,9 @@ class ClusterState {
   Result<void> removeNode(const NodeRemoved& ev);
   Result<void> telemetry(const GpuTelemetry& ev);
   Result<void> place(const Placement& placement);
+  Result<void> restoreReplica(const ReplicaRestored& ev);
+  // Books an already checked placement; its reservation expires at placedAtMs + TTL.
+  ReplicaId book(const Placement& placement, Millis placedAtMs);
   Result<void> loaded(const std::string& replicaId);
   Result<void> unload(const std::string& replicaId);
   Result<void> activity(const ReplicaActivity& ev);

@@ -619,6 +619,17 @@ class ShadowBooks {
     }
     replicas_[ev.placement.replicaId] = std::move(r);
   }
+  void on(const ClusterState& s, const ReplicaRestored& ev, Millis now) {
+    on(s, ReplicaPlaced{ev.placement}, now);
+    Replica& r = replicas_.at(ev.placement.replicaId);
+    r.placedAtMs = r.lastActiveMs = ev.placedAtMs;
+    r.active = ev.reservationActive && ev.placedAtMs + ttlMs_ > now;
+    r.loaded = ev.loaded;
+    if (!ev.attributedMib.empty()) r.seenMib = ev.attributedMib;
+    settle(r);
+    // Restored without a memory check: it may over-commit, as telemetry may.
+    for (const auto& a : r.assignments) gpus_.at(a.gpu).usageGrew = true;
+  }
   void on(const ClusterState&, const ReplicaLoaded& ev, Millis) {
     Replica& r = replicas_.at(ev.replicaId);
     r.loaded = true;
