@@ -27,14 +27,11 @@ class PersistenceTest : public ::testing::Test {
     return plane ? std::move(*plane) : nullptr;
   }
 
-  // Everything a client can read, minus what is not state (placement time).
+  // Everything a client can read, placement times and reservations included.
   static json view(const ControlPlane& p) {
-    json replicas = p.listReplicas()["replicas"];
-    for (json& r : replicas) {
-      r.erase("placedAtMs");
-      r.erase("reservationActive");
-    }
-    return {{"nodes", p.listNodes()}, {"models", p.listModels()}, {"replicas", replicas}};
+    return {{"nodes", p.listNodes()},
+            {"models", p.listModels()},
+            {"replicas", p.listReplicas()["replicas"]}};
   }
 
   static json node(const std::string& name, int gpus, const std::string& type) {
@@ -78,6 +75,7 @@ TEST_F(PersistenceTest, ARestartRestoresExactlyWhatWasAcknowledged) {
                              {"sharing", "exclusive"}}));
     ASSERT_TRUE(p->putModel({{"name", "small"}, {"weightsMib", 9000}, {"computeMilli", 300}}));
     ASSERT_TRUE(p->placeReplicas({{"name", "chat"}, {"count", 2}, {"model", "llama-70b"}}));
+    clock_.advance(1);  // placed a millisecond apart: the order survives the restart
     ASSERT_TRUE(p->placeReplicas({{"name", "tiny"}, {"count", 5}, {"model", "small"}}));
     ASSERT_TRUE(p->replicaLoaded("chat-0"));
     ASSERT_TRUE(p->removeReplica("tiny-3"));
