@@ -377,11 +377,16 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
       const auto id = g.find("id");
       if (id == g.end() || !id->is_string()) return fail(fieldError(path + ".id", "required text"));
       t.gpuId = id->get<std::string>();
-      if (!state_.findGpu(node, t.gpuId)) {
+      const auto gid = state_.findGpu(node, t.gpuId);
+      if (!gid) {
         return fail(fieldError(path + ".id",
                                "node " + std::string(node) + " has no GPU \"" + t.gpuId + "\""));
       }
-      auto used = intField(g, "usedMib", path, 0, std::int64_t{1} << 40, 0);
+      // No slack: NVML's used never exceeds its total, which is the memory the agent registers
+      // the card with (a catalogue figure is the nominal size, at or above NVML's total). More
+      // than the card is a broken report, and would show as negative free memory.
+      const std::int64_t cardMib = state_.gpu(*gid).spec.memoryMib;
+      auto used = intField(g, "usedMib", path, 0, cardMib, 0);
       if (!used) return fail(used.error());
       t.usedMib = *used;
       if (const auto u = g.find("utilization"); u != g.end()) {
@@ -398,8 +403,11 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
         if (!r->is_object())
           return fail(fieldError(path + ".replicaUsedMib", "expected an object"));
         for (const auto& [rid, mib] : r->items()) {
-          if (!mib.is_number_integer() || mib.get<std::int64_t>() < 0) {
-            return fail(fieldError(path + ".replicaUsedMib." + rid, "expected a MiB count >= 0"));
+          if (!mib.is_number_integer() || mib.get<std::int64_t>() < 0 ||
+              mib.get<std::int64_t>() > cardMib) {
+            return fail(
+                fieldError(path + ".replicaUsedMib." + rid,
+                           "expected a MiB count from 0 to the card's " + std::to_string(cardMib)));
           }
           t.replicaUsedMib[rid] = mib.get<std::int64_t>();
         }

@@ -308,6 +308,13 @@ TEST_F(ServerTest, BadInputGetsA4xxNamingTheFieldAndChangesNothing) {
       {"/api/v1/nodes/n1/heartbeat", R"({"gpus": [{"id": "7", "usedMib": 1}]})", 400, "gpus[0].id"},
       {"/api/v1/nodes/n1/heartbeat", R"({"gpus": [{"id": "0", "utilization": 3}]})", 400,
        "utilization"},
+      // More memory in use than the card has (an A100-80GB: 81920 MiB).
+      {"/api/v1/nodes/n1/heartbeat", R"({"gpus": [{"id": "0", "usedMib": 999999999}]})", 400,
+       "gpus[0].usedMib"},
+      {"/api/v1/nodes/n1/heartbeat", R"({"gpus": [{"id": "0", "usedMib": 81921}]})", 400, "81920"},
+      {"/api/v1/nodes/n1/heartbeat",
+       R"({"gpus": [{"id": "0", "usedMib": 100, "replicaUsedMib": {"a": 81921}}]})", 400,
+       "gpus[0].replicaUsedMib.a"},
       {"/api/v1/nodes/ghost/heartbeat", R"({})", 404, "ghost"},
       {"/scheduler/filter", R"({"Pod": 5, "NodeNames": []})", 400, "Pod"},
   };
@@ -320,6 +327,11 @@ TEST_F(ServerTest, BadInputGetsA4xxNamingTheFieldAndChangesNothing) {
         << r.text;
   }
   EXPECT_EQ(get("/api/v1/nodes").text, before);
+  // The whole card in use is a report, not an error.
+  EXPECT_EQ(
+      post("/api/v1/nodes/n1/heartbeat", {{"gpus", {{{"id", "0"}, {"usedMib", 81920}}}}}).status,
+      200);
+  EXPECT_EQ(get("/api/v1/nodes/n1").body["gpus"][0]["freeMib"], 0);
   // Wrong media type and an oversized body.
   Reply xml = reply(client_->Post("/api/v1/nodes", auth(), "<node/>", "application/xml"));
   EXPECT_EQ(xml.status, 415);
