@@ -613,15 +613,11 @@ Result<json> ControlPlane::getModel(std::string_view name) const {
   const auto it = models_.find(name);
   if (it == models_.end())
     return fail(Error::notFound("model " + std::string(name) + " is not registered"));
-  const model::ModelProfile& p = it->second;
-  return json{{"name", p.name},
-              {"weightsMib", p.weightsMib},
-              {"kvCacheMib", p.kvCacheMib},
-              {"overheadMib", p.overheadMib},
-              {"memoryPerGpuMib", p.memoryPerGpuMib()},
-              {"computeMilli", p.computeMilli},
-              {"gpusPerReplica", p.gpusPerReplica},
-              {"priority", p.priority}};
+  // Everything the profile holds (what the store keeps, in the keys it was posted with), and
+  // the per-GPU memory it comes to.
+  json out = modelDocument(it->second);
+  out["memoryPerGpuMib"] = it->second.memoryPerGpuMib();
+  return out;
 }
 
 json ControlPlane::listModels() const {

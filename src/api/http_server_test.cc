@@ -270,6 +270,24 @@ TEST_F(ServerTest, HeartbeatsFeedTelemetryAndCordonStopsPlacement) {
   EXPECT_EQ(get("/api/v1/nodes").body["nodes"].size(), 0u);
 }
 
+TEST_F(ServerTest, AModelReadsBackEverythingItWasPostedWith) {
+  ASSERT_EQ(post("/api/v1/models", {{"name", "big"},
+                                    {"weights", "120Gi"},
+                                    {"gpusPerReplica", 2},
+                                    {"nvlinkRequired", true},
+                                    {"sharing", "exclusive"},
+                                    {"memoryBandwidthGBps", 1500}})
+                .status,
+            200);
+  const Reply m = get("/api/v1/models/big");
+  ASSERT_EQ(m.status, 200) << m.text;
+  EXPECT_EQ(m.body["nvlinkRequired"], true) << m.text;
+  EXPECT_EQ(m.body["sharing"], json({"exclusive"})) << m.text;
+  EXPECT_EQ(m.body["memoryBandwidthGBps"], 1500) << m.text;
+  EXPECT_EQ(m.body["memoryPerGpuMib"], 61440) << m.text;
+  EXPECT_EQ(get("/api/v1/models").body["models"][0], m.body);
+}
+
 TEST_F(ServerTest, MutatingCallsNeedTheBearerToken) {
   const std::string body = node("n1", 1).dump();
   auto none = client_->Post("/api/v1/nodes", body, "application/json");
