@@ -1,6 +1,9 @@
 #include "api/http_server.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <regex>
 #include <thread>
 
 #include <httplib.h>
@@ -50,12 +53,28 @@ void sendError(httplib::Response& res, const Error& e, const json& detail = null
   sendError(res, httpStatusFor(e.code), codeName(e.code), e.message, detail);
 }
 
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// application/json, or a JSON-based type (RFC 6839 "+json"); parameters and case ignored.
+bool jsonMediaType(std::string_view contentType) {
+  std::string type = lowercase(contentType.substr(0, contentType.find(';')));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+  return type == "application/json" ||
+         (type.starts_with("application/") && type.ends_with("+json"));
+}
+
 // The body as JSON; answers 400/415 itself and returns nullopt when it is not.
 std::optional<json> body(const httplib::Request& req, httplib::Response& res) {
   const std::string type = req.get_header_value("Content-Type");
-  if (!type.empty() && type.find("json") == std::string::npos) {
+  // No body and no type: the JSON parser says that a body is needed.
+  if (!jsonMediaType(type) && !(type.empty() && req.body.empty())) {
     sendError(res, 415, "unsupported_media_type",
-              "body: Content-Type must be application/json, got " + type);
+              type.empty() ? "body: send Content-Type: application/json"
+                           : "body: Content-Type must be application/json, got " + type);
     return std::nullopt;
   }
   auto parsed = parseJsonBody(req.body);
@@ -77,6 +96,33 @@ bool sameToken(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
   }
   return diff == 0;
+}
+
+// RFC 9110 §8.6: Content-Length is 1*DIGIT, and several must agree. httplib reads "-5" as a
+// length of 2^64 - 5 and answers 413 once its read times out.
+bool validContentLength(const httplib::Request& req) {
+  const auto [first, last] = req.headers.equal_range("Content-Length");
+  for (auto it = first; it != last; ++it) {
+    const std::string& v = it->second;
+    if (v.empty() || v.size() > 19 ||
+        !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        v != first->second) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The credentials of `Authorization: Bearer <token>`; RFC 7235 §2.1: the scheme is
+// case-insensitive, and one or more spaces follow it.
+std::optional<std::string_view> bearerToken(std::string_view auth) {
+  const std::size_t space = auth.find(' ');
+  if (space == std::string_view::npos || lowercase(auth.substr(0, space)) != "bearer") {
+    return std::nullopt;
+  }
+  std::string_view token = auth.substr(space);
+  while (token.starts_with(' ')) token.remove_prefix(1);
+  return token;
 }
 
 }  // namespace
@@ -146,10 +192,18 @@ void HttpServer::routes() {
 
   s.set_pre_routing_handler([this](const Req& req, Res& res) {
     assumeNoBodyWithoutLength(req);  // `curl -X POST .../cordon` is served at once
+    if (!validContentLength(req)) {
+      // Answered before the body is read: there is no telling where it ends.
+      res.set_header("Connection", "close");
+      sendError(res, 400, "bad_request",
+                "Content-Length: expected one non-negative whole number, got \"" +
+                    req.get_header_value("Content-Length") + "\"");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (config_.token && mutating(req.method) && req.path.starts_with("/api/")) {
       const std::string auth = req.get_header_value("Authorization");
-      constexpr std::string_view kBearer = "Bearer ";
-      if (!auth.starts_with(kBearer) || !sameToken(auth.substr(kBearer.size()), *config_.token)) {
+      const auto token = bearerToken(auth);
+      if (!token || !sameToken(*token, *config_.token)) {
         res.set_header("WWW-Authenticate", "Bearer");
         sendError(res, 401, "unauthenticated",
                   auth.empty() ? "this call changes state: send Authorization: Bearer <token>"
@@ -202,9 +256,21 @@ void HttpServer::routes() {
   s.set_exception_handler([](const Req&, Res& res, std::exception_ptr) {
     sendError(res, 500, "internal", "the server failed on this request");
   });
-  s.set_error_handler([](const Req& req, Res& res) {
+  s.set_error_handler([this](const Req& req, Res& res) {
     if (!res.body.empty()) return;
+    std::string allowed;
     if (res.status == 404) {
+      for (const auto& [method, pattern] : routeTable_) {
+        if (std::regex_match(req.path, pattern) && allowed.find(method) == std::string::npos) {
+          allowed += (allowed.empty() ? "" : ", ") + method + (method == "GET" ? ", HEAD" : "");
+        }
+      }
+    }
+    if (!allowed.empty()) {
+      res.set_header("Allow", allowed);
+      sendError(res, 405, "method_not_allowed",
+                req.method + " " + req.path + ": this route takes " + allowed);
+    } else if (res.status == 404) {
       sendError(res, 404, "not_found", "no route " + req.method + " " + req.path);
     } else if (res.status == 413) {
       sendError(res, 413, "payload_too_large", "body: larger than the server accepts");
@@ -216,12 +282,24 @@ void HttpServer::routes() {
   });
 
   ui::addRoutes(s, {.demo = config_.demo, .version = TESSERA_VERSION});
-  s.Get("/healthz", [](const Req&, Res& res) { res.set_content("ok\n", "text/plain"); });
-  s.Get("/readyz", [this](const Req&, Res& res) {
+  // Registers a route, and notes it for the 405 answers.
+  auto on = [this, &s](const std::string& method, const std::string& pattern,
+                       httplib::Server::Handler handler) {
+    routeTable_.emplace_back(method, std::regex(pattern));
+    if (method == "GET") {
+      s.Get(pattern, std::move(handler));
+    } else if (method == "POST") {
+      s.Post(pattern, std::move(handler));
+    } else {
+      s.Delete(pattern, std::move(handler));
+    }
+  };
+  on("GET", "/healthz", [](const Req&, Res& res) { res.set_content("ok\n", "text/plain"); });
+  on("GET", "/readyz", [this](const Req&, Res& res) {
     res.status = ready_ ? 200 : 503;
     res.set_content(ready_ ? "ready\n" : "not ready\n", "text/plain");
   });
-  s.Get("/metrics", [this](const Req&, Res& res) {
+  on("GET", "/metrics", [this](const Req&, Res& res) {
     std::lock_guard lock(mu_);
     res.set_content(plane().metricsText(), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -247,42 +325,43 @@ void HttpServer::routes() {
   };
   using R = Result<json>;
 
-  s.Get("/api/v1/nodes", noBody(200, [this](const Req&) -> R { return plane().listNodes(); }));
-  s.Get(R"(/api/v1/nodes/([^/]+))",
-        noBody(200, [this](const Req& r) { return plane().getNode(r.matches[1].str()); }));
-  s.Post("/api/v1/nodes",
-         withBody(201, [this](const Req&, const json& b) { return plane().registerNode(b); }));
-  s.Post(R"(/api/v1/nodes/([^/]+)/heartbeat)", withBody(200, [this](const Req& r, const json& b) {
-           return plane().heartbeat(r.matches[1].str(), b);
-         }));
-  s.Post(R"(/api/v1/nodes/([^/]+)/cordon)", noBody(200, [this](const Req& r) {
-           return plane().setCordoned(r.matches[1].str(), true);
-         }));
-  s.Post(R"(/api/v1/nodes/([^/]+)/drain)",
-         noBody(200, [this](const Req& r) { return plane().drainNode(r.matches[1].str()); }));
-  s.Post(R"(/api/v1/nodes/([^/]+)/uncordon)", noBody(200, [this](const Req& r) {
-           return plane().setCordoned(r.matches[1].str(), false);
-         }));
-  s.Get(R"(/api/v1/nodes/([^/]+)/allocations)",
-        noBody(200, [this](const Req& r) { return plane().nodeAllocations(r.matches[1].str()); }));
-  s.Post(R"(/api/v1/nodes/([^/]+)/allocations)", withBody(200, [this](const Req& r, const json& b) {
-           return plane().confirmAllocation(r.matches[1].str(), b);
-         }));
-  s.Delete(R"(/api/v1/nodes/([^/]+))", noBody(200, [this](const Req& r) {
-             return plane().removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
-           }));
+  on("GET", "/api/v1/nodes", noBody(200, [this](const Req&) -> R { return plane().listNodes(); }));
+  on("GET", R"(/api/v1/nodes/([^/]+))",
+     noBody(200, [this](const Req& r) { return plane().getNode(r.matches[1].str()); }));
+  on("POST", "/api/v1/nodes",
+     withBody(201, [this](const Req&, const json& b) { return plane().registerNode(b); }));
+  on("POST", R"(/api/v1/nodes/([^/]+)/heartbeat)",
+     withBody(200, [this](const Req& r, const json& b) {
+       return plane().heartbeat(r.matches[1].str(), b);
+     }));
+  on("POST", R"(/api/v1/nodes/([^/]+)/cordon)",
+     noBody(200, [this](const Req& r) { return plane().setCordoned(r.matches[1].str(), true); }));
+  on("POST", R"(/api/v1/nodes/([^/]+)/drain)",
+     noBody(200, [this](const Req& r) { return plane().drainNode(r.matches[1].str()); }));
+  on("POST", R"(/api/v1/nodes/([^/]+)/uncordon)",
+     noBody(200, [this](const Req& r) { return plane().setCordoned(r.matches[1].str(), false); }));
+  on("GET", R"(/api/v1/nodes/([^/]+)/allocations)",
+     noBody(200, [this](const Req& r) { return plane().nodeAllocations(r.matches[1].str()); }));
+  on("POST", R"(/api/v1/nodes/([^/]+)/allocations)",
+     withBody(200, [this](const Req& r, const json& b) {
+       return plane().confirmAllocation(r.matches[1].str(), b);
+     }));
+  on("DELETE", R"(/api/v1/nodes/([^/]+))", noBody(200, [this](const Req& r) {
+       return plane().removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
+     }));
 
-  s.Get("/api/v1/models", noBody(200, [this](const Req&) -> R { return plane().listModels(); }));
-  s.Get(R"(/api/v1/models/([^/]+))",
-        noBody(200, [this](const Req& r) { return plane().getModel(r.matches[1].str()); }));
-  s.Post("/api/v1/models",
-         withBody(200, [this](const Req&, const json& b) { return plane().putModel(b); }));
-  s.Delete(R"(/api/v1/models/([^/]+))",
-           noBody(200, [this](const Req& r) { return plane().deleteModel(r.matches[1].str()); }));
+  on("GET", "/api/v1/models",
+     noBody(200, [this](const Req&) -> R { return plane().listModels(); }));
+  on("GET", R"(/api/v1/models/([^/]+))",
+     noBody(200, [this](const Req& r) { return plane().getModel(r.matches[1].str()); }));
+  on("POST", "/api/v1/models",
+     withBody(200, [this](const Req&, const json& b) { return plane().putModel(b); }));
+  on("DELETE", R"(/api/v1/models/([^/]+))",
+     noBody(200, [this](const Req& r) { return plane().deleteModel(r.matches[1].str()); }));
 
-  s.Get("/api/v1/replicas",
-        noBody(200, [this](const Req&) -> R { return plane().listReplicas(); }));
-  s.Post("/api/v1/replicas", [this](const Req& req, Res& res) {
+  on("GET", "/api/v1/replicas",
+     noBody(200, [this](const Req&) -> R { return plane().listReplicas(); }));
+  on("POST", "/api/v1/replicas", [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
     std::lock_guard lock(mu_);
@@ -290,17 +369,17 @@ void HttpServer::routes() {
     if (!out) return sendError(res, out.error().error, out.error().detail);
     sendJson(res, 201, *out);
   });
-  s.Post(R"(/api/v1/replicas/(.+)/loaded)",
-         noBody(200, [this](const Req& r) { return plane().replicaLoaded(r.matches[1].str()); }));
-  s.Get(R"(/api/v1/replicas/(.+))",
-        noBody(200, [this](const Req& r) { return plane().getReplica(r.matches[1].str()); }));
-  s.Delete(R"(/api/v1/replicas/(.+))",
-           noBody(200, [this](const Req& r) { return plane().removeReplica(r.matches[1].str()); }));
-  s.Get("/api/v1/deployments",
-        noBody(200, [this](const Req&) -> R { return plane().listDeployments(); }));
-  s.Get(R"(/api/v1/deployments/([^/]+))",
-        noBody(200, [this](const Req& r) { return plane().getDeployment(r.matches[1].str()); }));
-  s.Post("/api/v1/deployments", [this](const Req& req, Res& res) {
+  on("POST", R"(/api/v1/replicas/(.+)/loaded)",
+     noBody(200, [this](const Req& r) { return plane().replicaLoaded(r.matches[1].str()); }));
+  on("GET", R"(/api/v1/replicas/(.+))",
+     noBody(200, [this](const Req& r) { return plane().getReplica(r.matches[1].str()); }));
+  on("DELETE", R"(/api/v1/replicas/(.+))",
+     noBody(200, [this](const Req& r) { return plane().removeReplica(r.matches[1].str()); }));
+  on("GET", "/api/v1/deployments",
+     noBody(200, [this](const Req&) -> R { return plane().listDeployments(); }));
+  on("GET", R"(/api/v1/deployments/([^/]+))",
+     noBody(200, [this](const Req& r) { return plane().getDeployment(r.matches[1].str()); }));
+  on("POST", "/api/v1/deployments", [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
     std::lock_guard lock(mu_);
@@ -311,19 +390,18 @@ void HttpServer::routes() {
     if (!out) return sendError(res, out.error());
     sendJson(res, existed ? 200 : 201, *out);
   });
-  s.Delete(R"(/api/v1/deployments/([^/]+))", noBody(200, [this](const Req& r) {
-             return plane().deleteDeployment(r.matches[1].str());
-           }));
-  s.Post(R"(/api/v1/deployments/([^/]+)/signals)",
-         withBody(200, [this](const Req& r, const json& b) {
-           return plane().deploymentSignals(r.matches[1].str(), b);
-         }));
-  s.Post(R"(/api/v1/replicas/(.+)/signals)", withBody(200, [this](const Req& r, const json& b) {
-           return plane().replicaSignals(r.matches[1].str(), b);
-         }));
-  s.Post("/api/v1/explain",
-         withBody(200, [this](const Req&, const json& b) { return plane().explain(b); }));
-  s.Get("/api/v1/events", [this](const Req& req, Res& res) {
+  on("DELETE", R"(/api/v1/deployments/([^/]+))",
+     noBody(200, [this](const Req& r) { return plane().deleteDeployment(r.matches[1].str()); }));
+  on("POST", R"(/api/v1/deployments/([^/]+)/signals)",
+     withBody(200, [this](const Req& r, const json& b) {
+       return plane().deploymentSignals(r.matches[1].str(), b);
+     }));
+  on("POST", R"(/api/v1/replicas/(.+)/signals)", withBody(200, [this](const Req& r, const json& b) {
+       return plane().replicaSignals(r.matches[1].str(), b);
+     }));
+  on("POST", "/api/v1/explain",
+     withBody(200, [this](const Req&, const json& b) { return plane().explain(b); }));
+  on("GET", "/api/v1/events", [this](const Req& req, Res& res) {
     std::int64_t after = 0;
     std::size_t limit = 500;
     try {
@@ -361,7 +439,7 @@ void HttpServer::routes() {
   };
   // The claim webhook: the pod read and the event run outside the lock; the booking takes it,
   // and its store write (onto the pod) runs with it released, as bind's does.
-  s.Post(std::string(k8s::kAdmissionPath), [this](const Req& req, Res& res) {
+  on("POST", std::string(k8s::kAdmissionPath), [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
     auto answer = [&](const json& review) {
@@ -397,23 +475,22 @@ void HttpServer::routes() {
     answer(*out);
   });
   using Lock = std::unique_lock<std::mutex>;
-  s.Post("/scheduler/filter",
-         verb("filter", [this](const json& b, Lock&) { return plane().extender().filter(b); }));
-  s.Post("/scheduler/prioritize", verb("prioritize", [this](const json& b, Lock&) {
-           return plane().extender().prioritize(b);
-         }));
-  s.Post("/scheduler/preempt",
-         verb("preempt", [this](const json& b, Lock&) { return plane().extender().preempt(b); }));
+  on("POST", "/scheduler/filter",
+     verb("filter", [this](const json& b, Lock&) { return plane().extender().filter(b); }));
+  on("POST", "/scheduler/prioritize",
+     verb("prioritize", [this](const json& b, Lock&) { return plane().extender().prioritize(b); }));
+  on("POST", "/scheduler/preempt",
+     verb("preempt", [this](const json& b, Lock&) { return plane().extender().preempt(b); }));
   // bind's store write and Binding POST (up to 3 s) run with the lock released: other calls
   // go on meanwhile, and the plane bound is the one the call started on.
-  s.Post("/scheduler/bind", verb("bind", [this](const json& b, Lock& lock) {
-           ControlPlane& p = plane();
-           return p.extenderBind(b, [&lock](const std::function<void()>& io) {
-             lock.unlock();
-             io();
-             lock.lock();
-           });
-         }));
+  on("POST", "/scheduler/bind", verb("bind", [this](const json& b, Lock& lock) {
+       ControlPlane& p = plane();
+       return p.extenderBind(b, [&lock](const std::function<void()>& io) {
+         lock.unlock();
+         io();
+         lock.lock();
+       });
+     }));
 }
 
 }  // namespace tessera::api

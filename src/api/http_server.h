@@ -24,8 +24,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "api/control_plane.h"
 #include "api/log.h"
@@ -93,6 +96,9 @@ class HttpServer {
   std::thread thread_;
   std::mutex mu_;
   std::atomic<bool> ready_{false};
+  // Every route's method and path pattern: a path served for other methods answers 405 with
+  // Allow (httplib answers 404). Filled by routes(), before the server listens.
+  std::vector<std::pair<std::string, std::regex>> routeTable_;
 };
 
 }  // namespace tessera::api

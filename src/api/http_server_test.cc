@@ -213,6 +213,58 @@ TEST_F(ServerTest, APostWithoutContentLengthHasAnEmptyBody) {
   EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes HTTP/1.1\r\nHost: t\r\n" + auth + "\r\n"), 400);
 }
 
+// The HTTP edges docs/api.md promises: a Content-Length that is no length is a 400 at once
+// (httplib read "-5" as 2^64 - 5 and answered 413 after its 5-s read timeout), a body needs
+// its JSON media type, the bearer scheme is case-insensitive (RFC 7235 §2.1), and a method a
+// route does not take is a 405 with Allow.
+TEST_F(ServerTest, HttpEdgesAnswerAsTheContractSays) {
+  const std::string authLine = std::string("Authorization: Bearer ") + kToken + "\r\n";
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes HTTP/1.1\r\nHost: t\r\n" + authLine +
+                                  "Content-Type: application/json\r\nContent-Length: -5\r\n\r\n"),
+            400);
+  EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes HTTP/1.1\r\nHost: t\r\n" + authLine +
+                                  "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}"),
+            400);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+
+  const std::string body = node("n1", 1).dump();
+  const std::string len = "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes HTTP/1.1\r\nHost: t\r\n" + authLine + len +
+                                  "\r\n" + body),
+            415);
+  EXPECT_EQ(get("/api/v1/nodes").body["nodes"].size(), 0u);
+  EXPECT_EQ(rawRequest(port_, "POST /api/v1/nodes HTTP/1.1\r\nHost: t\r\n" + authLine + len +
+                                  "Content-Type: Application/JSON; charset=utf-8\r\n\r\n" + body),
+            201);
+
+  auto lower =
+      client_->Post("/api/v1/nodes/n1/cordon",
+                    {{"Authorization", std::string("bearer  ") + kToken}}, "", "application/json");
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->status, 200) << lower->body;
+  auto other =
+      client_->Post("/api/v1/nodes/n1/uncordon",
+                    {{"Authorization", std::string("Basic ") + kToken}}, "", "application/json");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 401);
+
+  for (const char* method : {"PUT", "PATCH"}) {
+    httplib::Request req;
+    req.method = method;
+    req.path = "/api/v1/nodes/n1";
+    req.headers = auth();
+    req.body = "{}";
+    req.set_header("Content-Type", "application/json");
+    auto r = client_->send(req);
+    ASSERT_TRUE(r) << method;
+    EXPECT_EQ(r->status, 405) << method << " " << r->body;
+    EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD, DELETE") << method;
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "method_not_allowed");
+  }
+  EXPECT_EQ(get("/api/v1/no-such-thing").status, 404);
+}
+
 // Names follow Kubernetes' rules (common/names.h) everywhere: a 400 naming the field and the
 // rule, never a 500, and nothing stored.
 TEST_F(ServerTest, NamesNobodyCouldAddressAreRefused) {
