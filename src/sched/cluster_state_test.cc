@@ -329,5 +329,34 @@ TEST_F(ClusterStateTest, BadTelemetryChangesNothing) {
   EXPECT_FALSE(state_.gpu(*state_.findGpu("n1", "0")).hasTelemetry);
 }
 
+// A replica put back as it was booked: placed when it was (its reservation lapses 30 s from
+// then, or has lapsed), not refused for memory that telemetry had let it share, refused for
+// anything booked by request that would over-book the card.
+TEST_F(ClusterStateTest, ARestoredReplicaKeepsItsPlacementTimeAndIsNotRefusedForMemory) {
+  const std::int64_t card = 80 * kGib;
+  ASSERT_TRUE(state_.apply(
+      ReplicaRestored{shared(state_, "old", "n1", "0", 40'000, 48'000), -29'000, true, true, {}}));
+  ASSERT_TRUE(state_.apply(
+      ReplicaRestored{shared(state_, "new", "n1", "0", 40'000, 48'000), 0, true, false, {}}));
+  const ReplicaRecord& old = state_.replica(*state_.findReplica("old"));
+  EXPECT_EQ(old.placedAtMs, -29'000);
+  EXPECT_FALSE(old.reservationActive);  // 30 s after -29 s had passed at 1 s
+  EXPECT_EQ(old.phase, ReplicaPhase::kLoaded);
+  EXPECT_TRUE(state_.replica(*state_.findReplica("new")).reservationActive);
+  EXPECT_EQ(freeMib("0"), card - 40'000 - 48'000);  // over-committed, and shown
+  EXPECT_TRUE(state_.checkInvariants());
+  // Nothing new goes there, and compute is still checked.
+  EXPECT_FALSE(state_.apply(ReplicaPlaced{shared(state_, "more", "n1", "0", 1, 1)}));
+  auto compute = state_.apply(
+      ReplicaRestored{shared(state_, "busy", "n1", "0", 1, 1, 900), 0, true, false, {}});
+  ASSERT_FALSE(compute);
+  EXPECT_NE(compute.error().message.find("compute"), std::string::npos);
+  clock_.set(31'000);
+  ASSERT_TRUE(state_.apply(ReservationsExpired{}));
+  EXPECT_FALSE(state_.replica(*state_.findReplica("new")).reservationActive);
+  EXPECT_EQ(freeMib("0"), card - 80'000);
+  EXPECT_TRUE(state_.checkInvariants());
+}
+
 }  // namespace
 }  // namespace tessera::sched
