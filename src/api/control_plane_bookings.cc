@@ -1,0 +1,109 @@
+// ControlPlane: pods booked through the kube-scheduler extender and the claim webhook: the
+// booking written to the store before the pod's Binding (or with the pod, in GPU mode dra),
+// and forgotten when either fails.
+
+#include <memory>
+
+#include "api/control_plane.h"
+
+namespace tessera::api {
+
+using nlohmann::json;
+
+Result<json> ControlPlane::bookClaim(const json& pod, const k8s::OutsideLock& outside,
+                                     bool podExists) {
+  return extender_->bookForClaim(pod, outside, podExists);
+}
+
+void ControlPlane::forgetClaim(const std::string& replicaId, const std::string& why) {
+  extender_->forgetClaimBooking(replicaId, why);
+}
+
+Result<json> ControlPlane::extenderBind(const json& args, const k8s::OutsideLock& outside) {
+  // The extender assumes, persists through prepareBooking() and then posts the Binding.
+  auto out = extender_->bind(args, outside);
+  if (!out || !(*out)["Error"].get<std::string>().empty()) return out;
+  const json* ns = k8s::fieldIgnoringCase(args, "PodNamespace");
+  const json* name = k8s::fieldIgnoringCase(args, "PodName");
+  const std::string id = (ns != nullptr && ns->is_string() && !ns->get<std::string>().empty()
+                              ? ns->get<std::string>()
+                              : std::string("default")) +
+                         "/" +
+                         (name != nullptr && name->is_string() ? name->get<std::string>() : "");
+  const auto rid = state_.findReplica(id);
+  if (!rid) return out;  // not a pod Tessera books
+  note("ReplicaBound", id, "on " + state_.node(state_.replica(*rid).placement.node).spec.name);
+  return out;
+}
+
+k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std::string& resource,
+                                               bool podExists) {
+  const auto rid = state_.findReplica(id);
+  if (!rid) {
+    return {
+        [id]() -> Result<void> { return fail(Error::internal("pod " + id + " is not booked")); },
+        nullptr, ""};
+  }
+  const sched::ReplicaRecord& rec = state_.replica(*rid);
+  // The pod's container gets its GPUs from the node's device plugin, which confirms it. A
+  // fresh bind starts unconfirmed, also where a pod of the same name held a confirmed
+  // allocation before (a StatefulSet pod created again). Assumed now, undone in settle when
+  // the write fails.
+  std::optional<PodAllocation> previous;
+  if (const auto a = podAllocations_.find(id); a != podAllocations_.end()) previous = a->second;
+  if (!resource.empty()) podAllocations_[id] = PodAllocation{resource, false, {}};
+  const bool wasPod = !pods_.insert(id).second;
+  const Millis now = eventTimeMs();
+  const std::string message = "on " + state_.node(rec.placement.node).spec.name +
+                              (podExists ? ", before its Binding" : ", before its pod exists");
+  const std::string doc =
+      replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump();
+  // A store that keeps bookings on the pods cannot write onto a pod that is not there yet: the
+  // pod is created carrying the document (GPU mode dra), and its creation is the write.
+  const bool onPod = !podExists && store_ != nullptr && store_->bookingsOnPods();
+  store::Batch batch;
+  if (!onPod) batch.upsert("replica", id, doc);
+  if (store_ != nullptr) {
+    batch.appendEvent("event",
+                      json{{"type", "ReplicaBooked"}, {"subject", id}, {"message", message}}.dump(),
+                      now);
+  }
+  auto seq = std::make_shared<std::int64_t>(0);
+  auto write = [store = onPod ? nullptr : store_, batch = std::move(batch), seq]() -> Result<void> {
+    if (store == nullptr) return {};
+    auto done = store->commit(batch);  // the store serialises its own calls
+    if (!done) return fail(storeRefused(done.error()));
+    *seq = done->lastEventSeq;
+    return {};
+  };
+  auto settle = [this, id, previous, wasPod, now, message, seq](bool stored) {
+    if (stored) {
+      remember(*seq > 0 ? *seq : nextSeq_, now, "ReplicaBooked", id, message);
+      return;
+    }
+    if (previous) {
+      podAllocations_[id] = *previous;
+    } else {
+      podAllocations_.erase(id);
+    }
+    if (!wasPod) pods_.erase(id);
+  };
+  return {std::move(write), std::move(settle), onPod ? doc : std::string()};
+}
+
+void ControlPlane::forgetBooking(const std::string& id, const std::string& why) {
+  podAllocations_.erase(id);
+  store::Batch batch;
+  batch.remove("replica", id);
+  pods_.erase(id);
+  if (auto removed = commit(std::move(batch), "BookingForgotten", id, why); !removed) {
+    // The stored booking outlives the pod's failed Binding until the pod is deleted (or, in
+    // the API server, until the next leader drops bookings of unbound pods).
+    internalErrors_.add({{"where", "forget-booking"}});
+    alert("InternalError", id,
+          "the booking of a pod that is not bound (" + why +
+              ") could not be removed: " + removed.error().message);
+  }
+}
+
+}  // namespace tessera::api
