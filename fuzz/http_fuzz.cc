@@ -127,9 +127,9 @@ struct Server {
 // The codes of the error table in docs/api.md (500 `internal` is a failure here).
 const std::vector<std::string>& documentedCodes() {
   static const std::vector<std::string> kCodes = {
-      "invalid_argument", "bad_request",  "unauthenticated",   "not_found",
-      "already_exists",   "failed_precondition", "does_not_fit", "payload_too_large",
-      "unsupported_media_type"};
+      "invalid_argument",       "bad_request",         "unauthenticated", "not_found",
+      "already_exists",         "failed_precondition", "does_not_fit",    "payload_too_large",
+      "unsupported_media_type", "method_not_allowed"};
   return kCodes;
 }
 
