@@ -637,7 +637,11 @@ Result<json> Extender::bind(const json& args, const OutsideLock& outside) {
   }
   if (uid->empty() || known == pods_.end()) {
     // Not a pod Tessera filtered: nothing to book, only the binding to post.
-    if (!binder_) return answer("tessera has no binder configured for pods it did not filter");
+    if (!binder_) {
+      return answer("pod " + podNs + "/" + *name +
+                    " is not one Tessera filtered (or it was bound already), and without a "
+                    "Kubernetes API (--kube-api-server) Tessera posts no Binding for it");
+    }
     Result<void> bound;
     io([&] { bound = binder_(podNs, *name, *uid, *node); });
     return answer(bound ? "" : bound.error().message);

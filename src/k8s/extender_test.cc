@@ -273,6 +273,24 @@ TEST_F(ExtenderTest, BindBooksTheGpusPostsTheBindingAndRollsBackOnFailure) {
   ASSERT_TRUE(state_.checkInvariants());
 }
 
+// Without a binder (no Kubernetes API), a bind Tessera cannot book (a pod it never filtered, or
+// the same pod bound a second time) says so, naming the pod.
+TEST_F(ExtenderTest, ABindWithoutABinderNamesThePodAndWhy) {
+  Extender standalone(state_, *engine_,
+                      [](std::string_view) { return std::optional<model::ModelProfile>(); });
+  auto out = standalone.bind({{"PodName", "web-0"},
+                              {"PodNamespace", "ml"},
+                              {"PodUID", "uid-never-filtered"},
+                              {"Node", "gpu-a"}});
+  ASSERT_TRUE(out) << out.error().message;
+  const std::string error = (*out)["Error"].get<std::string>();
+  EXPECT_NE(error.find("pod ml/web-0 is not one Tessera filtered (or it was bound already)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("--kube-api-server"), std::string::npos) << error;
+  EXPECT_FALSE(state_.findReplica("ml/web-0"));
+}
+
 TEST_F(ExtenderTest, PodsWithoutGpuRequestsPassUntouched) {
   json args = loadTestdata("filter_args_names.json");
   json& res = args["Pod"]["spec"]["containers"][0]["resources"];
