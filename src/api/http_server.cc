@@ -1,7 +1,6 @@
 #include "api/http_server.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <regex>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "api/json_body.h"
 #include "api/ui.h"
 #include "common/listen_socket.h"
+#include "common/text.h"
 
 namespace tessera::api {
 namespace {
@@ -53,15 +53,9 @@ void sendError(httplib::Response& res, const Error& e, const json& detail = null
   sendError(res, httpStatusFor(e.code), codeName(e.code), e.message, detail);
 }
 
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // application/json, or a JSON-based type (RFC 6839 "+json"); parameters and case ignored.
 bool jsonMediaType(std::string_view contentType) {
-  std::string type = lowercase(contentType.substr(0, contentType.find(';')));
+  std::string type = lowerAscii(contentType.substr(0, contentType.find(';')));
   while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
   return type == "application/json" ||
          (type.starts_with("application/") && type.ends_with("+json"));
@@ -117,7 +111,7 @@ bool validContentLength(const httplib::Request& req) {
 // case-insensitive, and one or more spaces follow it.
 std::optional<std::string_view> bearerToken(std::string_view auth) {
   const std::size_t space = auth.find(' ');
-  if (space == std::string_view::npos || lowercase(auth.substr(0, space)) != "bearer") {
+  if (space == std::string_view::npos || lowerAscii(auth.substr(0, space)) != "bearer") {
     return std::nullopt;
   }
   std::string_view token = auth.substr(space);
