@@ -723,8 +723,8 @@ TEST_F(CliTest, SimulateServingRefusesSpansAndTargetsBeyondItsRange) {
     EXPECT_TRUE(run.out.empty()) << c.args;
   }
   // A long stretch inside the range still runs: the 70-s trace over most of a day.
-  const Outcome stretched = tessera("simulate serving --policy hpa --time-scale 1000 --trace " +
-                                    trace + " -o json");
+  const Outcome stretched =
+      tessera("simulate serving --policy hpa --time-scale 1000 --trace " + trace + " -o json");
   EXPECT_TRUE(exitedWith(stretched, 0)) << stretched.err;
 }
 

@@ -186,8 +186,7 @@ TEST_F(InformerTest, TellsOnceWhenTheServerStopsAnsweringAndOnceWhenItAnswersAga
   ASSERT_TRUE(server.create("pods", informerPod("p2")));
   ASSERT_TRUE(eventually([&] { return heard().size() == 2; }));
   EXPECT_TRUE(heard()[1].first);
-  EXPECT_NE(heard()[1].second.find("answers again after"), std::string::npos)
-      << heard()[1].second;
+  EXPECT_NE(heard()[1].second.find("answers again after"), std::string::npos) << heard()[1].second;
   EXPECT_TRUE(eventually([&] { return informer.get("ml/p2").has_value(); }));
   EXPECT_EQ(heard().size(), 2u);
 }

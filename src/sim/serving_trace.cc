@@ -288,8 +288,8 @@ Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const Servi
   if (o.meanRatePerSec * recorded * stretch > kMaxServingRequests) {
     return fail(Error::invalid("the shaped QPS series would hold about " +
                                shortNumber(o.meanRatePerSec * recorded * stretch) +
-                               " requests (mean rate " + shortNumber(o.meanRatePerSec) + "/s over " +
-                               shortNumber(recorded * stretch) + " s); at most " +
+                               " requests (mean rate " + shortNumber(o.meanRatePerSec) +
+                               "/s over " + shortNumber(recorded * stretch) + " s); at most " +
                                shortNumber(kMaxServingRequests)));
   }
   std::mt19937_64 rng(o.seed);
