@@ -24,6 +24,15 @@ struct Outcome {
   std::string err;
 };
 
+// The run exited with `code`; otherwise its output, for the failure message.
+inline ::testing::AssertionResult exitedWith(const Outcome& run, int code) {
+  if (run.exitCode == code) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "exit code " << run.exitCode << ", expected " << code << "\nstdout:\n"
+         << run.out << "\nstderr:\n"
+         << run.err;
+}
+
 std::string quoted(const std::string& text) {
   std::string q = "'";
   for (char c : text) {

@@ -17,6 +17,18 @@ using nlohmann::json;
 
 class PersistenceTest : public ::testing::Test {
  protected:
+  // Someone copies a replica's stored document under another id, behind the plane's back.
+  void copyReplicaDocument(const std::string& from, const std::string& to) {
+    auto s = store::Store::open(dir_.file("state.db"));
+    ASSERT_TRUE(s);
+    auto doc = (*s)->get("replica", from);
+    ASSERT_TRUE(doc);
+    json copy = json::parse(doc->json);
+    copy["placement"]["replicaId"] = to;
+    store::Batch b;
+    b.upsert("replica", to, copy.dump());
+    ASSERT_TRUE((*s)->commit(b));
+  }
   // A control plane over the store at dir_/state.db (reopened each call).
   std::unique_ptr<ControlPlane> open() {
     auto s = store::Store::open(dir_.file("state.db"));
@@ -141,17 +153,7 @@ TEST_F(PersistenceTest, AStoredStateThatWouldOverBookComputeIsRefusedNamingTheRe
          {"model", {{"name", "m"}, {"weightsMib", 5000}, {"computeMilli", 600}}}}));
   }
   // Someone copies r1's document under another name: both cannot have 60 % of the one GPU.
-  {
-    auto s = store::Store::open(dir_.file("state.db"));
-    ASSERT_TRUE(s);
-    auto doc = (*s)->get("replica", "r1");
-    ASSERT_TRUE(doc);
-    json copy = json::parse(doc->json);
-    copy["placement"]["replicaId"] = "r2";
-    store::Batch b;
-    b.upsert("replica", "r2", copy.dump());
-    ASSERT_TRUE((*s)->commit(b));
-  }
+  copyReplicaDocument("r1", "r2");
   auto s = store::Store::open(dir_.file("state.db"));
   ASSERT_TRUE(s);
   auto plane = ControlPlane::create(catalog_, clock_, {}, s->get());
@@ -172,17 +174,7 @@ TEST_F(PersistenceTest, RestoredReplicasThatOverCommitMemoryAreRestoredAndReport
     ASSERT_TRUE(
         p->placeReplicas({{"replicaId", "r1"}, {"model", {{"name", "m"}, {"weightsMib", 50000}}}}));
   }
-  {
-    auto s = store::Store::open(dir_.file("state.db"));
-    ASSERT_TRUE(s);
-    auto doc = (*s)->get("replica", "r1");
-    ASSERT_TRUE(doc);
-    json copy = json::parse(doc->json);
-    copy["placement"]["replicaId"] = "r2";
-    store::Batch b;
-    b.upsert("replica", "r2", copy.dump());
-    ASSERT_TRUE((*s)->commit(b));
-  }
+  copyReplicaDocument("r1", "r2");
   auto p = open();
   ASSERT_TRUE(p);
   EXPECT_EQ(p->listReplicas()["replicas"].size(), 2u);
