@@ -291,20 +291,8 @@ ClaimAdmission::Stats ClaimAdmission::stats() const {
 
 void ClaimAdmission::event(const std::string& ns, const std::string& pod, const std::string& uid,
                            const std::string& message) {
-  const std::string now = controller_internal::nowRfc3339();
-  const json e = {
-      {"apiVersion", "v1"},
-      {"kind", "Event"},
-      {"metadata", {{"generateName", pod + "."}, {"namespace", ns}}},
-      {"involvedObject",
-       {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", ns}, {"name", pod}, {"uid", uid}}},
-      {"reason", "TesseraClaimNotPinned"},
-      {"message", message},
-      {"type", "Warning"},
-      {"source", {{"component", "tessera-admission"}}},
-      {"firstTimestamp", now},
-      {"lastTimestamp", now},
-      {"count", 1}};
+  const json e = controller_internal::podWarningEvent(ns, pod, uid, "TesseraClaimNotPinned",
+                                                      message, "tessera-admission");
   // Best effort: the warning in the answer says the same to whoever created the claim.
   auto res = client_.request("POST", "/api/v1/namespaces/" + ns + "/events", e.dump());
   if (res && (res->status == 201 || res->status == 200)) ++events_;

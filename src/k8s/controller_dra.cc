@@ -16,7 +16,7 @@ namespace {
 using controller_internal::annotationOf;
 using controller_internal::controllerPodPath;
 using controller_internal::finished;
-using controller_internal::nowRfc3339;
+using controller_internal::podWarningEvent;
 using controller_internal::rvNumber;
 using controller_internal::terminating;
 using nlohmann::json;
@@ -234,24 +234,14 @@ void Controller::reportUnsatisfiedClaim(const std::string& podKey) {
       choice += ")";
     }
   }
-  const std::string now = nowRfc3339();
   const auto current = pods_->get(podKey);
   const std::string uid = current ? metadataText(*current, "uid") : "";
-  const json event = {
-      {"apiVersion", "v1"},
-      {"kind", "Event"},
-      {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},
-      {"involvedObject",
-       {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", ns}, {"name", name}, {"uid", uid}}},
-      {"reason", "TesseraClaimUnsatisfied"},
-      {"message", "kube-scheduler could not allocate " + choice + ": " + why +
-                      ". Tessera's books and the cluster's ResourceSlices disagree (another "
-                      "driver publishing these GPUs, a device taint, or a stale slice)."},
-      {"type", "Warning"},
-      {"source", {{"component", "tessera-controller"}}},
-      {"firstTimestamp", now},
-      {"lastTimestamp", now},
-      {"count", 1}};
+  const json event = podWarningEvent(
+      ns, name, uid, "TesseraClaimUnsatisfied",
+      "kube-scheduler could not allocate " + choice + ": " + why +
+          ". Tessera's books and the cluster's ResourceSlices disagree (another driver "
+          "publishing these GPUs, a device taint, or a stale slice).",
+      "tessera-controller");
   auto res = client_.request("POST", "/api/v1/namespaces/" + ns + "/events", event.dump());
   if (res && (res->status == 201 || res->status == 200)) {
     std::lock_guard lock(mu_);

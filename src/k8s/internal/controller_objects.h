@@ -57,6 +57,26 @@ inline std::string nowRfc3339() {
   return buf;
 }
 
+// A Warning event on a pod (core/v1 Event, as `kubectl describe pod` lists them), sent by
+// `component`.
+inline json podWarningEvent(const std::string& ns, const std::string& pod, const std::string& uid,
+                            const std::string& reason, const std::string& message,
+                            const std::string& component) {
+  const std::string now = nowRfc3339();
+  return {{"apiVersion", "v1"},
+          {"kind", "Event"},
+          {"metadata", {{"generateName", pod + "."}, {"namespace", ns}}},
+          {"involvedObject",
+           {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", ns}, {"name", pod}, {"uid", uid}}},
+          {"reason", reason},
+          {"message", message},
+          {"type", "Warning"},
+          {"source", {{"component", component}}},
+          {"firstTimestamp", now},
+          {"lastTimestamp", now},
+          {"count", 1}};
+}
+
 inline std::string controllerPodPath(const std::string& ns, const std::string& name = "") {
   return "/api/v1/namespaces/" + ns + "/pods" + (name.empty() ? "" : "/" + name);
 }
