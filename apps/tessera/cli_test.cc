@@ -192,6 +192,57 @@ TEST_F(CliTest, UnplaceableRequestGetsAReasonAndAdvice) {
   EXPECT_TRUE(advice.at("growNode").is_null());
 }
 
+// Refused twins share one eviction search (the books do not change between the what-ifs): each
+// gets the advice a lone request of its shape gets, under its own replica id.
+TEST_F(CliTest, RefusedTwinsGetTheAdviceOfOneAloneUnderTheirOwnIds) {
+  const std::string cluster = write("cluster.yaml", std::string(kCluster) + R"(replicas:
+  - replicaId: old-0
+    node: node-a
+    gpus: ["0"]
+    model: small
+  - replicaId: old-1
+    node: node-a
+    gpus: ["1"]
+    model: small
+)");
+  auto requestsOf = [&](int count) {
+    return write("requests-" + std::to_string(count) + ".yaml", R"(requests:
+  - name: big
+    count: )" + std::to_string(count) + R"(
+    model:
+      name: big
+      weightsMib: 65536
+      priority: 50
+)");
+  };
+  auto adviceOf = [&](int count) {
+    const Outcome run = tessera("place --cluster " + quoted(cluster) + " --requests " +
+                                quoted(requestsOf(count)) + " -o json");
+    EXPECT_TRUE(exitedWith(run, 0)) << run.err;
+    return json::parse(run.out).at("evictions");
+  };
+  const json alone = adviceOf(1);
+  ASSERT_EQ(alone.size(), 1u);
+  ASSERT_TRUE(alone[0].at("feasible").get<bool>()) << alone.dump();
+  const json twins = adviceOf(5);
+  ASSERT_EQ(twins.size(), 5u) << twins.dump();
+  std::set<std::string> ids;
+  for (const json& advice : twins) {
+    const std::string id = advice.at("replica").get<std::string>();
+    ids.insert(id);
+    json same = advice;
+    json expected = alone[0];
+    same.erase("replica");
+    expected.erase("replica");
+    ASSERT_TRUE(same.at("placement").is_object()) << same.dump();
+    EXPECT_EQ(same["placement"].at("replica"), id) << same.dump();
+    same["placement"].erase("replica");
+    expected["placement"].erase("replica");
+    EXPECT_EQ(same, expected) << id;
+  }
+  EXPECT_EQ(ids.size(), 5u);
+}
+
 // Issue 14, bug 3: no GPU type holds 480 GiB on one card, so no type is advised at all.
 TEST_F(CliTest, NoFalseAdviceWhenNoGpuTypeCanHoldTheReplica) {
   const std::string requests = write("requests.yaml", R"(requests:

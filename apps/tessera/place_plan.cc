@@ -1,5 +1,6 @@
 #include "place_plan.h"
 
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -104,9 +105,21 @@ PlanReport planPlacement(sched::PlacementEngine& engine, sched::ClusterState& st
   // The advice is about the cluster after the plan, and never unloads what the plan placed.
   std::vector<std::string> placed;
   for (const AssignedReplica& row : report.assignments) placed.push_back(row.placement.replicaId);
+  // The books do not change between these what-ifs, so requests of one shape get one plan:
+  // it is searched once per shape (thousands of refused twins took minutes otherwise), not
+  // for a request refused on its own account (a duplicate id, say).
+  std::unordered_map<std::string, sched::EvictionPlan> byShape;
   for (const RefusedReplica& refused : report.unplaceable) {
-    report.evictions.push_back(
-        {refused.request, sched::planEviction(engine, state, refused.request, placed)});
+    const std::string key = sched::requestShapeKey(refused.request);
+    sched::EvictionPlan plan;
+    if (const auto it = byShape.find(key); it != byShape.end()) {
+      plan = it->second;
+      if (plan.placement) plan.placement->replicaId = refused.request.replicaId;
+    } else {
+      plan = sched::planEviction(engine, state, refused.request, placed);
+      if (!plan.requestRefused) byShape.emplace(key, plan);
+    }
+    report.evictions.push_back({refused.request, std::move(plan)});
   }
   return report;
 }

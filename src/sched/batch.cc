@@ -6,19 +6,17 @@
 #include "sched/engine.h"
 
 namespace tessera::sched {
-namespace {
 
-// Everything about a request that filters can look at, except its id. Placements only add
-// load during a batch, so a shape that failed once fails again (filters are monotone in
-// load) and its verdict is reused instead of re-scanning the cluster.
-std::string shapeKey(const model::PlacementRequest& r) {
+std::string requestShapeKey(const model::PlacementRequest& r) {
   const auto& m = r.model;
   std::string key = m.name + '|' + std::to_string(m.memoryPerGpuMib()) + '|' +
+                    std::to_string(m.weightsMib) + '|' +
                     std::to_string(m.computeMilli) + '|' + std::to_string(m.memoryBandwidthGBps) +
                     '|' + std::to_string(m.gpusPerReplica) + '|' + std::to_string(m.nvlinkRequired) +
                     std::to_string(m.numaAligned) + '|' + std::to_string(m.sharing) + '|' +
                     m.migProfile + '|' + std::to_string(m.cpuMilli) + '|' +
-                    std::to_string(m.hostMemoryMib) + '|' + r.deployment + '|';
+                    std::to_string(m.hostMemoryMib) + '|' + std::to_string(m.priority) + '|' +
+                    r.deployment + '|';
   for (const auto& t : r.gpuTypes) key += t + ',';
   key += '|';
   for (const auto& [k, v] : r.nodeSelector) key += k + '=' + v + ',';
@@ -26,8 +24,6 @@ std::string shapeKey(const model::PlacementRequest& r) {
   for (const auto& t : r.tolerations) key += t.key + t.op + t.value + t.effect + ',';
   return key;
 }
-
-}  // namespace
 
 BatchPlan planBatch(PlacementEngine& engine, ClusterState& state,
                     std::vector<model::PlacementRequest> requests, bool commit) {
@@ -66,9 +62,11 @@ BatchPlan planBatch(PlacementEngine& engine, ClusterState& state,
   std::unordered_map<std::string, std::string> failedShapes;
   DecideOptions opts;
   opts.explainFailures = false;  // counts per filter are enough for the summary
+  // Placements only add load during a batch, so a shape that failed once fails again (filters
+  // are monotone in load) and its verdict is reused instead of re-scanning the cluster.
   for (const Keyed& k : order) {
     const auto& request = requests[k.index];
-    const std::string key = shapeKey(request);
+    const std::string key = requestShapeKey(request);
     if (auto it = failedShapes.find(key); it != failedShapes.end()) {
       plan.unplaceable.push_back({request.replicaId, it->second});
       continue;

@@ -127,6 +127,10 @@ Placement placementFor(const ClusterState& state, const model::PlacementRequest&
 
 // ---- Batch planning -------------------------------------------------------------------
 
+// Everything about a request that the filters and the eviction search look at, except its
+// replica id: two requests with the same key get the same verdict on the same books.
+std::string requestShapeKey(const model::PlacementRequest& request);
+
 struct Unplaceable {
   std::string replicaId;
   std::string reason;
@@ -160,6 +164,9 @@ struct EvictionPlan {
   std::string likeNode;
   std::string capacity;  // the remedy in words, or why none was found
   std::string reason;
+  // The request itself was refused (malformed, or its replica id is placed already): the
+  // plan says so about this request only, not about every request of its shape.
+  bool requestRefused = false;
 };
 // The cheapest set of strictly lower-priority replicas (lowest priority, then least
 // recently used, first) on one node whose unloading lets `request` fit there. Replicas named

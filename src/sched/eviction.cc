@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <limits>
 #include <tuple>
 
@@ -257,12 +258,15 @@ EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
     return plan;
   }
   if (direct.requestRefused) {
+    plan.requestRefused = true;
     plan.reason = direct.summary;
     return plan;
   }
 
   const int priority = request.model.priority;
-  ClusterState scratch(state);
+  // Copied when the first node with candidate victims is tried: a request that no replica
+  // is below (the common refusal: everything at its priority or above) copies nothing.
+  std::optional<ClusterState> scratchCopy;
   using Cost = std::tuple<int, std::size_t, std::int64_t, std::int64_t>;  // max prio, count, MiB, rank
   std::optional<Cost> bestCost;
   for (NodeId n = 0; n < static_cast<NodeId>(state.nodes().size()); ++n) {
@@ -276,6 +280,8 @@ EvictionPlan planEviction(PlacementEngine& engine, const ClusterState& state,
       }
     }
     if (victims.empty()) continue;
+    if (!scratchCopy) scratchCopy.emplace(state);
+    ClusterState& scratch = *scratchCopy;
     // Lowest priority first, then least recently used, then by id for determinism.
     std::sort(victims.begin(), victims.end(), [&](ReplicaId a, ReplicaId b) {
       const auto& ra = state.replica(a);
