@@ -16,6 +16,7 @@
 #include "api/kube_fleet.h"
 #include "api/log.h"
 #include "cli.h"
+#include "serve_settings.h"
 #include "config/loaders.h"
 #include "config/serve_config.h"
 #include "demo/demo.h"
@@ -35,78 +36,6 @@ constexpr std::string_view kServeCommand = "serve";
 // the manifests), with room for the extender's own work, so a bind that lands is never one
 // kube-scheduler has already given up on.
 constexpr int kBindTimeoutMs = 3000;
-
-bool loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "::1" || host == "localhost";
-}
-
-Result<std::pair<std::string, int>> splitListen(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == listen.size()) {
-    return fail(Error::invalid("--listen: expected HOST:PORT, got \"" + listen + "\""));
-  }
-  int port = 0;
-  try {
-    port = std::stoi(listen.substr(colon + 1));
-  } catch (const std::exception&) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535) {
-    return fail(Error::invalid("--listen: port must be 0 to 65535, got \"" +
-                               listen.substr(colon + 1) + "\""));
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return std::pair{host, port};
-}
-
-Result<std::optional<std::string>> readToken(const ServeOptions& o) {
-  if (o.tokenFile) {
-    std::ifstream in(*o.tokenFile);
-    if (!in) return fail(Error::invalid("--token-file: cannot read " + *o.tokenFile));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string token = ss.str();
-    while (!token.empty() &&
-           (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
-      token.pop_back();
-    }
-    if (token.size() < 16) {
-      return fail(Error::invalid("--token-file: " + *o.tokenFile +
-                                 " holds a token shorter than 16 characters"));
-    }
-    return std::optional<std::string>(token);
-  }
-  if (const char* env = std::getenv("TESSERA_API_TOKEN"); env != nullptr && *env != '\0') {
-    if (std::string(env).size() < 16) {
-      return fail(Error::invalid("TESSERA_API_TOKEN is shorter than 16 characters"));
-    }
-    return std::optional<std::string>(env);
-  }
-  return std::optional<std::string>();
-}
-
-// The Kubernetes API client the extender's bind posts through, or none.
-Result<std::unique_ptr<k8s::KubeClient>> kubeClient(const ServeOptions& o) {
-  std::string server = o.kubeApiServer;
-  if (server == "none") return std::unique_ptr<k8s::KubeClient>();
-  const bool inPod = std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
-  if (server.empty() && !inPod) return std::unique_ptr<k8s::KubeClient>();
-  k8s::KubeConfig config;
-  if (server.empty() || server == "in-cluster") {
-    auto found = k8s::inClusterConfig();
-    if (!found) return fail(Error::invalid("--kube-api-server: " + found.error().message));
-    config = std::move(*found);
-  } else {
-    config.server = server;
-  }
-  if (!o.kubeTokenFile.empty()) config.tokenFile = o.kubeTokenFile;
-  if (!o.kubeCaFile.empty()) config.caFile = o.kubeCaFile;
-  auto client = k8s::KubeClient::create(std::move(config));
-  if (!client) return fail(Error::invalid("--kube-api-server: " + client.error().message));
-  return std::move(*client);
-}
 
 // A Go-style duration as kube-scheduler's flags take it: "15s", "1500ms", "1m" (a bare
 // number is seconds).
@@ -332,18 +261,7 @@ Result<void> ServeCommand::resolve() {
     o.controller = v != "false";
   });
   if (!bad.message.empty()) return fail(bad);
-  if (o.stateBackend != "sqlite" && o.stateBackend != "kubernetes") {
-    return fail(Error::invalid("state backend: expected sqlite or kubernetes, got \"" +
-                               o.stateBackend + "\""));
-  }
-  if (o.logFormat != "text" && o.logFormat != "json") {
-    return fail(Error::invalid("log format: expected text or json, got \"" + o.logFormat + "\""));
-  }
-  if (o.gpuMode != "device-plugin" && o.gpuMode != "dra") {
-    return fail(Error::invalid("GPU mode: expected device-plugin or dra, got \"" + o.gpuMode +
-                               "\" (--gpu-mode, $TESSERA_GPU_MODE, kubernetes.gpuMode)"));
-  }
-  return {};
+  return checkServeChoices(o);
 }
 
 int ServeCommand::run(std::ostream& out, std::ostream& err) {
@@ -354,11 +272,8 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   if (!listen) return reportError(err, kServeCommand, listen.error());
   auto token = readToken(o);
   if (!token) return reportError(err, kServeCommand, token.error());
-  if (!*token && !loopback(listen->first) && !o.insecureNoAuth) {
-    return reportError(err, kServeCommand,
-                       Error::invalid("refusing to serve mutating calls on " + listen->first +
-                                      " without a token: give --token-file (or "
-                                      "TESSERA_API_TOKEN), or --insecure-no-auth"));
+  if (auto access = checkServeAccess(o, listen->first, token->has_value()); !access) {
+    return reportError(err, kServeCommand, access.error());
   }
   if (o.demo && o.clusterPath) {
     return reportError(err, kServeCommand,

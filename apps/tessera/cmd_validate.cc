@@ -14,6 +14,7 @@
 #include "model/gpu_catalog.h"
 #include "sched/plugin.h"
 #include "sched/profile.h"
+#include "serve_settings.h"
 #include "sim/fleet.h"
 #include "sim/serving_model.h"
 
@@ -111,7 +112,13 @@ int runValidate(const ValidateOptions& options, std::ostream& out, std::ostream&
         c.error = profile.error();
       }
     } else if (*kind == "ServerConfig") {
-      if (auto serve = config::loadServeFile(file); !serve) c.error = serve.error();
+      // As `serve --config` reads it, with the files it names (docs/cli.md).
+      if (auto serve = checkServeConfigFile(file); !serve) {
+        c.error = serve.error();
+      } else if (!serve->notHere.empty()) {
+        c.summary = "not checked here, absent on this machine:";
+        for (const std::string& absent : serve->notHere) c.summary += " " + absent;
+      }
     } else if (*kind == "AgentConfig") {
       if (auto agent = agent::loadAgentFile(file); !agent) c.error = agent.error();
     } else if (*kind == "ServingModel") {

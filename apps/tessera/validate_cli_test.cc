@@ -52,6 +52,44 @@ TEST_F(ValidateCli, ValidateNamesTheFileLineAndWhatIsWrong) {
   EXPECT_EQ(tessera("validate /no/such/file.yaml").exitCode, 2);
 }
 
+// A ServerConfig is checked as `serve --config` checks it before it opens anything, the files
+// it names included: each file here is one serve refuses (found by a new user's trial, where
+// validate passed them). A named file absent on this machine (mounted in the pod) is said, not
+// failed: the deployed file validates off-cluster.
+TEST_F(ValidateCli, AServerConfigIsCheckedAsServeChecksItWithTheFilesItNames) {
+  const std::string head = "apiVersion: tessera.io/v1alpha1\nkind: ServerConfig\n";
+  auto refused = [&](const std::string& name, const std::string& body, const std::string& says) {
+    const Outcome r = tessera("validate " + quoted(write(name, head + body)));
+    EXPECT_EQ(r.exitCode, 2) << name << ": " << r.out;
+    EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << name << ": " << r.err;
+  };
+  const std::string shortToken = write("short-token", "abc\n");
+  refused("short.yaml", "tokenFile: " + shortToken + "\n", "shorter than 16 characters");
+  refused("open.yaml", "listen: 0.0.0.0:8443\n", "without a token");
+  refused("https.yaml", "kubernetes: {apiServer: \"https://10.0.0.1:6443\"}\n",
+          "give the CA bundle");
+  const std::string badCluster =
+      write("bad-cluster.yaml", "nodes:\n  - name: a\n    gpus: [{type: H100-80G}]\n");
+  refused("cluster.yaml", "cluster: " + badCluster + "\n", "H100-80GB");
+  refused("listen.yaml", "listen: nowhere\n", "HOST:PORT");
+
+  const std::string token = write("token", "0123456789abcdef0123\n");
+  const Outcome ok = tessera("validate " + quoted(write("ok.yaml", head + "listen: 0.0.0.0:8443\n" +
+                                                                       "tokenFile: " + token +
+                                                                       "\n")));
+  EXPECT_EQ(ok.exitCode, 0) << ok.err;
+  EXPECT_NE(ok.out.find("valid ServerConfig"), std::string::npos) << ok.out;
+  EXPECT_EQ(ok.out.find("not checked here"), std::string::npos) << ok.out;
+
+  const Outcome deployed =
+      tessera("validate " + quoted(std::string(TESSERA_SOURCE_DIR) + "/deploy/base/serve.yaml"));
+  EXPECT_EQ(deployed.exitCode, 0) << deployed.err;
+  EXPECT_NE(deployed.out.find("not checked here, absent on this machine: /etc/tessera/token/token"),
+            std::string::npos)
+      << deployed.out;
+}
+
 // Not validate's, but the other file-less start for a new user: `simulate serving` with no
 // trace replays the built-in one.
 TEST_F(ValidateCli, SimulateServingRunsOnTheBuiltInTraceWithoutFiles) {
