@@ -174,7 +174,7 @@ class Filler {
       }
     }
     const std::int64_t before = chargedOn(p);
-    if (!st_.apply(sched::ReplicaPlaced{p})) return 0;
+    if (!st_.apply(sched::replicaPlaced(st_, p, fleet_.clock.nowMs()))) return 0;
     ids_.push_back(p.replicaId);
     return chargedOn(p) - before;
   }
@@ -184,7 +184,7 @@ class Filler {
   void settle() {
     for (const auto& id : ids_) (void)st_.apply(sched::ReplicaLoaded{id});
     fleet_.clock.advance(st_.options().reservationTtlMs + 1);
-    (void)st_.apply(sched::ReservationsExpired{});
+    (void)st_.apply(sched::ReservationsExpired{fleet_.clock.nowMs()});
   }
 
  private:

@@ -252,7 +252,7 @@ void applyCycle(benchmark::State& s) {
     s.SkipWithError("nothing fits");
     return;
   }
-  const sched::Event placed = sched::ReplicaPlaced{*d.placement};
+  const sched::Event placed = sched::replicaPlaced(st, *d.placement, st.clock().nowMs());
   const sched::Event unloaded = sched::ReplicaUnloaded{d.placement->replicaId};
   for (auto _ : s) {
     if (!st.apply(placed) || !st.apply(unloaded)) {

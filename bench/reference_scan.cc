@@ -176,7 +176,8 @@ sched::BatchPlan ReferenceScan::planBatch(const ClusterState& state,
   sched::BatchPlan plan;
   for (const auto& request : requests) {
     auto choice = decide(scratch, request);
-    if (choice && scratch.apply(sched::ReplicaPlaced{choice->placement})) {
+    if (choice &&
+        scratch.apply(sched::replicaPlaced(scratch, choice->placement, scratch.clock().nowMs()))) {
       plan.assignments.push_back(std::move(choice->placement));
     } else {
       plan.unplaceable.push_back({request.replicaId, "does not fit"});

@@ -73,7 +73,8 @@ void planBatchWithScores(sched::PlacementEngine& engine, sched::ClusterState& st
                  : "the cluster as it was when the batch placed this request (the batch "
                    "chose differently: see the assignment above)"};
       }
-      replaying = replay.apply(sched::ReplicaPlaced{row.placement}).has_value();
+      replaying = replay.apply(sched::replicaPlaced(replay, row.placement, replay.clock().nowMs()))
+                      .has_value();
     }
     report.assignments.push_back(std::move(row));
   }

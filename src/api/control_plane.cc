@@ -121,9 +121,10 @@ void ControlPlane::undo(const sched::Event& event, std::string_view where) {
 void ControlPlane::restore(const sched::ReplicaRecord& snapshot, std::string_view where) {
   // Put back as it was booked, reservation and telemetry included: a fresh reservation could
   // charge more than it held, and no longer fit where it has been all along.
-  undo(sched::ReplicaRestored{snapshot.placement, snapshot.placedAtMs, snapshot.reservationActive,
+  undo(sched::ReplicaRestored{state_.named(snapshot.placement), snapshot.placedAtMs,
+                              snapshot.reservationActive,
                               snapshot.phase == sched::ReplicaPhase::kLoaded,
-                              snapshot.attributedMib},
+                              snapshot.attributedMib, clock_.nowMs()},
        where);
   if (state_.findReplica(snapshot.placement.replicaId)) {
     undo(sched::ReplicaActivity{snapshot.placement.replicaId, snapshot.lastActiveMs}, where);
@@ -244,9 +245,9 @@ Result<void> ControlPlane::restore() {
     const Millis placedAtMs =
         stored->placedAtUnixMs ? std::min(*stored->placedAtUnixMs - unixOffsetMs_, clock_.nowMs())
                                : clock_.nowMs();
-    if (auto placed = state_.apply(sched::ReplicaRestored{stored->placement, placedAtMs,
-                                                          /*reservationActive=*/true,
-                                                          stored->loaded, /*attributedMib=*/{}});
+    if (auto placed = state_.apply(sched::ReplicaRestored{
+            state_.named(stored->placement), placedAtMs, /*reservationActive=*/true, stored->loaded,
+            /*attributedMib=*/{}, /*atMs=*/clock_.nowMs()});
         !placed) {
       return fail(Error::invalid(where + ": replica " + d.name + ": " + placed.error().message));
     }
@@ -374,6 +375,7 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
           onlyKeys(g, path, {"id", "usedMib", "utilization", "healthy", "replicaUsedMib"}));
       sched::GpuTelemetry t;
       t.node = std::string(node);
+      t.atMs = clock_.nowMs();
       const auto id = g.find("id");
       if (id == g.end() || !id->is_string()) return fail(fieldError(path + ".id", "required text"));
       t.gpuId = id->get<std::string>();

@@ -159,8 +159,9 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
     const sched::ReplicaRecord twinBefore = state_.replica(*state_.findReplica(twin->replicaId));
     undo(sched::ReplicaUnloaded{mine.replicaId}, "allocation-swap");
     undo(sched::ReplicaUnloaded{twin->replicaId}, "allocation-swap");
-    auto placedA = state_.apply(sched::ReplicaPlaced{a});
-    auto placedB = placedA ? state_.apply(sched::ReplicaPlaced{b}) : placedA;
+    const Millis now = clock_.nowMs();
+    auto placedA = state_.apply(sched::replicaPlaced(state_, a, now));
+    auto placedB = placedA ? state_.apply(sched::replicaPlaced(state_, b, now)) : placedA;
     if (!placedA || !placedB) {
       if (placedA) undo(sched::ReplicaUnloaded{a.replicaId}, "allocation-swap-rollback");
       restore(mineBefore, "allocation-swap-rollback");

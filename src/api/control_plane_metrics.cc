@@ -38,7 +38,7 @@ void ControlPlane::tick() {
       const sched::ReplicaRecord& r = state_.replicas()[i];
       if (!r.removed && r.reservationActive) active.push_back(static_cast<sched::ReplicaId>(i));
     }
-    undo(sched::ReservationsExpired{}, "reservations");  // never refused
+    undo(sched::ReservationsExpired{now}, "reservations");  // never refused
     for (const sched::ReplicaId id : active) {
       const sched::ReplicaRecord& r = state_.replica(id);
       if (r.reservationActive) continue;

@@ -54,8 +54,9 @@ Result<void> placeOn(ClusterState& state, const model::PlacementRequest& request
   Error last = Error::internal("no sharing mode tried");
   for (model::SharingMode mode : modes) {
     option.mode = mode;
-    auto applied =
-        state.apply(sched::ReplicaPlaced{sched::placementFor(state, request, needs, option)});
+    // Booked now on the state's own clock (sched::ClusterState says why it keeps one).
+    auto applied = state.apply(sched::replicaPlaced(
+        state, sched::placementFor(state, request, needs, option), state.clock().nowMs()));
     if (applied) return {};
     last = applied.error();
   }

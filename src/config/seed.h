@@ -13,7 +13,8 @@ namespace tessera::config {
 Result<void> seedClusterState(sched::ClusterState& state, const config::ClusterFile& cluster,
                               const std::string& sourceName);
 
-// Applies ReplicaPlaced for one existing replica on the GPUs the file names, booked the way
+// Applies ReplicaPlaced for one existing replica on the GPUs the file names, stamped with the
+// state's clock (sched::ClusterState::clock), booked the way
 // the engine books a new placement: shared (memory estimate x safety factor) when the model
 // allows sharing, else exclusive (the whole card); on a MIG-enabled GPU the slice the engine
 // would choose (sched::chooseMigSlice).

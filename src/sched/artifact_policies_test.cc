@@ -103,7 +103,7 @@ class ArtifactPolicyTest : public ::testing::Test {
       a.computeMilli = milli;
       p.gpus.push_back(a);
     }
-    auto r = state_.apply(ReplicaPlaced{p});
+    auto r = state_.apply(replicaPlaced(state_, p, clock_.nowMs()));
     ASSERT_TRUE(r) << r.error().message;
   }
 

@@ -47,10 +47,15 @@ bool migCreatable(const model::GpuType& type, const GpuRecord& gpu, int profile,
 
 std::string_view eventName(const Event& event) {
   static constexpr std::string_view kNames[] = {
-      "NodeAdded",           "NodeUpdated",    "NodeRemoved",     "GpuTelemetry",
-      "ReplicaPlaced",       "ReplicaLoaded",  "ReplicaUnloaded", "ReplicaActivity",
-      "ReservationsExpired", "ReplicaRestored"};
+      "NodeAdded",           "NodeUpdated",     "NodeRemoved",     "GpuTelemetry",
+      "ReplicaPlaced",       "ReplicaLoaded",   "ReplicaUnloaded", "ReplicaActivity",
+      "ReservationsExpired", "ReplicaRestored", "NodePatched"};
+  static_assert(std::size(kNames) == std::variant_size_v<Event>);
   return kNames[event.index()];
+}
+
+ReplicaPlaced replicaPlaced(const ClusterState& state, const Placement& p, Millis atMs) {
+  return ReplicaPlaced{state.named(p), atMs};
 }
 
 ClusterState::ClusterState(const model::GpuCatalog& catalog, const Clock& clock,
@@ -65,17 +70,76 @@ Result<void> ClusterState::apply(const Event& event) {
         if constexpr (std::is_same_v<T, NodeUpdated>) return updateNode(ev.node);
         if constexpr (std::is_same_v<T, NodeRemoved>) return removeNode(ev);
         if constexpr (std::is_same_v<T, GpuTelemetry>) return telemetry(ev);
-        if constexpr (std::is_same_v<T, ReplicaPlaced>) return place(ev.placement);
+        if constexpr (std::is_same_v<T, ReplicaPlaced>) return place(ev);
         if constexpr (std::is_same_v<T, ReplicaLoaded>) return loaded(ev.replicaId);
         if constexpr (std::is_same_v<T, ReplicaUnloaded>) return unload(ev.replicaId);
         if constexpr (std::is_same_v<T, ReplicaActivity>) return activity(ev);
         if constexpr (std::is_same_v<T, ReservationsExpired>) {
-          expireReservations();
+          expireReservations(ev.nowMs);
           return {};
         }
         if constexpr (std::is_same_v<T, ReplicaRestored>) return restoreReplica(ev);
+        if constexpr (std::is_same_v<T, NodePatched>) return patchNode(ev);
       },
       event);
+}
+
+// ---- names and ids ------------------------------------------------------------------------
+
+NamedPlacement ClusterState::named(const Placement& p) const {
+  NamedPlacement out;
+  out.replicaId = p.replicaId;
+  out.deployment = p.deployment;
+  out.modelName = p.modelName;
+  out.priority = p.priority;
+  out.mode = p.mode;
+  const bool nodeKnown =
+      p.node >= 0 && static_cast<std::size_t>(p.node) < nodes_.size() && !node(p.node).removed;
+  if (nodeKnown) out.node = node(p.node).spec.name;
+  out.gpus.reserve(p.gpus.size());
+  for (const GpuAssignment& a : p.gpus) {
+    NamedGpuAssignment n;
+    // A GPU of another node keeps no name: its id might name a different GPU on p's node.
+    if (nodeKnown && a.gpu >= 0 && static_cast<std::size_t>(a.gpu) < gpus_.size() &&
+        gpu(a.gpu).node == p.node) {
+      n.gpuId = gpu(a.gpu).spec.id;
+    }
+    n.estimateMib = a.estimateMib;
+    n.reservedMib = a.reservedMib;
+    n.computeMilli = a.computeMilli;
+    n.bandwidthGBps = a.bandwidthGBps;
+    n.migProfile = a.migProfile;
+    n.migStart = a.migStart;
+    out.gpus.push_back(std::move(n));
+  }
+  out.cpuMilli = p.cpuMilli;
+  out.hostMemoryMib = p.hostMemoryMib;
+  return out;
+}
+
+Result<Placement> ClusterState::resolve(const NamedPlacement& p) const {
+  const std::string who = "placement of " + p.replicaId;
+  const auto nid = findNode(p.node);
+  if (!nid) return fail(Error::notFound(who + ": node '" + p.node + "' does not exist"));
+  Placement out;
+  out.replicaId = p.replicaId;
+  out.deployment = p.deployment;
+  out.modelName = p.modelName;
+  out.priority = p.priority;
+  out.mode = p.mode;
+  out.node = *nid;
+  out.gpus.reserve(p.gpus.size());
+  for (const NamedGpuAssignment& n : p.gpus) {
+    const auto gid = findGpu(p.node, n.gpuId);
+    if (!gid) {
+      return fail(Error::invalid(who + ": GPU '" + n.gpuId + "' is not on node " + p.node));
+    }
+    out.gpus.push_back({*gid, n.estimateMib, n.reservedMib, n.computeMilli, n.bandwidthGBps,
+                        n.migProfile, n.migStart});
+  }
+  out.cpuMilli = p.cpuMilli;
+  out.hostMemoryMib = p.hostMemoryMib;
+  return out;
 }
 
 // ---- lookups ------------------------------------------------------------------------------
@@ -391,6 +455,30 @@ Result<void> ClusterState::updateNode(const model::NodeSpec& spec) {
   return {};
 }
 
+Result<void> ClusterState::patchNode(const NodePatched& ev) {
+  auto id = findNode(ev.name);
+  if (!id) return fail(Error::notFound("node " + ev.name + " does not exist"));
+  // Validate everything before changing anything.
+  std::vector<std::pair<GpuId, bool>> gpuHealth;
+  for (const auto& [gpuId, healthy] : ev.gpuHealthy) {
+    auto gid = findGpu(ev.name, gpuId);
+    if (!gid) return fail(Error::invalid("node " + ev.name + ": unknown GPU id " + gpuId));
+    gpuHealth.emplace_back(*gid, healthy);
+  }
+  model::NodeSpec& spec = nodes_[static_cast<std::size_t>(*id)].spec;
+  if (ev.healthy) spec.healthy = *ev.healthy;
+  if (ev.cordoned) spec.cordoned = *ev.cordoned;
+  if (ev.cachedModels) spec.cachedModels = *ev.cachedModels;
+  if (ev.labels) spec.labels = *ev.labels;
+  if (ev.taints) spec.taints = *ev.taints;
+  touch(*id);
+  for (const auto& [gid, healthy] : gpuHealth) {
+    gpus_[static_cast<std::size_t>(gid)].spec.healthy = healthy;
+    reindex(gid);
+  }
+  return {};
+}
+
 Result<void> ClusterState::removeNode(const NodeRemoved& ev) {
   auto id = findNode(ev.name);
   if (!id) return fail(Error::notFound("node " + ev.name + " does not exist"));
@@ -433,7 +521,7 @@ Result<void> ClusterState::telemetry(const GpuTelemetry& ev) {
   rec.hasTelemetry = true;
   rec.telemetryUsedMib = ev.usedMib;
   rec.utilizationMilli = ev.utilizationMilli;
-  rec.telemetryAtMs = clock_->nowMs();
+  rec.telemetryAtMs = ev.atMs;
   rec.spec.healthy = ev.healthy;
   std::int64_t attributed = 0;
   for (ReplicaId r : rec.replicas) {
@@ -546,9 +634,12 @@ Result<void> ClusterState::checkBooking(const Placement& p, bool memoryFit) cons
   return {};
 }
 
-Result<void> ClusterState::place(const Placement& p) {
+Result<void> ClusterState::place(const ReplicaPlaced& ev) {
+  auto resolved = resolve(ev.placement);
+  if (!resolved) return fail(resolved.error());
+  const Placement& p = *resolved;
   TESSERA_RETURN_IF_ERROR(checkBooking(p, true));
-  const ReplicaId rid = book(p, clock_->nowMs());
+  const ReplicaId rid = book(p, ev.atMs);
   recharge(rid);
   // recharge reindexes only GPUs whose charge moved; an exclusive hold or a MIG instance
   // changes what is placeable even when nothing is charged (a 0 MiB reservation).
@@ -557,7 +648,9 @@ Result<void> ClusterState::place(const Placement& p) {
 }
 
 Result<void> ClusterState::restoreReplica(const ReplicaRestored& ev) {
-  const Placement& p = ev.placement;
+  auto resolved = resolve(ev.placement);
+  if (!resolved) return fail(resolved.error());
+  const Placement& p = *resolved;
   if (!ev.attributedMib.empty() && ev.attributedMib.size() != p.gpus.size()) {
     return fail(Error::invalid("restoring " + p.replicaId + ": " +
                                std::to_string(ev.attributedMib.size()) + " usage figures for " +
@@ -566,7 +659,7 @@ Result<void> ClusterState::restoreReplica(const ReplicaRestored& ev) {
   TESSERA_RETURN_IF_ERROR(checkBooking(p, false));
   const ReplicaId rid = book(p, ev.placedAtMs);
   ReplicaRecord& rec = replicas_[static_cast<std::size_t>(rid)];
-  if (!ev.reservationActive || ev.placedAtMs + options_.reservationTtlMs <= clock_->nowMs()) {
+  if (!ev.reservationActive || ev.placedAtMs + options_.reservationTtlMs <= ev.atMs) {
     expiries_.erase({ev.placedAtMs + options_.reservationTtlMs, rid});
     rec.reservationActive = false;
     --activeReservations_;
@@ -661,8 +754,7 @@ Result<void> ClusterState::activity(const ReplicaActivity& ev) {
   return {};
 }
 
-void ClusterState::expireReservations() {
-  const Millis now = clock_->nowMs();
+void ClusterState::expireReservations(Millis now) {
   while (!expiries_.empty() && expiries_.begin()->first <= now) {
     const ReplicaId rid = expiries_.begin()->second;
     expiries_.erase(expiries_.begin());

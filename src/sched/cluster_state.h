@@ -1,7 +1,8 @@
 #pragma once
 // ClusterState keeps the books of a GPU fleet: capacity, allocations, reservations, live
 // usage and model residency. It is a state machine changed only by events (apply); every
-// policy reads it through const accessors.
+// policy reads it through const accessors. Events are self-contained (names and times, see
+// "Events" below): a log of them replays onto a fresh state and gives the same books.
 //
 // Memory accounting per GPU (what the memory-fit filter sees as free):
 //   free = capacity - foreign - sum over replicas of charge(replica)
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -37,20 +39,39 @@
 namespace tessera::sched {
 
 // ---- Events -------------------------------------------------------------------------------
+//
+// Events are self-contained, so that a log of them replays onto a fresh state and gives the
+// same books: they name nodes, GPUs (by id on their node) and replicas, never the state's
+// dense ids, and every event whose effect depends on time carries that time. apply() never
+// reads a clock. The one who applies an event stamps it (the engine, the control plane, the
+// extender, the simulators, a cluster file's seeding).
 
 struct NodeAdded {
   model::NodeSpec node;
 };
-// Replaces labels, taints, health, cordon, cached models and GPU health of an existing node.
-// GPU capacity and topology may change only on GPUs that hold no replica.
+// Replaces labels, taints, health, cordon, cached models, CPU, host memory and GPU settings
+// of an existing node with those of `node` (the whole spec). GPU capacity and topology may
+// change only on GPUs that hold no replica. To change one thing, NodePatched.
 struct NodeUpdated {
   model::NodeSpec node;
+};
+// Changes only the fields present on node `name`; everything else stays as it is. GPUs are
+// named by id; one not on the node refuses the whole patch.
+struct NodePatched {
+  std::string name;
+  std::optional<bool> healthy;
+  std::optional<bool> cordoned;
+  std::optional<std::vector<std::string>> cachedModels;
+  std::optional<std::map<std::string, std::string>> labels;
+  std::optional<std::vector<model::Taint>> taints;
+  std::map<std::string, bool> gpuHealthy;  // by GPU id
 };
 // Fails while replicas are still placed on the node unless `force`, which unloads them.
 struct NodeRemoved {
   std::string name;
   bool force = false;
 };
+// What the node's agent measured on one GPU at `atMs`.
 struct GpuTelemetry {
   std::string node;
   std::string gpuId;
@@ -58,9 +79,12 @@ struct GpuTelemetry {
   std::int32_t utilizationMilli = 0;    // SM activity, thousandths
   std::map<std::string, std::int64_t> replicaUsedMib;  // usage attributed to replicas
   bool healthy = true;
+  Millis atMs = 0;  // GpuRecord::telemetryAtMs
 };
+// A replica booked at `atMs`: its reservation lapses at atMs + the TTL (ReservationsExpired).
 struct ReplicaPlaced {
-  Placement placement;
+  NamedPlacement placement;
+  Millis atMs = 0;
 };
 // The replica finished loading its weights and serves traffic.
 struct ReplicaLoaded {
@@ -75,29 +99,38 @@ struct ReplicaActivity {
   std::string replicaId;
   Millis atMs = 0;
 };
-// Lapses every reservation whose TTL has passed on the injected clock.
-struct ReservationsExpired {};
+// Lapses every reservation whose TTL has passed at `nowMs`. No default: the time is the event.
+struct ReservationsExpired {
+  explicit ReservationsExpired(Millis now) : nowMs(now) {}
+  Millis nowMs;
+};
 // A replica the books held before, put back as it was booked (a restart from the store, a
-// rollback): placed at `placedAtMs` (the books' clock), its reservation active only if
-// `reservationActive` and its TTL from then has not passed, charged what it was.
+// rollback) at `atMs`: placed at `placedAtMs`, its reservation active only if
+// `reservationActive` and its TTL from then has not passed by atMs, charged what it was.
 // Every check of ReplicaPlaced applies except memory fit: memory is the one figure that
 // follows telemetry, which is not restored with it, so a replica admitted against observed
 // usage may not fit the estimates; it holds that memory on the card all the same. A GPU it
 // leaves over-committed shows negative free memory (nothing more is placed there) until
 // telemetry charges it again.
 struct ReplicaRestored {
-  Placement placement;
+  NamedPlacement placement;
   Millis placedAtMs = 0;
   bool reservationActive = true;
   bool loaded = false;
   // Per GPU, usage telemetry attributed to it (-1: none); empty: none on any GPU.
   std::vector<std::int64_t> attributedMib;
+  Millis atMs = 0;
 };
 
-using Event =
-    std::variant<NodeAdded, NodeUpdated, NodeRemoved, GpuTelemetry, ReplicaPlaced, ReplicaLoaded,
-                 ReplicaUnloaded, ReplicaActivity, ReservationsExpired, ReplicaRestored>;
+using Event = std::variant<NodeAdded, NodeUpdated, NodeRemoved, GpuTelemetry, ReplicaPlaced,
+                           ReplicaLoaded, ReplicaUnloaded, ReplicaActivity, ReservationsExpired,
+                           ReplicaRestored, NodePatched>;
 std::string_view eventName(const Event& event);
+
+class ClusterState;
+// The event that books `p`, decided on `state` (dense ids), at `atMs`: p's node and GPUs
+// named as `state` knows them.
+ReplicaPlaced replicaPlaced(const ClusterState& state, const Placement& p, Millis atMs);
 
 // ---- Read-only records --------------------------------------------------------------------
 
@@ -170,10 +203,24 @@ struct ReplicaRecord {
 
 class ClusterState {
  public:
+  // `clock` is the owner's clock, kept for reads only: apply() and every query below ignore
+  // it (times come with the events, and no query depends on "now": a reservation is active
+  // until a ReservationsExpired or its settling says otherwise). It is kept so that code
+  // acting on the owner's behalf without a clock of its own can stamp the events it makes:
+  // PlacementEngine::place (and planBatch through it), the eviction planner's what-ifs on
+  // scratch copies, a cluster file's seeding. A replay may use a state whose clock reads
+  // anything: the books it gets depend on the events alone.
   ClusterState(const model::GpuCatalog& catalog, const Clock& clock, EngineOptions options = {});
 
   // Applies one event. On error nothing changed.
   Result<void> apply(const Event& event);
+
+  // A placement decided on this state, with its node and GPUs named (the event's form). Ids
+  // that name nothing here, and GPUs not on p's node, become empty names, which apply refuses.
+  NamedPlacement named(const Placement& p) const;
+  // The other way: the named node and GPUs resolved to this state's ids (not found: an error
+  // that names them). Nothing else is checked; checkPlacement does that.
+  Result<Placement> resolve(const NamedPlacement& p) const;
 
   // Copies (the batch planner and the eviction planner work on scratch copies).
   ClusterState(const ClusterState&) = default;
@@ -275,16 +322,17 @@ class ClusterState {
   int countOfDeployment(const std::vector<ReplicaId>& replicas, std::int32_t deploymentId) const;
   Result<void> addNode(const model::NodeSpec& spec);
   Result<void> updateNode(const model::NodeSpec& spec);
+  Result<void> patchNode(const NodePatched& ev);
   Result<void> removeNode(const NodeRemoved& ev);
   Result<void> telemetry(const GpuTelemetry& ev);
-  Result<void> place(const Placement& placement);
+  Result<void> place(const ReplicaPlaced& ev);
   Result<void> restoreReplica(const ReplicaRestored& ev);
   // Books an already checked placement; its reservation expires at placedAtMs + TTL.
   ReplicaId book(const Placement& placement, Millis placedAtMs);
   Result<void> loaded(const std::string& replicaId);
   Result<void> unload(const std::string& replicaId);
   Result<void> activity(const ReplicaActivity& ev);
-  void expireReservations();
+  void expireReservations(Millis nowMs);
 
   Result<model::GpuSpec> resolveGpu(const model::NodeSpec& node, const model::GpuSpec& gpu,
                                     int* typeIndex) const;

@@ -79,11 +79,12 @@ TEST_F(ClusterStateTest, RejectsDuplicateAndBadNodes) {
 }
 
 TEST_F(ClusterStateTest, ReservationHoldsUntilTelemetryShowsRealUsage) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib)}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(
+      state_, shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib), clock_.nowMs())));
   EXPECT_EQ(freeMib("0"), 56 * kGib);
   EXPECT_EQ(state_.activeReservationCount(), 1);
   // Telemetry while loading: 10 GiB attributed so far; the reservation still holds 24.
-  GpuTelemetry t{"n1", "0", 10 * kGib, 300, {{"r1", 10 * kGib}}, true};
+  GpuTelemetry t{"n1", "0", 10 * kGib, 300, {{"r1", 10 * kGib}}, true, clock_.nowMs()};
   ASSERT_TRUE(state_.apply(t));
   EXPECT_EQ(freeMib("0"), 56 * kGib);
   // Loaded, then telemetry with the real figure: the reservation settles to 21 GiB.
@@ -97,22 +98,25 @@ TEST_F(ClusterStateTest, ReservationHoldsUntilTelemetryShowsRealUsage) {
 }
 
 TEST_F(ClusterStateTest, ForeignUsageIsCountedOnceNextToReservations) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib)}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(
+      state_, shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib), clock_.nowMs())));
   // 6 GiB used by something Tessera did not place, 4 GiB already loaded by r1.
-  ASSERT_TRUE(state_.apply(GpuTelemetry{"n1", "0", 10 * kGib, 0, {{"r1", 4 * kGib}}, true}));
+  ASSERT_TRUE(state_.apply(
+      GpuTelemetry{"n1", "0", 10 * kGib, 0, {{"r1", 4 * kGib}}, true, clock_.nowMs()}));
   EXPECT_EQ(freeMib("0"), 80 * kGib - 24 * kGib - 6 * kGib);
   EXPECT_TRUE(state_.checkInvariants());
 }
 
 TEST_F(ClusterStateTest, ReservationLapsesExactlyAtTtlToTheEstimate) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib)}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(
+      state_, shared(state_, "r1", "n1", "0", 20 * kGib, 24 * kGib), clock_.nowMs())));
   EXPECT_EQ(state_.nextReservationExpiryMs(), 1'000 + 30'000);
   clock_.advance(29'999);
-  ASSERT_TRUE(state_.apply(ReservationsExpired{}));
+  ASSERT_TRUE(state_.apply(ReservationsExpired{clock_.nowMs()}));
   EXPECT_EQ(state_.activeReservationCount(), 1);
   EXPECT_EQ(freeMib("0"), 56 * kGib);
   clock_.advance(1);
-  ASSERT_TRUE(state_.apply(ReservationsExpired{}));
+  ASSERT_TRUE(state_.apply(ReservationsExpired{clock_.nowMs()}));
   EXPECT_EQ(state_.activeReservationCount(), 0);
   EXPECT_EQ(freeMib("0"), 60 * kGib);  // the raw estimate stays booked
   EXPECT_FALSE(state_.nextReservationExpiryMs());
@@ -120,15 +124,18 @@ TEST_F(ClusterStateTest, ReservationLapsesExactlyAtTtlToTheEstimate) {
 }
 
 TEST_F(ClusterStateTest, RefusesOverCommitInEveryDimension) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", 50 * kGib, 60 * kGib, 700)}));
-  auto memory = state_.apply(ReplicaPlaced{shared(state_, "r2", "n1", "0", 18 * kGib, 21 * kGib, 100)});
+  ASSERT_TRUE(state_.apply(replicaPlaced(
+      state_, shared(state_, "r1", "n1", "0", 50 * kGib, 60 * kGib, 700), clock_.nowMs())));
+  auto memory = state_.apply(replicaPlaced(
+      state_, shared(state_, "r2", "n1", "0", 18 * kGib, 21 * kGib, 100), clock_.nowMs()));
   ASSERT_FALSE(memory);
   EXPECT_EQ(memory.error().code, ErrorCode::kResourceExhausted);
-  auto compute = state_.apply(ReplicaPlaced{shared(state_, "r3", "n1", "0", 1 * kGib, 1 * kGib, 400)});
+  auto compute = state_.apply(replicaPlaced(
+      state_, shared(state_, "r3", "n1", "0", 1 * kGib, 1 * kGib, 400), clock_.nowMs()));
   ASSERT_FALSE(compute);
   Placement cpu = shared(state_, "r4", "n1", "1", kGib, kGib);
   cpu.cpuMilli = 65'000;
-  ASSERT_FALSE(state_.apply(ReplicaPlaced{cpu}));
+  ASSERT_FALSE(state_.apply(replicaPlaced(state_, cpu, clock_.nowMs())));
   // Nothing of the refused placements stuck.
   EXPECT_EQ(state_.liveReplicaCount(), 1);
   EXPECT_EQ(freeMib("0"), 20 * kGib);
@@ -139,26 +146,32 @@ TEST_F(ClusterStateTest, RefusesOverCommitInEveryDimension) {
 TEST_F(ClusterStateTest, ExclusiveGpuTakesNoOtherReplica) {
   Placement p = shared(state_, "big", "n1", "2", 70 * kGib, 80 * kGib, 1000);
   p.mode = model::SharingMode::kExclusive;
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{p}));
-  EXPECT_FALSE(state_.apply(ReplicaPlaced{shared(state_, "small", "n1", "2", 0, 0, 0)}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(state_, p, clock_.nowMs())));
+  EXPECT_FALSE(state_.apply(
+      replicaPlaced(state_, shared(state_, "small", "n1", "2", 0, 0, 0), clock_.nowMs())));
   ASSERT_TRUE(state_.apply(ReplicaUnloaded{"big"}));
-  EXPECT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "small", "n1", "2", 0, 0, 0)}));
+  EXPECT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "small", "n1", "2", 0, 0, 0), clock_.nowMs())));
   EXPECT_TRUE(state_.checkInvariants());
 }
 
 TEST_F(ClusterStateTest, UnloadFreesEverythingAndIdCanBeReused) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "1", 20 * kGib, 24 * kGib)}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(
+      state_, shared(state_, "r1", "n1", "1", 20 * kGib, 24 * kGib), clock_.nowMs())));
   ASSERT_TRUE(state_.apply(ReplicaUnloaded{"r1"}));
   EXPECT_EQ(freeMib("1"), 80 * kGib);
   EXPECT_EQ(state_.activeReservationCount(), 0);
   EXPECT_FALSE(state_.apply(ReplicaUnloaded{"r1"}));
-  EXPECT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "1", 20 * kGib, 24 * kGib)}));
+  EXPECT_TRUE(state_.apply(replicaPlaced(
+      state_, shared(state_, "r1", "n1", "1", 20 * kGib, 24 * kGib), clock_.nowMs())));
   EXPECT_TRUE(state_.checkInvariants());
 }
 
 TEST_F(ClusterStateTest, CapacityIndexOrdersGpusByPlaceableMemory) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "a", "n1", "0", 50 * kGib, 60 * kGib)}));
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "b", "n1", "1", 10 * kGib, 30 * kGib)}));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "a", "n1", "0", 50 * kGib, 60 * kGib), clock_.nowMs())));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "b", "n1", "1", 10 * kGib, 30 * kGib), clock_.nowMs())));
   std::vector<std::string> seen;
   state_.forEachGpuWithPlaceableMemory(25 * kGib, [&](GpuId g) {
     seen.push_back(state_.gpu(g).spec.id);
@@ -166,7 +179,7 @@ TEST_F(ClusterStateTest, CapacityIndexOrdersGpusByPlaceableMemory) {
   });
   EXPECT_EQ(seen, (std::vector<std::string>{"1", "2", "3"}));
   // Unhealthy GPUs leave the index.
-  ASSERT_TRUE(state_.apply(GpuTelemetry{"n1", "2", 0, 0, {}, false}));
+  ASSERT_TRUE(state_.apply(GpuTelemetry{"n1", "2", 0, 0, {}, false, clock_.nowMs()}));
   seen.clear();
   state_.forEachGpuWithPlaceableMemory(0, [&](GpuId g) {
     seen.push_back(state_.gpu(g).spec.id);
@@ -177,7 +190,8 @@ TEST_F(ClusterStateTest, CapacityIndexOrdersGpusByPlaceableMemory) {
 }
 
 TEST_F(ClusterStateTest, NodeRemovalNeedsDrainOrForce) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "r1", "n1", "0", kGib, kGib), clock_.nowMs())));
   auto refused = state_.apply(NodeRemoved{"n1", false});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
@@ -194,7 +208,8 @@ TEST_F(ClusterStateTest, NodeRemovalNeedsDrainOrForce) {
 }
 
 TEST_F(ClusterStateTest, NodeUpdateChangesHealthButNotCapacityUnderReplicas) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "r1", "n1", "0", kGib, kGib), clock_.nowMs())));
   model::NodeSpec upd = node("n1", "A100-80GB", 4);
   upd.cordoned = true;
   upd.taints.push_back({"gpu", "maintenance", "NoSchedule"});
@@ -210,7 +225,8 @@ TEST_F(ClusterStateTest, NodeUpdateChangesHealthButNotCapacityUnderReplicas) {
 // Issue 14, item 12: a GPU's NVLink group, NUMA node or PCIe switch stays as it was while a
 // replica holds it; an idle GPU may change.
 TEST_F(ClusterStateTest, NodeUpdateKeepsTheTopologyOfGpusThatHoldReplicas) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "r1", "n1", "0", kGib, kGib), clock_.nowMs())));
   for (int field = 0; field < 3; ++field) {
     model::NodeSpec upd = node("n1", "A100-80GB", 4);
     if (field == 0) upd.gpus[0].nvlinkGroup = 3;
@@ -268,11 +284,11 @@ TEST_F(ClusterStateTest, MigSlicesAreCreatedAtLegalStartsAndFreedWithTheirReplic
   a.migProfile = idx("1g.10gb");
   a.migStart = 5;  // inside the declared 3g instance: illegal
   p.gpus = {a};
-  EXPECT_FALSE(state_.apply(ReplicaPlaced{p}));
+  EXPECT_FALSE(state_.apply(replicaPlaced(state_, p, clock_.nowMs())));
   p.gpus[0].migStart = 7;  // 1g.10gb may not start at 7
-  EXPECT_FALSE(state_.apply(ReplicaPlaced{p}));
+  EXPECT_FALSE(state_.apply(replicaPlaced(state_, p, clock_.nowMs())));
   p.gpus[0].migStart = 0;
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{p}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(state_, p, clock_.nowMs())));
   EXPECT_EQ(state_.gpu(g).migInstances.size(), 2u);
   EXPECT_EQ(state_.placeableMemoryMib(g), 40 * kGib);  // the free declared 3g.40gb
   EXPECT_TRUE(state_.checkInvariants());
@@ -283,7 +299,7 @@ TEST_F(ClusterStateTest, MigSlicesAreCreatedAtLegalStartsAndFreedWithTheirReplic
   q.gpus[0].migProfile = idx("3g.40gb");
   q.gpus[0].migStart = 4;
   q.gpus[0].reservedMib = 40 * kGib;
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{q}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(state_, q, clock_.nowMs())));
   EXPECT_EQ(state_.gpu(g).migInstances.size(), 2u);
 
   ASSERT_TRUE(state_.apply(ReplicaUnloaded{"m1"}));  // dynamic instance disappears
@@ -309,13 +325,17 @@ TEST_F(ClusterStateTest, TimeSlicingLimitsReplicaCount) {
   model::NodeSpec n = node("ts", "L4", 1);
   n.gpus[0].timeSlicingReplicas = 2;
   ASSERT_TRUE(state_.apply(NodeAdded{n}));
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "a", "ts", "0", kGib, kGib, 10)}));
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "b", "ts", "0", kGib, kGib, 10)}));
-  EXPECT_FALSE(state_.apply(ReplicaPlaced{shared(state_, "c", "ts", "0", kGib, kGib, 10)}));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "a", "ts", "0", kGib, kGib, 10), clock_.nowMs())));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "b", "ts", "0", kGib, kGib, 10), clock_.nowMs())));
+  EXPECT_FALSE(state_.apply(
+      replicaPlaced(state_, shared(state_, "c", "ts", "0", kGib, kGib, 10), clock_.nowMs())));
 }
 
 TEST_F(ClusterStateTest, ActivityFeedsLeastRecentlyUsedOrder) {
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{shared(state_, "r1", "n1", "0", kGib, kGib)}));
+  ASSERT_TRUE(state_.apply(
+      replicaPlaced(state_, shared(state_, "r1", "n1", "0", kGib, kGib), clock_.nowMs())));
   ASSERT_TRUE(state_.apply(ReplicaActivity{"r1", 5'000}));
   ASSERT_TRUE(state_.apply(ReplicaActivity{"r1", 4'000}));  // out of order: keeps the latest
   EXPECT_EQ(state_.replica(*state_.findReplica("r1")).lastActiveMs, 5'000);
@@ -323,9 +343,9 @@ TEST_F(ClusterStateTest, ActivityFeedsLeastRecentlyUsedOrder) {
 }
 
 TEST_F(ClusterStateTest, BadTelemetryChangesNothing) {
-  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "9", 0, 0, {}, true}));
-  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "0", -1, 0, {}, true}));
-  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "0", 0, 1001, {}, true}));
+  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "9", 0, 0, {}, true, clock_.nowMs()}));
+  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "0", -1, 0, {}, true, clock_.nowMs()}));
+  EXPECT_FALSE(state_.apply(GpuTelemetry{"n1", "0", 0, 1001, {}, true, clock_.nowMs()}));
   EXPECT_FALSE(state_.gpu(*state_.findGpu("n1", "0")).hasTelemetry);
 }
 
@@ -334,10 +354,20 @@ TEST_F(ClusterStateTest, BadTelemetryChangesNothing) {
 // anything booked by request that would over-book the card.
 TEST_F(ClusterStateTest, ARestoredReplicaKeepsItsPlacementTimeAndIsNotRefusedForMemory) {
   const std::int64_t card = 80 * kGib;
-  ASSERT_TRUE(state_.apply(
-      ReplicaRestored{shared(state_, "old", "n1", "0", 40'000, 48'000), -29'000, true, true, {}}));
-  ASSERT_TRUE(state_.apply(
-      ReplicaRestored{shared(state_, "new", "n1", "0", 40'000, 48'000), 0, true, false, {}}));
+  ASSERT_TRUE(
+      state_.apply(ReplicaRestored{state_.named(shared(state_, "old", "n1", "0", 40'000, 48'000)),
+                                   -29'000,
+                                   true,
+                                   true,
+                                   {},
+                                   clock_.nowMs()}));
+  ASSERT_TRUE(
+      state_.apply(ReplicaRestored{state_.named(shared(state_, "new", "n1", "0", 40'000, 48'000)),
+                                   0,
+                                   true,
+                                   false,
+                                   {},
+                                   clock_.nowMs()}));
   const ReplicaRecord& old = state_.replica(*state_.findReplica("old"));
   EXPECT_EQ(old.placedAtMs, -29'000);
   EXPECT_FALSE(old.reservationActive);  // 30 s after -29 s had passed at 1 s
@@ -346,13 +376,19 @@ TEST_F(ClusterStateTest, ARestoredReplicaKeepsItsPlacementTimeAndIsNotRefusedFor
   EXPECT_EQ(freeMib("0"), card - 40'000 - 48'000);  // over-committed, and shown
   EXPECT_TRUE(state_.checkInvariants());
   // Nothing new goes there, and compute is still checked.
-  EXPECT_FALSE(state_.apply(ReplicaPlaced{shared(state_, "more", "n1", "0", 1, 1)}));
-  auto compute = state_.apply(
-      ReplicaRestored{shared(state_, "busy", "n1", "0", 1, 1, 900), 0, true, false, {}});
+  EXPECT_FALSE(
+      state_.apply(replicaPlaced(state_, shared(state_, "more", "n1", "0", 1, 1), clock_.nowMs())));
+  auto compute =
+      state_.apply(ReplicaRestored{state_.named(shared(state_, "busy", "n1", "0", 1, 1, 900)),
+                                   0,
+                                   true,
+                                   false,
+                                   {},
+                                   clock_.nowMs()});
   ASSERT_FALSE(compute);
   EXPECT_NE(compute.error().message.find("compute"), std::string::npos);
   clock_.set(31'000);
-  ASSERT_TRUE(state_.apply(ReservationsExpired{}));
+  ASSERT_TRUE(state_.apply(ReservationsExpired{clock_.nowMs()}));
   EXPECT_FALSE(state_.replica(*state_.findReplica("new")).reservationActive);
   EXPECT_EQ(freeMib("0"), card - 80'000);
   EXPECT_TRUE(state_.checkInvariants());

@@ -497,7 +497,7 @@ Decision PlacementEngine::place(ClusterState& state, const model::PlacementReque
                                 DecideOptions opts) {
   Decision d = decide(state, request, opts);
   if (!d.placement) return d;
-  if (auto ok = state.apply(ReplicaPlaced{*d.placement}); !ok) {
+  if (auto ok = state.apply(replicaPlaced(state, *d.placement, state.clock().nowMs())); !ok) {
     // A plugin set that let through what the books refuse: report, never over-commit.
     d.summary = "the cluster state refused the placement: " + ok.error().message;
     d.placement.reset();

@@ -68,7 +68,8 @@ class PlacementEngine {
   // Chooses where `request` goes without changing the state.
   Decision decide(const ClusterState& state, const model::PlacementRequest& request,
                   DecideOptions opts = {});
-  // decide() and, on success, apply ReplicaPlaced (the reservation).
+  // decide() and, on success, apply ReplicaPlaced (the reservation), stamped with the state's
+  // clock (ClusterState::clock).
   Decision place(ClusterState& state, const model::PlacementRequest& request,
                  DecideOptions opts = {});
 

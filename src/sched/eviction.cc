@@ -23,7 +23,7 @@ bool restore(ClusterState& scratch, const ClusterState& original, std::span<cons
     for (std::size_t slot = 0; slot < again.gpus.size(); ++slot) {
       again.gpus[slot].reservedMib = rec.chargeMib[slot];
     }
-    if (!scratch.apply(ReplicaPlaced{std::move(again)})) {
+    if (!scratch.apply(replicaPlaced(scratch, again, scratch.clock().nowMs()))) {
       all = false;
       continue;
     }

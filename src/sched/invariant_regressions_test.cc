@@ -32,7 +32,7 @@ TEST(InvariantRegressions, UnchargedExclusiveHoldLeavesTheCapacityIndex) {
   p.mode = model::SharingMode::kExclusive;
   p.gpus.emplace_back();
   p.gpus[0].gpu = 0;  // 0 MiB estimated and reserved
-  ASSERT_TRUE(state.apply(ReplicaPlaced{p}));
+  ASSERT_TRUE(state.apply(replicaPlaced(state, p, clock.nowMs())));
   EXPECT_EQ(state.placeableMemoryMib(0), 0);
   int listed = 0;
   state.forEachGpuWithPlaceableMemory(1, [&](GpuId) { return ++listed, true; });
@@ -63,15 +63,20 @@ TEST(InvariantRegressions, EvictionWeighsVictimsAtTheirRealCharge) {
     p.gpus[0].gpu = 0;
     p.gpus[0].estimateMib = reserved * 5 / 6;
     p.gpus[0].reservedMib = reserved;
-    ASSERT_TRUE(state.apply(ReplicaPlaced{p}));
+    ASSERT_TRUE(state.apply(replicaPlaced(state, p, clock.nowMs())));
   };
   place("keep", 9, 4'000);
   place("v1", 0, 6'000);
   place("v2", 0, 6'000);
   ASSERT_TRUE(state.apply(ReplicaActivity{"v1", 1}));  // v1 is evicted first
   ASSERT_TRUE(state.apply(ReplicaActivity{"v2", 2}));
-  ASSERT_TRUE(state.apply(
-      GpuTelemetry{"n", "0", 19'000, 500, {{"keep", 4'000}, {"v1", 6'000}, {"v2", 9'000}}, true}));
+  ASSERT_TRUE(state.apply(GpuTelemetry{"n",
+                                       "0",
+                                       19'000,
+                                       500,
+                                       {{"keep", 4'000}, {"v1", 6'000}, {"v2", 9'000}},
+                                       true,
+                                       clock.nowMs()}));
   ASSERT_EQ(state.gpu(0).freeMemoryMib(), 24'576 - 4'000 - 6'000 - 9'000);
   model::PlacementRequest r;
   r.replicaId = "big";
@@ -118,9 +123,9 @@ TEST(InvariantRegressions, MigSliceComputeIsCheckedAsBooked) {
   adopted.gpus[0].migProfile = 0;      // 1g.6gb
   adopted.gpus[0].migStart = 0;
   // A slice owns 1/4 of an A30's SMs: the books refuse a MIG booking beyond that share...
-  ASSERT_FALSE(state.apply(ReplicaPlaced{adopted}));
+  ASSERT_FALSE(state.apply(replicaPlaced(state, adopted, clock.nowMs())));
   adopted.gpus[0].computeMilli = 250;
-  ASSERT_TRUE(state.apply(ReplicaPlaced{adopted}));
+  ASSERT_TRUE(state.apply(replicaPlaced(state, adopted, clock.nowMs())));
   model::PlacementRequest r;
   r.replicaId = "r";
   r.model.name = "small";
@@ -129,7 +134,7 @@ TEST(InvariantRegressions, MigSliceComputeIsCheckedAsBooked) {
   testkit::Engines engines;
   const Decision d = engines.fresh(state.options())->decide(state, r);
   if (d.placement) {
-    EXPECT_TRUE(state.apply(ReplicaPlaced{*d.placement}))
+    EXPECT_TRUE(state.apply(replicaPlaced(state, *d.placement, clock.nowMs())))
         << testkit::describePlacement(state, *d.placement);
   }
 }
@@ -161,14 +166,15 @@ TEST(InvariantRegressions, UsageGrowthAfterALapseIsNotABookkeepingError) {
     p.gpus[0].gpu = 0;
     p.gpus[0].estimateMib = estimate;
     p.gpus[0].reservedMib = reserved;
-    return ReplicaPlaced{p};
+    return replicaPlaced(state, p, clock.nowMs());
   };
   ASSERT_TRUE(state.apply(placement("a", 10'000, 12'000)));
   clock.advance(1'000);
-  ASSERT_TRUE(state.apply(ReservationsExpired{}));           // a: charged its estimate, 10000
+  ASSERT_TRUE(state.apply(ReservationsExpired{clock.nowMs()}));  // a: charged its estimate, 10000
   ASSERT_TRUE(state.apply(placement("b", 12'000, 14'576)));  // exactly what is free
   ASSERT_TRUE(state.apply(ReplicaLoaded{"a"}));
-  ASSERT_TRUE(state.apply(GpuTelemetry{"n", "0", 12'000, 500, {{"a", 12'000}, {"b", 0}}, true}));
+  ASSERT_TRUE(state.apply(
+      GpuTelemetry{"n", "0", 12'000, 500, {{"a", 12'000}, {"b", 0}}, true, clock.nowMs()}));
   EXPECT_LT(state.gpu(0).freeMemoryMib(), 0);
   EXPECT_TRUE(state.checkInvariants()) << state.checkInvariants().error().message;
 }

@@ -206,7 +206,7 @@ class Case {
     if (auto ok = state_.apply(e); !ok) {
       return problem(std::string(eventName(e)) + " refused: " + ok.error().message);
     }
-    shadow_.onApplied(state_, e, clock_.nowMs());
+    shadow_.onApplied(state_, e);
   }
   // Applies an event that may be refused; a refused event must change nothing.
   bool applyOrUnchanged(const Event& e) {
@@ -219,7 +219,7 @@ class Case {
       }
       return false;
     }
-    shadow_.onApplied(state_, e, clock_.nowMs());
+    shadow_.onApplied(state_, e);
     return true;
   }
 
@@ -301,7 +301,7 @@ class Case {
       coverage_.placedExclusive += d.placement->mode == model::SharingMode::kExclusive;
       coverage_.placedMultiGpu += d.placement->gpus.size() > 1;
       if (fitted_.size() < 16) fitted_.push_back(r);
-      expectApplied(ReplicaPlaced{*d.placement});
+      expectApplied(replicaPlaced(state_, *d.placement, clock_.nowMs()));
     } else {
       coverage_.unplaceable += requestValid(r);
     }
@@ -348,7 +348,7 @@ class Case {
     p.hostMemoryMib = rng_.chance(0.5) ? 0 : rng_.between(0, 64 * 1024);
     last_ = "hand placement " + p.replicaId + " on " + state_.node(p.node).spec.name;
     const auto why = testkit::admissionProblem(state_, p);
-    const bool accepted = applyOrUnchanged(ReplicaPlaced{p});
+    const bool accepted = applyOrUnchanged(replicaPlaced(state_, p, clock_.nowMs()));
     ++(accepted ? coverage_.handAccepted : coverage_.handRefused);
     if (accepted && why) problem("the books accepted a placement that breaks a rule: " + *why);
     if (!accepted && !why) problem("the books refused an admissible placement " + p.replicaId);
@@ -374,6 +374,7 @@ class Case {
     }
     if (gpus.empty()) return;
     GpuTelemetry t = testkit::randomTelemetry(rng_, state_, rng_.pick(gpus));
+    t.atMs = clock_.nowMs();
     bool valid = true;
     if (rng_.chance(0.04)) {
       valid = false;
@@ -417,7 +418,7 @@ class Case {
     last_ = "clock to " + std::to_string(clock_.nowMs());
     if (rng_.chance(0.85)) {
       last_ += " + ReservationsExpired";
-      expectApplied(ReservationsExpired{});
+      expectApplied(ReservationsExpired{clock_.nowMs()});
     }
   }
 
@@ -608,7 +609,7 @@ void Case::eviction() {
     coverage_.evictionsMultiVictim += plan.victims.size() > 1;
     if (rng_.chance(0.5)) {  // carry the plan out
       for (const std::string& v : plan.victims) expectApplied(ReplicaUnloaded{v});
-      expectApplied(ReplicaPlaced{*d.placement});
+      expectApplied(replicaPlaced(state_, *d.placement, clock_.nowMs()));
     }
     return;
   }
@@ -682,7 +683,7 @@ void Case::batch() {
   ClusterState& committed = commit ? state_ : other;
   if (commit) {
     for (const Placement& p : plan.assignments) {
-      shadow_.onApplied(state_, ReplicaPlaced{p}, clock_.nowMs());
+      shadow_.onApplied(state_, replicaPlaced(state_, p, clock_.nowMs()));
     }
   }
   if (plan.assignments.size() != twin.assignments.size()) {

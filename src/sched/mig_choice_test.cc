@@ -139,7 +139,7 @@ TEST_F(MigChoiceTest, WithoutCreationOnlyFreeInstancesAreChosen) {
   p.mode = model::SharingMode::kMig;
   p.node = s.gpu(g).node;
   p.gpus.push_back({g, 5 * 1024, 6 * 1024, 0, 0, c->profileIndex, c->start});
-  ASSERT_TRUE(s.apply(ReplicaPlaced{p}));
+  ASSERT_TRUE(s.apply(replicaPlaced(s, p, s.clock().nowMs())));
   EXPECT_FALSE(chooseMigSlice(s, g, small, needsOf(small)));
   EXPECT_EQ(s.placeableMemoryMib(g), 0);
   // And a placement that would create an instance is refused by the books.
@@ -147,7 +147,7 @@ TEST_F(MigChoiceTest, WithoutCreationOnlyFreeInstancesAreChosen) {
   made.replicaId = "made";
   made.gpus[0].migProfile = 0;
   made.gpus[0].migStart = 6;
-  auto refused = s.apply(ReplicaPlaced{made});
+  auto refused = s.apply(replicaPlaced(s, made, s.clock().nowMs()));
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("is not available"), std::string::npos)
       << refused.error().message;

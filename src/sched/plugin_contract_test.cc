@@ -134,7 +134,7 @@ void placeRandomReplica(Random& r, ClusterState& state, NodeId node, int serial)
   p.cpuMilli = r.uniform64(0, 8) * 1000;
   p.hostMemoryMib = r.uniform64(0, 32) * kGib;
   if (n.gpuIds.empty() || r.chance(0.05)) {
-    (void)state.apply(ReplicaPlaced{p});
+    (void)state.apply(replicaPlaced(state, p, state.clock().nowMs()));
     return;
   }
   const GpuId first =
@@ -157,7 +157,7 @@ void placeRandomReplica(Random& r, ClusterState& state, NodeId node, int serial)
     a.migProfile = choice->profileIndex;
     a.migStart = choice->start;
     p.gpus.push_back(a);
-    (void)state.apply(ReplicaPlaced{p});
+    (void)state.apply(replicaPlaced(state, p, state.clock().nowMs()));
     return;
   }
   const bool exclusive = g.replicas.empty() && r.chance(0.2);
@@ -186,7 +186,7 @@ void placeRandomReplica(Random& r, ClusterState& state, NodeId node, int serial)
     }
     p.gpus.push_back(a);
   }
-  (void)state.apply(ReplicaPlaced{p});
+  (void)state.apply(replicaPlaced(state, p, state.clock().nowMs()));
 }
 
 model::PlacementRequest randomRequest(Random& r, int serial) {
@@ -268,7 +268,7 @@ struct World {
       }
       if (r.chance(0.1)) {
         clock.advance(r.uniform(0, 60'000));
-        (void)state.apply(ReservationsExpired{});
+        (void)state.apply(ReservationsExpired{clock.nowMs()});
       }
     }
     for (const GpuRecord& g : state.gpus()) {
@@ -278,6 +278,7 @@ struct World {
       t.gpuId = g.spec.id;
       t.usedMib = r.uniform64(0, std::max<std::int64_t>(0, g.spec.memoryMib));
       t.healthy = r.chance(0.95);
+      t.atMs = clock.nowMs();
       (void)state.apply(t);
     }
     if (r.chance(0.2)) (void)state.apply(NodeRemoved{"n0", /*force=*/true});

@@ -80,7 +80,7 @@ class PluginTest : public ::testing::Test {
       a.bandwidthGBps = bandwidthGBps;
       p.gpus.push_back(a);
     }
-    auto r = state_.apply(ReplicaPlaced{p});
+    auto r = state_.apply(replicaPlaced(state_, p, clock_.nowMs()));
     ASSERT_TRUE(r) << r.error().message;
   }
 
@@ -103,7 +103,7 @@ class PluginTest : public ::testing::Test {
     a.migProfile = choice->profileIndex;
     a.migStart = choice->start;
     p.gpus.push_back(a);
-    auto r = state_.apply(ReplicaPlaced{p});
+    auto r = state_.apply(replicaPlaced(state_, p, clock_.nowMs()));
     ASSERT_TRUE(r) << r.error().message;
   }
 

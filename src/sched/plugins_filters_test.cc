@@ -150,7 +150,7 @@ TEST_F(FilterTest, NodeResourcesCountsWhatReplicasBooked) {
   p.node = a;
   p.cpuMilli = 6000;
   p.hostMemoryMib = 30 * kGib;
-  ASSERT_TRUE(state_.apply(ReplicaPlaced{p}));
+  ASSERT_TRUE(state_.apply(replicaPlaced(state_, p, clock_.nowMs())));
 
   request_.model.cpuMilli = 2000;
   request_.model.hostMemoryMib = 2 * kGib;
@@ -214,6 +214,7 @@ TEST_F(FilterTest, MemoryFitCountsReplicasAndForeignUsage) {
   t.node = "a";
   t.gpuId = "0";
   t.usedMib = 14 * kGib;  // 10 GiB of it is not attributed to x: foreign
+  t.atMs = clock_.nowMs();
   ASSERT_TRUE(state_.apply(t));
   // Telemetry attributes nothing to x, so all 14 GiB used are foreign, and x's 10 GiB
   // reservation still stands: 24 - 10 - 14 = 0 GiB free.

@@ -11,8 +11,10 @@
 
 namespace tessera::sched {
 
-// Dense indices into ClusterState's tables. Stable for the state's lifetime: a removed node
-// leaves a tombstone, so indices are never reused.
+// Dense indices into ClusterState's tables: an in-memory detail of one state. A removed
+// node's or replica's slot is reused (see ClusterState::nodes), and another state holding the
+// same nodes may number them otherwise, so events never carry them: they name nodes, GPUs
+// and replicas.
 using NodeId = std::int32_t;
 using GpuId = std::int32_t;
 using ReplicaId = std::int32_t;
@@ -70,7 +72,8 @@ struct GpuAssignment {
   std::int8_t migStart = -1;
 };
 
-// A decision applied to the state (event ReplicaPlaced).
+// A decision as the engine returns it and the books keep it: node and GPUs by dense id, good
+// only for the state it was decided on (see ClusterState). Events carry a NamedPlacement.
 struct Placement {
   std::string replicaId;
   std::string deployment;
@@ -79,6 +82,33 @@ struct Placement {
   model::SharingMode mode = model::SharingMode::kShared;
   NodeId node = -1;
   std::vector<GpuAssignment> gpus;
+  std::int64_t cpuMilli = 0;
+  std::int64_t hostMemoryMib = 0;
+};
+
+// A GpuAssignment as an event carries it: the GPU by its id on the placement's node (unique
+// there, and the same in every state that holds the node).
+struct NamedGpuAssignment {
+  std::string gpuId;
+  std::int64_t estimateMib = 0;
+  std::int64_t reservedMib = 0;
+  std::int32_t computeMilli = 0;
+  double bandwidthGBps = 0;
+  std::int16_t migProfile = -1;
+  std::int8_t migStart = -1;
+};
+
+// A Placement as an event carries it (ReplicaPlaced, ReplicaRestored): the node by name, its
+// GPUs by id, so that a log of events replays onto any state that holds those nodes.
+// ClusterState::named and ClusterState::resolve convert between the two.
+struct NamedPlacement {
+  std::string replicaId;
+  std::string deployment;
+  std::string modelName;
+  int priority = 0;
+  model::SharingMode mode = model::SharingMode::kShared;
+  std::string node;
+  std::vector<NamedGpuAssignment> gpus;
   std::int64_t cpuMilli = 0;
   std::int64_t hostMemoryMib = 0;
 };

@@ -432,9 +432,9 @@ class ShadowBooks {
  public:
   explicit ShadowBooks(const EngineOptions& options) : ttlMs_(options.reservationTtlMs) {}
 
-  // `after` is the state after it accepted `event` at time `nowMs`.
-  void onApplied(const ClusterState& after, const Event& event, Millis nowMs) {
-    std::visit([&](const auto& ev) { on(after, ev, nowMs); }, event);
+  // `after` is the state after it accepted `event`; times come from the event.
+  void onApplied(const ClusterState& after, const Event& event) {
+    std::visit([&](const auto& ev) { on(after, ev); }, event);
   }
 
   // Whether telemetry raised the GPU's usage since its last placement (see checkBooks).
@@ -559,7 +559,7 @@ class ShadowBooks {
     return used;
   }
 
-  void on(const ClusterState& s, const NodeAdded& ev, Millis) {
+  void on(const ClusterState& s, const NodeAdded& ev) {
     for (const auto& spec : ev.node.gpus) {
       Gpu g;
       g.node = ev.node.name;
@@ -571,16 +571,20 @@ class ShadowBooks {
       gpus_[*s.findGpu(ev.node.name, spec.id)] = g;
     }
   }
-  void on(const ClusterState& s, const NodeUpdated& ev, Millis) {
+  void on(const ClusterState& s, const NodeUpdated& ev) {
     for (const auto& spec : ev.node.gpus) {
       gpus_.at(*s.findGpu(ev.node.name, spec.id)).healthy = spec.healthy;
     }
   }
-  void on(const ClusterState&, const NodeRemoved& ev, Millis) {
+  void on(const ClusterState& s, const NodePatched& ev) {
+    for (const auto& [id, healthy] : ev.gpuHealthy)
+      gpus_.at(*s.findGpu(ev.name, id)).healthy = healthy;
+  }
+  void on(const ClusterState&, const NodeRemoved& ev) {
     std::erase_if(gpus_, [&](const auto& kv) { return kv.second.node == ev.name; });
     std::erase_if(replicas_, [&](const auto& kv) { return kv.second.node == ev.name; });
   }
-  void on(const ClusterState& s, const GpuTelemetry& ev, Millis) {
+  void on(const ClusterState& s, const GpuTelemetry& ev) {
     const GpuId gid = *s.findGpu(ev.node, ev.gpuId);
     const std::int64_t before = usedMib(gid);
     Gpu& g = gpus_.at(gid);
@@ -603,14 +607,14 @@ class ShadowBooks {
     g.foreignMib = g.mig || exclusive ? 0 : std::max<std::int64_t>(0, ev.usedMib - attributed);
     if (usedMib(gid) > before) g.usageGrew = true;
   }
-  void on(const ClusterState& s, const ReplicaPlaced& ev, Millis now) {
+  void on(const ClusterState& s, const ReplicaPlaced& ev) {
     Replica r;
-    r.node = s.node(ev.placement.node).spec.name;
-    r.assignments = ev.placement.gpus;
+    r.node = ev.placement.node;
+    r.assignments = s.resolve(ev.placement)->gpus;  // accepted, so its names resolve
     r.seenMib.assign(r.assignments.size(), -1);
     r.mig = ev.placement.mode == model::SharingMode::kMig;
     r.exclusive = ev.placement.mode == model::SharingMode::kExclusive;
-    r.placedAtMs = r.lastActiveMs = now;
+    r.placedAtMs = r.lastActiveMs = ev.atMs;
     for (const auto& a : r.assignments) {
       Gpu& g = gpus_.at(a.gpu);
       g.usageGrew = false;
@@ -619,30 +623,29 @@ class ShadowBooks {
     }
     replicas_[ev.placement.replicaId] = std::move(r);
   }
-  void on(const ClusterState& s, const ReplicaRestored& ev, Millis now) {
-    on(s, ReplicaPlaced{ev.placement}, now);
+  void on(const ClusterState& s, const ReplicaRestored& ev) {
+    on(s, ReplicaPlaced{ev.placement, ev.placedAtMs});
     Replica& r = replicas_.at(ev.placement.replicaId);
-    r.placedAtMs = r.lastActiveMs = ev.placedAtMs;
-    r.active = ev.reservationActive && ev.placedAtMs + ttlMs_ > now;
+    r.active = ev.reservationActive && ev.placedAtMs + ttlMs_ > ev.atMs;
     r.loaded = ev.loaded;
     if (!ev.attributedMib.empty()) r.seenMib = ev.attributedMib;
     settle(r);
     // Restored without a memory check: it may over-commit, as telemetry may.
     for (const auto& a : r.assignments) gpus_.at(a.gpu).usageGrew = true;
   }
-  void on(const ClusterState&, const ReplicaLoaded& ev, Millis) {
+  void on(const ClusterState&, const ReplicaLoaded& ev) {
     Replica& r = replicas_.at(ev.replicaId);
     r.loaded = true;
     settle(r);
   }
-  void on(const ClusterState&, const ReplicaUnloaded& ev, Millis) { replicas_.erase(ev.replicaId); }
-  void on(const ClusterState&, const ReplicaActivity& ev, Millis) {
+  void on(const ClusterState&, const ReplicaUnloaded& ev) { replicas_.erase(ev.replicaId); }
+  void on(const ClusterState&, const ReplicaActivity& ev) {
     Replica& r = replicas_.at(ev.replicaId);
     r.lastActiveMs = std::max(r.lastActiveMs, ev.atMs);
   }
-  void on(const ClusterState&, const ReservationsExpired&, Millis now) {
+  void on(const ClusterState&, const ReservationsExpired& ev) {
     for (auto& [id, r] : replicas_) {
-      if (r.active && r.placedAtMs + ttlMs_ <= now) r.active = false;
+      if (r.active && r.placedAtMs + ttlMs_ <= ev.nowMs) r.active = false;
     }
   }
 
