@@ -417,34 +417,35 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
       telemetry.push_back(std::move(t));
     }
   }
-  std::optional<model::NodeSpec> updated;
-  if (body.contains("cachedModels") || body.contains("healthy")) {
-    updated = it->second;
-    if (const auto c = body.find("cachedModels"); c != body.end()) {
-      if (!c->is_array()) return fail(fieldError("cachedModels", "expected an array of names"));
-      updated->cachedModels.clear();
-      for (const json& m : *c) {
-        if (!m.is_string()) return fail(fieldError("cachedModels", "expected an array of names"));
-        updated->cachedModels.push_back(m.get<std::string>());
-      }
+  // Only what the heartbeat reports changes: a patch, not the registered spec put back.
+  sched::NodePatched patch;
+  patch.name = std::string(node);
+  if (const auto c = body.find("cachedModels"); c != body.end()) {
+    if (!c->is_array()) return fail(fieldError("cachedModels", "expected an array of names"));
+    patch.cachedModels.emplace();
+    for (const json& m : *c) {
+      if (!m.is_string()) return fail(fieldError("cachedModels", "expected an array of names"));
+      patch.cachedModels->push_back(m.get<std::string>());
     }
-    if (const auto h = body.find("healthy"); h != body.end()) {
-      if (!h->is_boolean()) return fail(fieldError("healthy", "expected true or false"));
-      updated->healthy = h->get<bool>();
-    }
+  }
+  if (const auto h = body.find("healthy"); h != body.end()) {
+    if (!h->is_boolean()) return fail(fieldError("healthy", "expected true or false"));
+    patch.healthy = h->get<bool>();
   }
   // Everything was checked above, so the events below cannot be refused half-way (the
   // books validate them again; a refusal there would be a bug, reported as such).
-  if (updated) {
-    TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeUpdated{*updated}));
-    it->second = std::move(*updated);
+  if (patch.cachedModels || patch.healthy) {
+    TESSERA_RETURN_IF_ERROR(state_.apply(patch));
+    if (patch.cachedModels) it->second.cachedModels = std::move(*patch.cachedModels);
+    if (patch.healthy) it->second.healthy = *patch.healthy;
   }
   for (const auto& t : telemetry) {
     if (auto applied = state_.apply(t); !applied) {
       return fail(
           Error::internal("telemetry refused after validation: " + applied.error().message));
     }
-    // Keep the registered spec's GPU health in step, so a later cordon does not undo it.
+    // Keep the registered spec's GPU health in step with the books (it is the node's stored
+    // document, rewritten at a cordon).
     for (model::GpuSpec& g : it->second.gpus) {
       if (g.id == t.gpuId) g.healthy = t.healthy;
     }
@@ -467,7 +468,10 @@ Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
   batch.upsert("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
   TESSERA_RETURN_IF_ERROR(
       commit(std::move(batch), cordoned ? "NodeCordoned" : "NodeUncordoned", spec.name, ""));
-  TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeUpdated{spec}));
+  sched::NodePatched patch;
+  patch.name = spec.name;
+  patch.cordoned = cordoned;
+  TESSERA_RETURN_IF_ERROR(state_.apply(patch));
   it->second = std::move(spec);
   return nodeJson(*state_.findNode(node));
 }

@@ -135,7 +135,10 @@ class Cluster {
       return {};
     }
     spec.cachedModels.push_back(model);
-    if (auto ok = state.apply(sched::NodeUpdated{spec}); !ok) return fail(ok.error());
+    sched::NodePatched patch;
+    patch.name = spec.name;
+    patch.cachedModels = spec.cachedModels;
+    if (auto ok = state.apply(patch); !ok) return fail(ok.error());
     return {};
   }
 
