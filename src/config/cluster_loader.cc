@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/gpu_yaml.h"
+#include "config/items.h"
 #include "config/limits.h"
 #include "config/loaders.h"
 #include "config/model_yaml.h"
@@ -151,24 +152,40 @@ Result<ExistingReplica> parseReplica(const Field& field, const std::vector<model
   return replica;
 }
 
-Result<void> checkUniqueGpuUuids(const Field& nodesField,
-                                 const std::vector<model::NodeSpec>& nodes) {
-  std::map<std::string, std::string> ownerByUuid;
-  for (std::size_t n = 0; n < nodes.size(); ++n) {
-    for (std::size_t g = 0; g < nodes[n].gpus.size(); ++g) {
-      const model::GpuSpec& gpu = nodes[n].gpus[g];
-      if (gpu.uuid.empty()) continue;
-      const std::string owner = nodes[n].name + " GPU " + gpu.id;
-      if (const auto [it, inserted] = ownerByUuid.emplace(gpu.uuid, owner); !inserted) {
-        const Field uuid = nodesField.item(n).child("gpus").item(g).child("uuid");
-        return fail(uuid.error("uuid " + gpu.uuid + " is already used by " + it->second));
-      }
+// Claims the uuids of `node`'s GPUs in `ownerByUuid` (uuid → "<node> GPU <id>"); a uuid
+// claimed already is an error on the GPU's uuid field under `nodeField`.
+Result<void> claimGpuUuids(const Field& nodeField, const model::NodeSpec& node,
+                           std::map<std::string, std::string>& ownerByUuid) {
+  for (std::size_t g = 0; g < node.gpus.size(); ++g) {
+    const model::GpuSpec& gpu = node.gpus[g];
+    if (gpu.uuid.empty()) continue;
+    const std::string owner = node.name + " GPU " + gpu.id;
+    if (const auto [it, inserted] = ownerByUuid.emplace(gpu.uuid, owner); !inserted) {
+      const Field uuid = nodeField.child("gpus").item(g).child("uuid");
+      return fail(uuid.error("uuid " + gpu.uuid + " is already used by " + it->second));
     }
   }
   return {};
 }
 
+Result<void> checkUniqueGpuUuids(const Field& nodesField,
+                                 const std::vector<model::NodeSpec>& nodes) {
+  std::map<std::string, std::string> ownerByUuid;
+  for (std::size_t n = 0; n < nodes.size(); ++n) {
+    TESSERA_RETURN_IF_ERROR(claimGpuUuids(nodesField.item(n), nodes[n], ownerByUuid));
+  }
+  return {};
+}
+
 }  // namespace
+
+Result<model::NodeSpec> parseNodeEntry(const Field& field, const model::GpuCatalog& catalog) {
+  auto node = parseNode(field, catalog);
+  if (!node) return node;
+  std::map<std::string, std::string> ownerByUuid;
+  TESSERA_RETURN_IF_ERROR(claimGpuUuids(field, *node, ownerByUuid));
+  return node;
+}
 
 Result<ClusterFile> parseClusterYaml(const std::string& text, const std::string& sourceName,
                                      model::GpuCatalog& catalog) {

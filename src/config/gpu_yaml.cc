@@ -288,15 +288,15 @@ Result<model::GpuType> parseGpuType(const Field& field) {
   if (profiles.size() > 0 && type.migMemorySlots == 0) {
     return fail(profiles.error("MIG profiles need migMemorySlots > 0"));
   }
-  std::map<std::string, int> profileLines;
+  std::map<std::string, std::string> profilePlaces;
   for (std::size_t i = 0; i < profiles.size(); ++i) {
     auto profile = parseMigProfile(profiles.item(i), type.migMemorySlots);
     if (!profile) return fail(std::move(profile.error()));
     const Field profileName = profiles.item(i).child("name");
-    if (const auto [it, inserted] = profileLines.emplace(profile->name, profileName.line());
+    if (const auto [it, inserted] = profilePlaces.emplace(profile->name, profileName.locate());
         !inserted) {
-      return fail(profileName.error("duplicate MIG profile \"" + profile->name +
-                                    "\" (first on line " + std::to_string(it->second) + ")"));
+      return fail(profileName.error("duplicate MIG profile \"" + profile->name + "\" (first " +
+                                    it->second + ")"));
     }
     type.migProfiles.push_back(std::move(*profile));
   }
@@ -319,15 +319,14 @@ Result<std::vector<model::GpuSpec>> parseNodeGpus(const Field& field,
         field.error("more than " + std::to_string(limits::kMaxGpusPerNode) + " GPUs on one node"));
   }
   std::vector<model::GpuSpec> gpus;
-  std::map<std::string, int> lineById;
+  std::map<std::string, std::string> placeById;
   for (std::size_t i = 0; i < field.size(); ++i) {
     const Field item = field.item(i);
     auto gpu = parseGpuEntry(item, i, catalog);
     if (!gpu) return fail(std::move(gpu.error()));
     const Field id = item.child("id");
-    if (const auto [it, inserted] = lineById.emplace(gpu->id, id.line()); !inserted) {
-      return fail(id.error("duplicate GPU id \"" + gpu->id + "\" (first on line " +
-                           std::to_string(it->second) + ")"));
+    if (const auto [it, inserted] = placeById.emplace(gpu->id, id.locate()); !inserted) {
+      return fail(id.error("duplicate GPU id \"" + gpu->id + "\" (first " + it->second + ")"));
     }
     gpus.push_back(std::move(*gpu));
   }

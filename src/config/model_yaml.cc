@@ -119,16 +119,15 @@ Result<model::ModelProfile> parseModelProfile(const Field& field) {
 Result<std::vector<model::ModelProfile>> parseModelList(const Field& field) {
   TESSERA_RETURN_IF_ERROR(expectSequence(field));
   std::vector<model::ModelProfile> models;
-  std::map<std::string, int> lineByName;
+  std::map<std::string, std::string> placeByName;
   for (std::size_t i = 0; i < field.size(); ++i) {
     const Field item = field.item(i);
     auto profile = parseModelProfile(item);
     if (!profile) return fail(std::move(profile.error()));
-    const auto [it, inserted] = lineByName.emplace(profile->name, item.child("name").line());
+    const auto [it, inserted] = placeByName.emplace(profile->name, item.child("name").locate());
     if (!inserted) {
       return fail(item.child("name").error("duplicate model \"" + profile->name +
-                                           "\" (first declared on line " +
-                                           std::to_string(it->second) + ")"));
+                                           "\" (first declared " + it->second + ")"));
     }
     models.push_back(std::move(*profile));
   }

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "config/items.h"
 #include "config/limits.h"
 #include "config/loaders.h"
 #include "config/model_yaml.h"
@@ -43,8 +44,10 @@ Result<model::Toleration> parseToleration(const Field& field) {
   return toleration;
 }
 
+}  // namespace
+
 // One `requests:` entry, expanded to `count` requests when written with `name`.
-Result<std::vector<model::PlacementRequest>> parseRequest(
+Result<std::vector<model::PlacementRequest>> parseRequestEntry(
     const Field& field, const std::vector<const std::vector<model::ModelProfile>*>& scopes,
     const model::GpuCatalog* catalog) {
   TESSERA_RETURN_IF_ERROR(expectMap(field, {"replicaId", "name", "count", "model", "gpuTypes",
@@ -114,8 +117,6 @@ Result<std::vector<model::PlacementRequest>> parseRequest(
   return requests;
 }
 
-}  // namespace
-
 Result<RequestsFile> parseRequestsYaml(const std::string& text, const std::string& sourceName,
                                        const std::vector<model::ModelProfile>& known,
                                        const model::GpuCatalog* catalog) {
@@ -142,7 +143,7 @@ Result<RequestsFile> parseRequestsYaml(const std::string& text, const std::strin
   std::map<std::string, std::size_t> entryById;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const Field item = requests.item(i);
-    auto expanded = parseRequest(item, scopes, catalog);
+    auto expanded = parseRequestEntry(item, scopes, catalog);
     if (!expanded) return fail(std::move(expanded.error()));
     for (model::PlacementRequest& request : *expanded) {
       if (const auto [it, inserted] = entryById.emplace(request.replicaId, i); !inserted) {

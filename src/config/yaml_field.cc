@@ -18,9 +18,10 @@
 namespace tessera::config {
 namespace {
 
-// yaml-cpp lines are 0-based and missing (-1) on nodes it synthesised.
+// yaml-cpp lines are 0-based and missing (-1) on nodes it synthesised. In a tree built in
+// memory (fallback 0) every line stays 0, even on a node that came from parsed text.
 int lineOf(const YAML::Node& node, int fallback) {
-  if (!node.IsDefined()) return fallback;
+  if (!node.IsDefined() || fallback == 0) return fallback;
   const YAML::Mark mark = node.Mark();
   return mark.line >= 0 ? mark.line + 1 : fallback;
 }
@@ -76,6 +77,17 @@ Field Field::root(std::string_view source, YAML::Node node) {
   return Field(source, std::move(node), "", line);
 }
 
+Field Field::tree(std::string_view source, YAML::Node node) {
+  return Field(source, std::move(node), "", 0);
+}
+
+std::string errorPrefix(std::string_view source, int line, const std::string& path) {
+  if (line <= 0) return (path.empty() ? std::string(source) : path) + ": ";
+  std::string text = std::string(source) + ":" + std::to_string(line) + ": ";
+  if (!path.empty()) text += path + ": ";
+  return text;
+}
+
 Field Field::child(std::string_view key) const {
   std::string path = path_.empty() ? std::string(key) : path_ + "." + std::string(key);
   if (isMap()) {
@@ -110,10 +122,12 @@ bool Field::isQuoted() const {
 }
 
 Error Field::error(std::string_view message) const {
-  std::string text = std::string(source_) + ":" + std::to_string(line_) + ": ";
-  if (!path_.empty()) text += path_ + ": ";
-  text += message;
-  return Error::invalid(std::move(text));
+  return Error::invalid(errorPrefix(source_, line_, path_) + std::string(message));
+}
+
+std::string Field::locate() const {
+  if (positioned()) return "on line " + std::to_string(line_);
+  return "at " + (path_.empty() ? std::string(source_) : path_);
 }
 
 std::string Field::describe() const {
@@ -148,16 +162,16 @@ Result<void> expectMap(const Field& field, const std::vector<std::string_view>& 
     const int keyLine = lineOf(entry.first, field.line());
     const Field keyField = Field::root(field.source(), entry.first);
     if (!entry.first.IsScalar()) {
-      return fail(Error::invalid(std::string(field.source()) + ":" + std::to_string(keyLine) +
-                                 ": " + (field.path().empty() ? "" : field.path() + ": ") +
+      return fail(Error::invalid(errorPrefix(field.source(), keyLine, field.path()) +
                                  "keys must be plain names, got " + keyField.describe()));
     }
     const std::string& key = entry.first.Scalar();
-    const std::string where = std::string(field.source()) + ":" + std::to_string(keyLine) + ": " +
-                              (field.path().empty() ? key : field.path() + "." + key) + ": ";
+    const std::string where =
+        errorPrefix(field.source(), keyLine, field.path().empty() ? key : field.path() + "." + key);
     if (const auto it = seen.find(key); it != seen.end()) {
-      return fail(Error::invalid(where + "duplicate key (first given on line " +
-                                 std::to_string(it->second) + ")"));
+      return fail(Error::invalid(
+          where + "duplicate key" +
+          (keyLine > 0 ? " (first given on line " + std::to_string(it->second) + ")" : "")));
     }
     seen.emplace(key, keyLine);
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {

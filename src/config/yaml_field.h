@@ -27,10 +27,17 @@ struct FieldEntry;
 
 // One value in a YAML document plus where it sits. The source name is borrowed: it must
 // outlive the Field (the loaders keep it on their stack for the whole parse).
+//
+// A Field is either positioned (a document parsed from text: errors read
+// "<source>:<line>: <path>: <message>") or a tree built in memory, such as an API body turned
+// into nodes by config::jsonToYaml, which has no lines: its errors read "<path>: <message>",
+// or "<source>: <message>" at the root. The same decoders serve both, so a rule is written once.
 class Field {
  public:
   // The document root; an empty document sits on line 1.
   static Field root(std::string_view source, YAML::Node node);
+  // The root of a tree built in memory (no source text, so no lines).
+  static Field tree(std::string_view source, YAML::Node node);
 
   // The value under `key`; absent() when the key is missing (its line is then the
   // mapping's). Only valid on mappings.
@@ -50,11 +57,17 @@ class Field {
 
   const YAML::Node& node() const { return node_; }
   const std::string& path() const { return path_; }
+  // 1-based; 0 in a tree built in memory.
   int line() const { return line_; }
+  bool positioned() const { return line_ > 0; }
   std::string_view source() const { return source_; }
 
-  // "<source>:<line>: <path>: <message>" (the path part is left out at the root).
+  // "<source>:<line>: <path>: <message>" (the path part is left out at the root); in a tree
+  // built in memory "<path>: <message>", or "<source>: <message>" at the root.
   Error error(std::string_view message) const;
+  // Where the value sits, for a message about another value: "on line 14" or, in a tree
+  // built in memory, "at nodes[0].gpus[1].id".
+  std::string locate() const;
   // How the value reads in an error: the scalar as written, or "a mapping" / "a list".
   std::string describe() const;
 
@@ -68,9 +81,12 @@ class Field {
   std::string_view source_;
   YAML::Node node_;
   std::string path_;
-  int line_ = 1;
+  int line_ = 1;  // 0: a tree built in memory
   bool present_ = true;
 };
+
+// The start of an error message about `path` at `line` of `source` (see Field::error).
+std::string errorPrefix(std::string_view source, int line, const std::string& path);
 
 struct FieldEntry {
   std::string key;  // as written; empty when the key is not a scalar

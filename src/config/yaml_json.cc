@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -65,6 +66,43 @@ Result<nlohmann::json> yamlToJson(const Field& field) {
     return object;
   }
   return fail(field.error("unsupported YAML value"));
+}
+
+YAML::Node jsonToYaml(const nlohmann::json& value) {
+  using Type = nlohmann::json::value_t;
+  switch (value.type()) {
+    case Type::null:
+    case Type::discarded:
+    case Type::binary:
+      return YAML::Node(YAML::NodeType::Null);
+    case Type::boolean:
+      return YAML::Node(value.get<bool>() ? "true" : "false");
+    case Type::number_integer:
+      return YAML::Node(std::to_string(value.get<std::int64_t>()));
+    case Type::number_unsigned:
+      return YAML::Node(std::to_string(value.get<std::uint64_t>()));
+    case Type::number_float:
+      // nlohmann's own spelling: shortest round trip, and ".0" on whole values, so that a
+      // float never passes for an integer and an error shows what the number reads as.
+      return YAML::Node(value.dump());
+    case Type::string: {
+      YAML::Node text(value.get_ref<const std::string&>());
+      text.SetTag("!");  // what a YAML parser gives a quoted scalar (Field::isQuoted)
+      return text;
+    }
+    case Type::array: {
+      YAML::Node list(YAML::NodeType::Sequence);
+      for (const nlohmann::json& item : value) list.push_back(jsonToYaml(item));
+      return list;
+    }
+    case Type::object: {
+      YAML::Node map(YAML::NodeType::Map);
+      // Keys are unique in a json object; force_insert skips the lookup `map[key]` would do.
+      for (const auto& [key, item] : value.items()) map.force_insert(key, jsonToYaml(item));
+      return map;
+    }
+  }
+  return YAML::Node(YAML::NodeType::Null);
 }
 
 }  // namespace tessera::config
