@@ -2,14 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <regex>
 #include <set>
 
 #include "api/codec.h"
 #include "api/device_pool_report.h"
 #include "api/json_fields.h"
+#include "config/items.h"
 #include "config/loaders.h"
+#include "config/model_yaml.h"
 #include "config/seed.h"
+#include "config/yaml_json.h"
 #include "sched/state_json.h"
 
 namespace tessera::api {
@@ -19,19 +21,28 @@ using nlohmann::json;
 
 constexpr std::string_view kBody = "body";
 
-// The loaders name "body:<line>: <wrapper>[0].<field>: <problem>"; a client wants the field
-// relative to what it sent: "<field>: <problem>".
-Error relativeToBody(const Error& e, std::string_view wrapper) {
-  std::string m = e.message;
-  static const std::regex prefix(R"(^body:\d+: )");
-  m = std::regex_replace(m, prefix, "");
-  const std::string item = std::string(wrapper) + "[0].";
-  if (m.starts_with(item)) m.erase(0, item.size());
-  const std::string whole = std::string(wrapper) + "[0]: ";
-  if (m.starts_with(whole)) m = "body: " + m.substr(whole.size());
-  return Error{e.code, m};
+// A body is decoded by the file loaders' own per-item decoders (config/items.h), straight
+// from its JSON value: config::jsonToYaml builds the tree a YAML parser would have built from
+// the JSON text, in memory, and Field::tree reads it without lines. So a body obeys the rules
+// of docs/configuration.md to the letter (one copy of them), and its errors name the field
+// relative to the body ("gpus[1].type: ...", "body: ..." for the whole of it) as written, with
+// nothing to rewrite. A source-neutral view over both JSON and YAML was the other way; it would
+// have meant re-implementing every reader of config/yaml_field.h (quoting, null, integer vs
+// float spelling) for a second source, two places for one rule to drift apart.
+Result<model::ModelProfile> decodeModel(const json& body) {
+  if (!body.is_object()) return fail(Error::invalid("body: expected a model profile object"));
+  const YAML::Node tree = config::jsonToYaml(body);
+  return config::parseModelProfile(config::Field::tree(kBody, tree));
 }
 
+// One replica request body (a `requests[]` entry), `count` expanded.
+Result<std::vector<model::PlacementRequest>> decodeRequest(
+    const json& body, const std::vector<model::ModelProfile>& known,
+    const model::GpuCatalog& catalog) {
+  if (!body.is_object()) return fail(Error::invalid("body: expected a replica request object"));
+  const YAML::Node tree = config::jsonToYaml(body);
+  return config::parseRequestEntry(config::Field::tree(kBody, tree), {&known}, &catalog);
+}
 
 const char* phaseName(sched::ReplicaPhase p) {
   return p == sched::ReplicaPhase::kLoaded ? "loaded" : "reserved";
@@ -207,16 +218,11 @@ Result<void> ControlPlane::restore() {
   }
   for (const store::Document& d : snapshot->documents) {
     if (d.kind != "model") continue;
-    auto file = config::parseRequestsYaml(
-        json{{"models", json::array({json::parse(d.json, nullptr, false)})},
-             {"requests", json::array()}}
-            .dump(1),
-        std::string(kBody), {});
-    if (!file) {
-      return fail(Error::invalid(where + ": model " + d.name + ": " +
-                                 relativeToBody(file.error(), "models").message));
+    auto profile = decodeModel(json::parse(d.json, nullptr, false));
+    if (!profile) {
+      return fail(Error::invalid(where + ": model " + d.name + ": " + profile.error().message));
     }
-    models_.insert_or_assign(file->models.front().name, file->models.front());
+    models_.insert_or_assign(profile->name, std::move(*profile));
   }
   for (const store::Document& d : snapshot->documents) {
     if (d.kind != "replica") continue;
@@ -323,12 +329,8 @@ Result<void> ControlPlane::loadCluster(const config::ClusterFile& file, const st
 
 Result<model::NodeSpec> ControlPlane::parseNode(const json& body) const {
   if (!body.is_object()) return fail(Error::invalid("body: expected a node object"));
-  model::GpuCatalog scratch = catalog_;  // a node body cannot add GPU types
-  auto file = config::parseClusterYaml(json{{"nodes", json::array({body})}}.dump(1),
-                                       std::string(kBody), scratch);
-  if (!file) return fail(relativeToBody(file.error(), "nodes"));
-  if (file->nodes.size() != 1) return fail(Error::invalid("body: expected one node"));
-  return std::move(file->nodes.front());
+  const YAML::Node tree = config::jsonToYaml(body);  // see decodeModel
+  return config::parseNodeEntry(config::Field::tree(kBody, tree), catalog_);
 }
 
 Result<json> ControlPlane::registerNode(const json& body) {
@@ -423,8 +425,11 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
   if (const auto c = body.find("cachedModels"); c != body.end()) {
     if (!c->is_array()) return fail(fieldError("cachedModels", "expected an array of names"));
     patch.cachedModels.emplace();
-    for (const json& m : *c) {
-      if (!m.is_string()) return fail(fieldError("cachedModels", "expected an array of names"));
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      const json& m = (*c)[i];
+      if (!m.is_string()) {
+        return fail(fieldError("cachedModels[" + std::to_string(i) + "]", "expected a model name"));
+      }
       patch.cachedModels->push_back(m.get<std::string>());
     }
   }
@@ -567,12 +572,9 @@ Result<json> ControlPlane::getNode(std::string_view node) const {
 // ---- models --------------------------------------------------------------------------------
 
 Result<json> ControlPlane::putModel(const json& body) {
-  if (!body.is_object()) return fail(Error::invalid("body: expected a model profile object"));
-  auto file = config::parseRequestsYaml(
-      json{{"models", json::array({body})}, {"requests", json::array()}}.dump(1),
-      std::string(kBody), {});
-  if (!file) return fail(relativeToBody(file.error(), "models"));
-  model::ModelProfile profile = std::move(file->models.front());
+  auto decoded = decodeModel(body);
+  if (!decoded) return fail(decoded.error());
+  model::ModelProfile profile = std::move(*decoded);
   const bool replaced = models_.contains(profile.name);
   store::Batch batch;
   batch.upsert("model", profile.name, modelDocument(profile).dump());
@@ -636,20 +638,18 @@ json ControlPlane::listModels() const {
 
 std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body) {
   auto bad = [](Error e) { return std::unexpected(DetailedError{std::move(e), nullptr}); };
-  if (!body.is_object()) return bad(Error::invalid("body: expected a replica request object"));
   std::vector<model::ModelProfile> known;
   for (const auto& [name, p] : models_) known.push_back(p);
-  auto file = config::parseRequestsYaml(json{{"requests", json::array({body})}}.dump(1),
-                                        std::string(kBody), known, &catalog_);
-  if (!file) return bad(relativeToBody(file.error(), "requests"));
-  for (const auto& r : file->requests) {
+  auto requests = decodeRequest(body, known, catalog_);
+  if (!requests) return bad(requests.error());
+  for (const auto& r : *requests) {
     if (state_.findReplica(r.replicaId)) {
       return bad(Error::exists("replica " + r.replicaId + " is already placed"));
     }
   }
   // All or nothing: place one by one, and unload the ones already placed when one fails.
   std::vector<std::string> placed;
-  for (const auto& r : file->requests) {
+  for (const auto& r : *requests) {
     const auto start = std::chrono::steady_clock::now();
     sched::Decision d = engine_.place(state_, r);
     decisionLatency_.observe(
@@ -743,13 +743,11 @@ Result<json> ControlPlane::getReplica(std::string_view id) const {
 }
 
 Result<json> ControlPlane::explain(const json& body) {
-  if (!body.is_object()) return fail(Error::invalid("body: expected a replica request object"));
   std::vector<model::ModelProfile> known;
   for (const auto& [name, p] : models_) known.push_back(p);
-  auto file = config::parseRequestsYaml(json{{"requests", json::array({body})}}.dump(1),
-                                        std::string(kBody), known, &catalog_);
-  if (!file) return fail(relativeToBody(file.error(), "requests"));
-  const model::PlacementRequest& r = file->requests.front();
+  auto requests = decodeRequest(body, known, catalog_);
+  if (!requests) return fail(requests.error());
+  const model::PlacementRequest& r = requests->front();
   sched::DecideOptions opts;
   opts.explain = true;
   const sched::Decision d = engine_.decide(state_, r, opts);

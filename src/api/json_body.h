@@ -3,8 +3,9 @@
 // /api/v1 and /scheduler, parsed without exceptions and with a bound on nesting.
 //
 // Why a bound: nlohmann::json parses iteratively, but copying, comparing and dumping a value
-// recurse once per level, and the control plane copies and dumps bodies (the extender echoes
-// the passing v1.Node objects, node and model bodies are dumped for the YAML loaders). A
+// recurse once per level, and the control plane copies and converts bodies (the extender
+// echoes the passing v1.Node objects, config::jsonToYaml turns node, model and request bodies
+// into the tree the YAML loaders' decoders read, one call per level). A
 // body of 100,000 '[' (200 KB, well under the size limit) would overflow the stack of the
 // thread answering it and bring the whole server down. Kubernetes objects nest about a dozen
 // levels deep (a pod's affinity terms are the deepest), so the bound is generous.
