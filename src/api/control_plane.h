@@ -5,9 +5,10 @@
 // so that the API, the tests and `docs/api.md` speak one format.
 //
 // Bodies use the same keys as the YAML files (docs/configuration.md): a node is a `nodes[]`
-// entry, a model a `models[]` entry, a replica request a `requests[]` entry; errors name the
-// field ("request body:1: nodes[0].gpus[1].type: unknown GPU type ..."). A refused operation
-// changes nothing.
+// entry, a model a `models[]` entry, a replica request a `requests[]` entry, each decoded from
+// its JSON value by the files' own decoders (config/items.h). Errors name the field relative
+// to the body ("gpus[1].type: unknown GPU type ...", "body: ..." for all of it). A refused
+// operation changes nothing.
 //
 // Threading: not thread-safe. The HTTP server serialises every call on one mutex (the
 // "event loop"); nothing here blocks on I/O.
