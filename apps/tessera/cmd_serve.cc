@@ -539,7 +539,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
                       : serverConfig.admissionOff)
         << std::endl;
   }
-  // The ModelDeployment controller acts on the plane under the server's lock.
+  // The ModelDeployment controller acts on the plane through the server's dispatcher.
   std::unique_ptr<api::PlaneFleet> fleet;
   std::unique_ptr<k8s::Controller> controller;
   auto startController = [&] {

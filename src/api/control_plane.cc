@@ -167,23 +167,37 @@ Error ControlPlane::storeRefused(const Error& e) {
 
 Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::string subject,
                                   std::string message) {
+  std::vector<EventText> events;
+  events.push_back({std::move(type), std::move(subject), std::move(message)});
+  return commit(std::move(batch), std::move(events));
+}
+
+Result<void> ControlPlane::commit(store::Batch batch, std::vector<EventText> events) {
   const Millis now = eventTimeMs();
   std::int64_t seq = nextSeq_;
   if (store_ != nullptr) {
-    batch.appendEvent("event",
-                      json{{"type", type}, {"subject", subject}, {"message", message}}.dump(), now);
-    auto done = store_->commit(batch);
+    for (const EventText& e : events) {
+      batch.appendEvent(
+          "event", json{{"type", e.type}, {"subject", e.subject}, {"message", e.message}}.dump(),
+          now);
+    }
+    Result<store::CommitResult> done = fail(Error::internal("not run"));
+    storeIo([&] { done = store_->commit(batch); });  // the persist step: no lock of ours held
     if (!done) return fail(storeRefused(done.error()));
-    seq = done->lastEventSeq;
+    seq = done->firstEventSeq;
   }
-  remember(seq, now, std::move(type), std::move(subject), std::move(message));
+  std::int64_t last = seq;
+  for (EventText& e : events) {
+    last = seq++;
+    remember(last, now, std::move(e.type), std::move(e.subject), std::move(e.message));
+  }
   // The store keeps what memory keeps (the retention above): the documents are the state,
   // the log only feeds GET /events and the dashboard. Every 1024 events; best effort: a failed
   // compaction leaves a longer log, and the next one catches up.
-  if (store_ != nullptr && seq % 1024 == 0 && !events_.empty()) {
-    if (auto compacted = store_->compactEventsBefore(events_.front().seq); !compacted) {
-      internalErrors_.add({{"where", "event-compaction"}});
-    }
+  if (store_ != nullptr && last % 1024 == 0 && !events_.empty()) {
+    Result<std::int64_t> compacted = fail(Error::internal("not run"));
+    storeIo([&, before = events_.front().seq] { compacted = store_->compactEventsBefore(before); });
+    if (!compacted) internalErrors_.add({{"where", "event-compaction"}});
   }
   return {};
 }
@@ -469,15 +483,23 @@ Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
   model::NodeSpec spec = it->second;
   spec.cordoned = cordoned;
-  store::Batch batch;
-  batch.upsert("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
-  TESSERA_RETURN_IF_ERROR(
-      commit(std::move(batch), cordoned ? "NodeCordoned" : "NodeUncordoned", spec.name, ""));
+  // Assume (a patch of the cordon alone), persist, then confirm or forget.
+  const bool was = it->second.cordoned;
   sched::NodePatched patch;
   patch.name = spec.name;
   patch.cordoned = cordoned;
   TESSERA_RETURN_IF_ERROR(state_.apply(patch));
-  it->second = std::move(spec);
+  it->second = spec;
+  store::Batch batch;
+  batch.upsert("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
+  if (auto saved =
+          commit(std::move(batch), cordoned ? "NodeCordoned" : "NodeUncordoned", spec.name, "");
+      !saved) {
+    patch.cordoned = was;
+    undo(patch, "cordon-forget");
+    nodeSpecs_.find(node)->second.cordoned = was;
+    return fail(saved.error());
+  }
   return nodeJson(*state_.findNode(node));
 }
 
@@ -486,20 +508,49 @@ Result<json> ControlPlane::drainNode(std::string_view node) {
   if (it == nodeSpecs_.end()) {
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
   }
-  if (!it->second.cordoned) {
-    auto cordoned = setCordoned(node, true);
-    if (!cordoned) return fail(cordoned.error());
+  // Assumed together, persisted as one batch (the cordon and both events), forgotten together.
+  const std::optional<model::NodeSpec> uncordoned =
+      it->second.cordoned ? std::nullopt : std::optional<model::NodeSpec>(it->second);
+  store::Batch batch;
+  std::vector<EventText> events;
+  if (uncordoned) {
+    model::NodeSpec spec = it->second;
+    spec.cordoned = true;
+    sched::NodePatched cordon;
+    cordon.name = spec.name;
+    cordon.cordoned = true;
+    TESSERA_RETURN_IF_ERROR(state_.apply(cordon));
+    batch.upsert("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
+    events.push_back({"NodeCordoned", spec.name, ""});
+    it->second = std::move(spec);
   }
   const Millis now = clock_.nowMs();
   json draining = json::array();
+  std::vector<std::string> started;
   for (sched::ReplicaId r : state_.node(*state_.findNode(node)).replicas) {
     const std::string& id = state_.replica(r).placement.replicaId;
     ReplicaRuntime& rt = runtime_[id];
-    if (!rt.drain) rt.drain = std::make_unique<scale::ReplicaLifecycle>(id, now);
+    if (!rt.drain) {
+      rt.drain = std::make_unique<scale::ReplicaLifecycle>(id, now);
+      started.push_back(id);
+    }
     draining.push_back(id);
   }
-  TESSERA_RETURN_IF_ERROR(commit(store::Batch{}, "NodeDraining", std::string(node),
-                                 std::to_string(draining.size()) + " replicas draining"));
+  events.push_back({"NodeDraining", std::string(node),
+                    std::to_string(draining.size()) + " replicas draining"});
+  if (auto saved = commit(std::move(batch), std::move(events)); !saved) {
+    for (const std::string& id : started) {
+      if (auto rt = runtime_.find(id); rt != runtime_.end()) rt->second.drain.reset();
+    }
+    if (uncordoned) {
+      sched::NodePatched uncordon;
+      uncordon.name = uncordoned->name;
+      uncordon.cordoned = false;
+      undo(uncordon, "drain-forget");
+      nodeSpecs_.find(node)->second = *uncordoned;
+    }
+    return fail(saved.error());
+  }
   // Deployments replace what drains at their next sync period (a draining replica is not
   // capacity), on other nodes since this one is cordoned.
   return json{{"node", std::string(node)}, {"cordoned", true}, {"draining", std::move(draining)}};
@@ -509,27 +560,63 @@ Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
-  const sched::NodeRecord& rec = state_.node(*state_.findNode(node));
+  const sched::NodeId nodeId = *state_.findNode(node);
+  const sched::NodeRecord& rec = state_.node(nodeId);
   if (!rec.replicas.empty() && !force) {
     return fail(Error::precondition("node " + std::string(node) + " still holds " +
                                     std::to_string(rec.replicas.size()) +
                                     " replicas; remove them first, or force"));
   }
+  // What forgetting needs: the node as registered (with its rank) and its replicas as booked.
+  const std::string name(node);
+  model::NodeSpec spec = it->second;
+  spec.rank = rec.rank;
+  std::vector<sched::ReplicaRecord> replicas;
   store::Batch batch;
-  batch.remove("node", std::string(node));
+  batch.remove("node", name);
   for (sched::ReplicaId r : rec.replicas) {
+    replicas.push_back(state_.replica(r));
     batch.remove("replica", state_.replica(r).placement.replicaId);
   }
-  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "NodeRemoved", std::string(node),
-                                 force ? "forced, with its replicas" : ""));
-  auto removed = state_.apply(sched::NodeRemoved{std::string(node), force});
-  if (!removed)
-    return fail(Error::internal("books refused a checked removal: " + removed.error().message));
-  nodeSpecs_.erase(it);
-  if (const auto h = lastHeartbeatMs_.find(node); h != lastHeartbeatMs_.end())
+  std::optional<Millis> heartbeat;
+  if (const auto h = lastHeartbeatMs_.find(node); h != lastHeartbeatMs_.end()) {
+    heartbeat = h->second;
     lastHeartbeatMs_.erase(h);
-  if (const auto p = devicePools_.find(node); p != devicePools_.end()) devicePools_.erase(p);
-  return json{{"node", std::string(node)}, {"removed", true}};
+  }
+  std::optional<json> pool;
+  if (const auto p = devicePools_.find(node); p != devicePools_.end()) {
+    pool = std::move(p->second);
+    devicePools_.erase(p);
+  }
+  // Assume.
+  if (auto removed = state_.apply(sched::NodeRemoved{name, force}); !removed) {
+    if (heartbeat) lastHeartbeatMs_[name] = *heartbeat;
+    if (pool) devicePools_[name] = std::move(*pool);
+    return fail(Error::internal("books refused a checked removal: " + removed.error().message));
+  }
+  nodeSpecs_.erase(it);
+  if (auto saved = commit(std::move(batch), "NodeRemoved", name,
+                          force ? "forced, with its replicas" : "");
+      !saved) {
+    // Forget: the node back as it was registered (its GPU telemetry returns with the agent's
+    // next heartbeat), and its replicas as they were booked, on its GPUs by their position.
+    undo(sched::NodeAdded{spec}, "remove-node-forget");
+    if (const auto again = state_.findNode(name)) {
+      const sched::NodeRecord& back = state_.node(*again);
+      for (sched::ReplicaRecord r : replicas) {
+        r.placement.node = *again;
+        for (sched::GpuAssignment& g : r.placement.gpus) {
+          g.gpu = back.gpuIds[static_cast<std::size_t>(state_.gpu(g.gpu).indexInNode)];
+        }
+        restore(r, "remove-node-forget");
+      }
+    }
+    nodeSpecs_.emplace(name, std::move(spec));
+    if (heartbeat) lastHeartbeatMs_[name] = *heartbeat;
+    if (pool) devicePools_[name] = std::move(*pool);
+    return fail(saved.error());
+  }
+  return json{{"node", name}, {"removed", true}};
 }
 
 json ControlPlane::nodeJson(sched::NodeId id) const {
@@ -575,14 +662,23 @@ Result<json> ControlPlane::putModel(const json& body) {
   auto decoded = decodeModel(body);
   if (!decoded) return fail(decoded.error());
   model::ModelProfile profile = std::move(*decoded);
-  const bool replaced = models_.contains(profile.name);
-  store::Batch batch;
-  batch.upsert("model", profile.name, modelDocument(profile).dump());
-  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), replaced ? "ModelUpdated" : "ModelRegistered",
-                                 profile.name,
-                                 std::to_string(profile.memoryPerGpuMib()) + " MiB per GPU"));
   const std::string name = profile.name;
+  const std::string message = std::to_string(profile.memoryPerGpuMib()) + " MiB per GPU";
+  store::Batch batch;
+  batch.upsert("model", name, modelDocument(profile).dump());
+  // Assume, persist, then confirm or forget.
+  std::optional<model::ModelProfile> previous = findModel(name);
   models_.insert_or_assign(name, std::move(profile));
+  if (auto saved =
+          commit(std::move(batch), previous ? "ModelUpdated" : "ModelRegistered", name, message);
+      !saved) {
+    if (previous) {
+      models_.insert_or_assign(name, std::move(*previous));
+    } else {
+      models_.erase(models_.find(name));
+    }
+    return fail(saved.error());
+  }
   return getModel(name);
 }
 
@@ -606,8 +702,13 @@ Result<json> ControlPlane::deleteModel(std::string_view name) {
   }
   store::Batch batch;
   batch.remove("model", std::string(name));
-  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ModelDeleted", std::string(name), ""));
-  models_.erase(models_.find(name));
+  const auto at = models_.find(name);
+  model::ModelProfile profile = std::move(at->second);
+  models_.erase(at);  // assumed
+  if (auto saved = commit(std::move(batch), "ModelDeleted", std::string(name), ""); !saved) {
+    models_.emplace(std::string(name), std::move(profile));  // forgotten
+    return fail(saved.error());
+  }
   return json{{"model", std::string(name)}, {"deleted", true}};
 }
 
@@ -693,16 +794,20 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
 Result<json> ControlPlane::replicaLoaded(std::string_view id) {
   if (!state_.findReplica(id))
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  // Assume, persist, then confirm or forget (the replica back as it was booked).
+  const sched::ReplicaRecord before = state_.replica(*state_.findReplica(id));
+  TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{std::string(id)}));
   const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
   store::Batch batch;
   batch.upsert("replica", std::string(id), replicaDoc(rec.placement, true).dump());
-  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaLoaded", std::string(id), ""));
-  const bool firstLoad = rec.phase == sched::ReplicaPhase::kReserved;
-  const Millis placedAtMs = rec.placedAtMs;
-  const std::string modelName = rec.placement.modelName;
-  TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{std::string(id)}));
-  if (firstLoad && clock_.nowMs() >= placedAtMs) {
-    loadDuration_.observe({{"model", modelName}}, (clock_.nowMs() - placedAtMs) / 1000.0);
+  if (auto saved = commit(std::move(batch), "ReplicaLoaded", std::string(id), ""); !saved) {
+    undo(sched::ReplicaUnloaded{std::string(id)}, "loaded-forget");
+    restore(before, "loaded-forget");
+    return fail(saved.error());
+  }
+  if (before.phase == sched::ReplicaPhase::kReserved && clock_.nowMs() >= before.placedAtMs) {
+    loadDuration_.observe({{"model", before.placement.modelName}},
+                          (clock_.nowMs() - before.placedAtMs) / 1000.0);
   }
   return replicaJson(*state_.findReplica(id));
 }
@@ -710,13 +815,34 @@ Result<json> ControlPlane::replicaLoaded(std::string_view id) {
 Result<json> ControlPlane::removeReplica(std::string_view id) {
   if (!state_.findReplica(id))
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
+  // Assume, persist, then confirm or forget (the replica back as it was booked, with its pod
+  // allocation).
+  const std::string name(id);
+  const sched::ReplicaRecord before = state_.replica(*state_.findReplica(id));
+  std::optional<PodAllocation> allocation;
+  if (const auto a = podAllocations_.find(id); a != podAllocations_.end()) {
+    allocation = std::move(a->second);
+    podAllocations_.erase(a);
+  }
+  bool pod = false;
+  if (const auto p = pods_.find(id); p != pods_.end()) {
+    pods_.erase(p);
+    pod = true;
+  }
+  if (auto unloaded = state_.apply(sched::ReplicaUnloaded{name}); !unloaded) {
+    if (allocation) podAllocations_[name] = std::move(*allocation);
+    if (pod) pods_.insert(name);
+    return fail(unloaded.error());
+  }
   store::Batch batch;
-  batch.remove("replica", std::string(id));
-  TESSERA_RETURN_IF_ERROR(commit(std::move(batch), "ReplicaRemoved", std::string(id), ""));
-  TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaUnloaded{std::string(id)}));
-  if (const auto a = podAllocations_.find(id); a != podAllocations_.end()) podAllocations_.erase(a);
-  if (const auto p = pods_.find(id); p != pods_.end()) pods_.erase(p);
-  return json{{"replica", std::string(id)}, {"removed", true}};
+  batch.remove("replica", name);
+  if (auto saved = commit(std::move(batch), "ReplicaRemoved", name, ""); !saved) {
+    restore(before, "remove-replica-forget");
+    if (allocation) podAllocations_[name] = std::move(*allocation);
+    if (pod) pods_.insert(name);
+    return fail(saved.error());
+  }
+  return json{{"replica", name}, {"removed", true}};
 }
 
 json ControlPlane::replicaJson(sched::ReplicaId id) const {

@@ -10,8 +10,11 @@
 // to the body ("gpus[1].type: unknown GPU type ...", "body: ..." for all of it). A refused
 // operation changes nothing.
 //
-// Threading: not thread-safe. The HTTP server serialises every call on one mutex (the
-// "event loop"); nothing here blocks on I/O.
+// Threading: not thread-safe; api::Dispatcher (api/dispatcher.h) owns access from several
+// threads. Every mutating operation follows one write order: assume (apply the change to the
+// books), persist (commit it to the store, the only I/O, through the store-I/O hook, which lets
+// the dispatcher release its state lock meanwhile), then confirm, or forget (undo the change)
+// when the store refused, so a refused operation leaves memory and store as they were.
 
 #include <cstdint>
 #include <deque>
@@ -178,6 +181,10 @@ class ControlPlane {
   // Called with every event as it is recorded ({seq, timeMs, type, subject, message}); the
   // server logs them.
   void setEventSink(std::function<void(const nlohmann::json&)> sink) { sink_ = std::move(sink); }
+  // Runs every store I/O of this plane (commits, compaction, a booking's write when no
+  // OutsideLock is given); empty: in place. api::Dispatcher sets it to release its state lock
+  // around the I/O when the caller is its writer.
+  void setStoreIo(k8s::OutsideLock io) { storeIo_ = std::move(io); }
 
   k8s::Extender& extender() { return *extender_; }
   const sched::ClusterState& state() const { return state_; }
@@ -205,10 +212,18 @@ class ControlPlane {
   void forgetBooking(const std::string& id, const std::string& why);
   Millis eventTimeMs() const;
   static Error storeRefused(const Error& e);
-  // Commits `batch` plus the event (when there is a store), then adds the event to the
-  // history. On error nothing was written.
+  // Persists `batch` plus the event (when there is a store; the store I/O runs through
+  // storeIo_), then adds the event to the history. On error nothing was written, and the
+  // caller forgets what it assumed.
   Result<void> commit(store::Batch batch, std::string type, std::string subject,
                       std::string message);
+  struct EventText {
+    std::string type, subject, message;
+  };
+  // As above, with several events in the one batch (in this order).
+  Result<void> commit(store::Batch batch, std::vector<EventText> events);
+  void storeIo(const std::function<void()>& io) const { storeIo_ ? storeIo_(io) : io(); }
+  k8s::OutsideLock storeIo_;
   void remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
                 std::string message);
   std::int64_t rankOf(std::string_view node) const;

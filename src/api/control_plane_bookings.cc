@@ -12,7 +12,8 @@ using nlohmann::json;
 
 Result<json> ControlPlane::bookClaim(const json& pod, const k8s::OutsideLock& outside,
                                      bool podExists) {
-  return extender_->bookForClaim(pod, outside, podExists);
+  // Without the caller's OutsideLock the write still runs outside the state lock (storeIo_).
+  return extender_->bookForClaim(pod, outside ? outside : storeIo_, podExists);
 }
 
 void ControlPlane::forgetClaim(const std::string& replicaId, const std::string& why) {
@@ -21,7 +22,7 @@ void ControlPlane::forgetClaim(const std::string& replicaId, const std::string& 
 
 Result<json> ControlPlane::extenderBind(const json& args, const k8s::OutsideLock& outside) {
   // The extender assumes, persists through prepareBooking() and then posts the Binding.
-  auto out = extender_->bind(args, outside);
+  auto out = extender_->bind(args, outside ? outside : storeIo_);
   if (!out || !(*out)["Error"].get<std::string>().empty()) return out;
   const json* ns = k8s::fieldIgnoringCase(args, "PodNamespace");
   const json* name = k8s::fieldIgnoringCase(args, "PodName");

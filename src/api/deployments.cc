@@ -165,16 +165,27 @@ Result<json> ControlPlane::putDeployment(const json& body) {
   const bool update = existing != deployments_.end();
   store::Batch batch;
   batch.upsert("deployment", d->name, body.dump());
-  TESSERA_RETURN_IF_ERROR(
-      commit(std::move(batch), update ? "DeploymentUpdated" : "DeploymentCreated", d->name,
-             d->model + ", " + std::to_string(d->minReplicas) + ".." +
-                 std::to_string(d->maxReplicas) + " replicas, " + c.recommender));
   // Keep what the running deployment knows: its replica numbering and current target.
   const int serving = adopt(*d);
   d->desired =
       std::clamp(update ? existing->second->desired : serving, d->minReplicas, d->maxReplicas);
+  const std::string name = d->name;
+  const std::string message = d->model + ", " + std::to_string(d->minReplicas) + ".." +
+                              std::to_string(d->maxReplicas) + " replicas, " + c.recommender;
+  // Assume, persist, then confirm or forget (the deployment as it was, or none).
+  std::unique_ptr<Deployment> previous = update ? std::move(existing->second) : nullptr;
   Deployment& ref = *d;
-  deployments_.insert_or_assign(ref.name, std::move(d));
+  deployments_.insert_or_assign(name, std::move(d));
+  if (auto saved =
+          commit(std::move(batch), update ? "DeploymentUpdated" : "DeploymentCreated", name, message);
+      !saved) {
+    if (previous) {
+      deployments_.insert_or_assign(name, std::move(previous));
+    } else {
+      deployments_.erase(deployments_.find(name));
+    }
+    return fail(saved.error());
+  }
   if (serving < ref.desired && !ref.placedByKubernetes) {
     // A store that refuses is the deployment's pending state (pendingFilter "Store"), which
     // its status shows; the next sync tries again. The deployment itself is stored.
@@ -190,22 +201,34 @@ Result<json> ControlPlane::deleteDeployment(std::string_view name) {
   }
   store::Batch batch;
   batch.remove("deployment", std::string(name));
-  TESSERA_RETURN_IF_ERROR(
-      commit(std::move(batch), "DeploymentDeleted", std::string(name), "draining its replicas"));
+  // Assume: the deployment goes and its replicas start draining (pods' bookings go when
+  // Kubernetes deletes the pods).
   const Millis now = clock_.nowMs();
-  int draining = 0;
+  std::vector<std::string> started;
   for (const auto& r : state_.replicas()) {
-    // Pods' bookings go when Kubernetes deletes the pods.
     if (it->second->placedByKubernetes) break;
     if (r.removed || r.placement.deployment != name) continue;
     ReplicaRuntime& rt = runtime_[r.placement.replicaId];
     if (!rt.drain) {
       rt.drain = std::make_unique<scale::ReplicaLifecycle>(r.placement.replicaId, now);
-      ++draining;
+      started.push_back(r.placement.replicaId);
     }
   }
+  std::unique_ptr<Deployment> gone = std::move(it->second);
   deployments_.erase(it);
-  return json{{"deployment", std::string(name)}, {"deleted", true}, {"draining", draining}};
+  if (auto saved = commit(std::move(batch), "DeploymentDeleted", std::string(name),
+                          "draining its replicas");
+      !saved) {
+    // Forget: the deployment back, its replicas serving again.
+    for (const std::string& id : started) {
+      if (auto rt = runtime_.find(id); rt != runtime_.end()) rt->second.drain.reset();
+    }
+    deployments_.emplace(std::string(name), std::move(gone));
+    return fail(saved.error());
+  }
+  return json{{"deployment", std::string(name)},
+              {"deleted", true},
+              {"draining", static_cast<int>(started.size())}};
 }
 
 Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now,
@@ -409,11 +432,16 @@ void ControlPlane::advanceDrains(Millis now) {
     if (rt.drain->advance(now, inFlight) == scale::DrainPhase::kGone) gone.push_back(id);
   }
   for (const std::string& id : gone) {
-    if (state_.findReplica(id)) {
+    if (const auto rid = state_.findReplica(id)) {
+      // Assume, persist, then confirm or forget (booked again, and retried next tick).
+      const sched::ReplicaRecord before = state_.replica(*rid);
+      undo(sched::ReplicaUnloaded{id}, "drain-remove");
       store::Batch batch;
       batch.remove("replica", id);
-      if (!commit(std::move(batch), "ReplicaRemoved", id, "drained")) continue;  // retry next tick
-      undo(sched::ReplicaUnloaded{id}, "drain-remove");
+      if (!commit(std::move(batch), "ReplicaRemoved", id, "drained")) {
+        restore(before, "drain-remove-forget");
+        continue;
+      }
     }
     runtime_.erase(id);
   }

@@ -53,6 +53,13 @@ void sendError(httplib::Response& res, const Error& e, const json& detail = null
   sendError(res, httpStatusFor(e.code), codeName(e.code), e.message, detail);
 }
 
+// The leadership gate's answer: kube-scheduler, the agents and clients retry (at the leader,
+// once the Service routes there).
+void sendNotLeader(httplib::Response& res, const NotLeader& refused) {
+  res.set_header("Retry-After", "1");
+  sendError(res, 503, "not_leader", refused.message);
+}
+
 // application/json, or a JSON-based type (RFC 6839 "+json"); parameters and case ignored.
 bool jsonMediaType(std::string_view contentType) {
   std::string type = lowerAscii(contentType.substr(0, contentType.find(';')));
@@ -122,12 +129,8 @@ std::optional<std::string_view> bearerToken(std::string_view auth) {
 }  // namespace
 
 HttpServer::HttpServer(ControlPlane& plane, ServerConfig config)
-    : plane_(&plane), config_(std::move(config)) {}
-
-void HttpServer::replacePlane(ControlPlane& plane) {
-  std::lock_guard lock(mu_);
-  plane_.store(&plane);
-}
+    : config_(std::move(config)),
+      dispatcher_(plane, {.leader = config_.leader, .leaderName = config_.leaderName}) {}
 
 HttpServer::~HttpServer() {
   stop();
@@ -205,16 +208,16 @@ void HttpServer::routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (config_.leader && mutating(req.method) &&
+    // Every POST and DELETE here (the extender's filter and prioritize too: kube-scheduler
+    // must reach the leader) is refused on a standby before its body is read. The dispatcher
+    // checks again in front of every mutating call: nothing mutating gets past it.
+    if (mutating(req.method) &&
         (req.path.starts_with("/api/") || req.path.starts_with("/scheduler/") ||
-         req.path.starts_with("/admission/")) &&
-        !config_.leader()) {
-      const std::string holder = config_.leaderName ? config_.leaderName() : "";
-      res.set_header("Retry-After", "1");
-      sendError(res, 503, "not_leader",
-                "this replica is a standby" +
-                    (holder.empty() ? std::string(" (no leader yet)") : "; the leader is " + holder));
-      return httplib::Server::HandlerResponse::Handled;
+         req.path.starts_with("/admission/"))) {
+      if (auto refused = dispatcher_.refusal()) {
+        sendNotLeader(res, *refused);
+        return httplib::Server::HandlerResponse::Handled;
+      }
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
@@ -231,7 +234,7 @@ void HttpServer::routes() {
         route != "/readyz") {
       route = "other";
     }
-    plane().httpRequests.add(
+    dispatcher_.current().httpRequests.add(
         {{"method", req.method}, {"route", route}, {"code", std::to_string(res.status)}});
     if (config_.logger != nullptr && (res.status >= 400 || mutating(req.method))) {
       const nlohmann::json fields = {{"method", req.method},
@@ -294,107 +297,125 @@ void HttpServer::routes() {
     res.set_content(ready_ ? "ready\n" : "not ready\n", "text/plain");
   });
   on("GET", "/metrics", [this](const Req&, Res& res) {
-    std::lock_guard lock(mu_);
-    res.set_content(plane().metricsText(), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(dispatcher_.read([](ControlPlane& p) { return p.metricsText(); }),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
 
-  // A handler that takes the JSON body and returns a Result<json>.
-  auto withBody = [this](int okStatus, auto fn) {
-    return [this, okStatus, fn](const Req& req, Res& res) {
+  // Handlers that return a Result<json>: `read` ones through the dispatcher's read path, the
+  // others through its write path (the leadership gate, the writer lock).
+  auto run = [this](bool read, const auto& fn) -> std::expected<Result<json>, NotLeader> {
+    if (read) {
+      return std::expected<Result<json>, NotLeader>(
+          std::in_place, dispatcher_.read([&](ControlPlane& p) -> Result<json> { return fn(p); }));
+    }
+    return dispatcher_.write([&](ControlPlane& p) -> Result<json> { return fn(p); });
+  };
+  auto answer = [](Res& res, int okStatus, const std::expected<Result<json>, NotLeader>& out) {
+    if (!out) return sendNotLeader(res, out.error());
+    if (!*out) return sendError(res, out->error());
+    sendJson(res, okStatus, **out);
+  };
+  // fn(plane, request, body)
+  auto withBody = [run, answer](int okStatus, auto fn, bool read = false) {
+    return [run, answer, okStatus, fn, read](const Req& req, Res& res) {
       auto parsed = body(req, res);
       if (!parsed) return;
-      std::lock_guard lock(mu_);
-      auto out = fn(req, *parsed);
-      if (!out) return sendError(res, out.error());
-      sendJson(res, okStatus, *out);
+      answer(res, okStatus, run(read, [&](ControlPlane& p) { return fn(p, req, *parsed); }));
     };
   };
-  auto noBody = [this](int okStatus, auto fn) {
-    return [this, okStatus, fn](const Req& req, Res& res) {
-      std::lock_guard lock(mu_);
-      auto out = fn(req);
-      if (!out) return sendError(res, out.error());
-      sendJson(res, okStatus, *out);
+  // fn(plane, request)
+  auto reading = [run, answer](auto fn) {
+    return [run, answer, fn](const Req& req, Res& res) {
+      answer(res, 200, run(true, [&](ControlPlane& p) { return fn(p, req); }));
+    };
+  };
+  auto writing = [run, answer](int okStatus, auto fn) {
+    return [run, answer, okStatus, fn](const Req& req, Res& res) {
+      answer(res, okStatus, run(false, [&](ControlPlane& p) { return fn(p, req); }));
     };
   };
   using R = Result<json>;
+  using P = ControlPlane;
 
-  on("GET", "/api/v1/nodes", noBody(200, [this](const Req&) -> R { return plane().listNodes(); }));
+  on("GET", "/api/v1/nodes", reading([](P& p, const Req&) -> R { return p.listNodes(); }));
   on("GET", R"(/api/v1/nodes/([^/]+))",
-     noBody(200, [this](const Req& r) { return plane().getNode(r.matches[1].str()); }));
+     reading([](P& p, const Req& r) { return p.getNode(r.matches[1].str()); }));
   on("POST", "/api/v1/nodes",
-     withBody(201, [this](const Req&, const json& b) { return plane().registerNode(b); }));
+     withBody(201, [](P& p, const Req&, const json& b) { return p.registerNode(b); }));
   on("POST", R"(/api/v1/nodes/([^/]+)/heartbeat)",
-     withBody(200, [this](const Req& r, const json& b) {
-       return plane().heartbeat(r.matches[1].str(), b);
+     withBody(200, [](P& p, const Req& r, const json& b) {
+       return p.heartbeat(r.matches[1].str(), b);
      }));
   on("POST", R"(/api/v1/nodes/([^/]+)/cordon)",
-     noBody(200, [this](const Req& r) { return plane().setCordoned(r.matches[1].str(), true); }));
+     writing(200, [](P& p, const Req& r) { return p.setCordoned(r.matches[1].str(), true); }));
   on("POST", R"(/api/v1/nodes/([^/]+)/drain)",
-     noBody(200, [this](const Req& r) { return plane().drainNode(r.matches[1].str()); }));
+     writing(200, [](P& p, const Req& r) { return p.drainNode(r.matches[1].str()); }));
   on("POST", R"(/api/v1/nodes/([^/]+)/uncordon)",
-     noBody(200, [this](const Req& r) { return plane().setCordoned(r.matches[1].str(), false); }));
+     writing(200, [](P& p, const Req& r) { return p.setCordoned(r.matches[1].str(), false); }));
   on("GET", R"(/api/v1/nodes/([^/]+)/allocations)",
-     noBody(200, [this](const Req& r) { return plane().nodeAllocations(r.matches[1].str()); }));
+     reading([](P& p, const Req& r) { return p.nodeAllocations(r.matches[1].str()); }));
   on("POST", R"(/api/v1/nodes/([^/]+)/allocations)",
-     withBody(200, [this](const Req& r, const json& b) {
-       return plane().confirmAllocation(r.matches[1].str(), b);
+     withBody(200, [](P& p, const Req& r, const json& b) {
+       return p.confirmAllocation(r.matches[1].str(), b);
      }));
-  on("DELETE", R"(/api/v1/nodes/([^/]+))", noBody(200, [this](const Req& r) {
-       return plane().removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
+  on("DELETE", R"(/api/v1/nodes/([^/]+))", writing(200, [](P& p, const Req& r) {
+       return p.removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
      }));
 
-  on("GET", "/api/v1/models",
-     noBody(200, [this](const Req&) -> R { return plane().listModels(); }));
+  on("GET", "/api/v1/models", reading([](P& p, const Req&) -> R { return p.listModels(); }));
   on("GET", R"(/api/v1/models/([^/]+))",
-     noBody(200, [this](const Req& r) { return plane().getModel(r.matches[1].str()); }));
+     reading([](P& p, const Req& r) { return p.getModel(r.matches[1].str()); }));
   on("POST", "/api/v1/models",
-     withBody(200, [this](const Req&, const json& b) { return plane().putModel(b); }));
+     withBody(200, [](P& p, const Req&, const json& b) { return p.putModel(b); }));
   on("DELETE", R"(/api/v1/models/([^/]+))",
-     noBody(200, [this](const Req& r) { return plane().deleteModel(r.matches[1].str()); }));
+     writing(200, [](P& p, const Req& r) { return p.deleteModel(r.matches[1].str()); }));
 
-  on("GET", "/api/v1/replicas",
-     noBody(200, [this](const Req&) -> R { return plane().listReplicas(); }));
+  on("GET", "/api/v1/replicas", reading([](P& p, const Req&) -> R { return p.listReplicas(); }));
   on("POST", "/api/v1/replicas", [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
-    std::lock_guard lock(mu_);
-    auto out = plane().placeReplicas(*parsed);
-    if (!out) return sendError(res, out.error().error, out.error().detail);
-    sendJson(res, 201, *out);
+    auto out = dispatcher_.write([&](P& p) { return p.placeReplicas(*parsed); });
+    if (!out) return sendNotLeader(res, out.error());
+    if (!*out) return sendError(res, out->error().error, out->error().detail);
+    sendJson(res, 201, **out);
   });
   on("POST", R"(/api/v1/replicas/(.+)/loaded)",
-     noBody(200, [this](const Req& r) { return plane().replicaLoaded(r.matches[1].str()); }));
+     writing(200, [](P& p, const Req& r) { return p.replicaLoaded(r.matches[1].str()); }));
   on("GET", R"(/api/v1/replicas/(.+))",
-     noBody(200, [this](const Req& r) { return plane().getReplica(r.matches[1].str()); }));
+     reading([](P& p, const Req& r) { return p.getReplica(r.matches[1].str()); }));
   on("DELETE", R"(/api/v1/replicas/(.+))",
-     noBody(200, [this](const Req& r) { return plane().removeReplica(r.matches[1].str()); }));
+     writing(200, [](P& p, const Req& r) { return p.removeReplica(r.matches[1].str()); }));
   on("GET", "/api/v1/deployments",
-     noBody(200, [this](const Req&) -> R { return plane().listDeployments(); }));
+     reading([](P& p, const Req&) -> R { return p.listDeployments(); }));
   on("GET", R"(/api/v1/deployments/([^/]+))",
-     noBody(200, [this](const Req& r) { return plane().getDeployment(r.matches[1].str()); }));
+     reading([](P& p, const Req& r) { return p.getDeployment(r.matches[1].str()); }));
   on("POST", "/api/v1/deployments", [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
-    std::lock_guard lock(mu_);
-    const bool existed = parsed->is_object() && parsed->contains("name") &&
-                         (*parsed)["name"].is_string() &&
-                         plane().hasDeployment((*parsed)["name"].get<std::string>());
-    auto out = plane().putDeployment(*parsed);
-    if (!out) return sendError(res, out.error());
-    sendJson(res, existed ? 200 : 201, *out);
+    bool existed = false;
+    auto out = dispatcher_.write([&](P& p) {
+      existed = parsed->is_object() && parsed->contains("name") && (*parsed)["name"].is_string() &&
+                p.hasDeployment((*parsed)["name"].get<std::string>());
+      return p.putDeployment(*parsed);
+    });
+    if (!out) return sendNotLeader(res, out.error());
+    if (!*out) return sendError(res, out->error());
+    sendJson(res, existed ? 200 : 201, **out);
   });
   on("DELETE", R"(/api/v1/deployments/([^/]+))",
-     noBody(200, [this](const Req& r) { return plane().deleteDeployment(r.matches[1].str()); }));
+     writing(200, [](P& p, const Req& r) { return p.deleteDeployment(r.matches[1].str()); }));
   on("POST", R"(/api/v1/deployments/([^/]+)/signals)",
-     withBody(200, [this](const Req& r, const json& b) {
-       return plane().deploymentSignals(r.matches[1].str(), b);
+     withBody(200, [](P& p, const Req& r, const json& b) {
+       return p.deploymentSignals(r.matches[1].str(), b);
      }));
-  on("POST", R"(/api/v1/replicas/(.+)/signals)", withBody(200, [this](const Req& r, const json& b) {
-       return plane().replicaSignals(r.matches[1].str(), b);
+  on("POST", R"(/api/v1/replicas/(.+)/signals)",
+     withBody(200, [](P& p, const Req& r, const json& b) {
+       return p.replicaSignals(r.matches[1].str(), b);
      }));
+  // A POST that books nothing: a read.
   on("POST", "/api/v1/explain",
-     withBody(200, [this](const Req&, const json& b) { return plane().explain(b); }));
+     withBody(
+         200, [](P& p, const Req&, const json& b) { return p.explain(b); }, /*read=*/true));
   on("GET", "/api/v1/events", [this](const Req& req, Res& res) {
     std::int64_t after = 0;
     std::size_t limit = 500;
@@ -404,35 +425,36 @@ void HttpServer::routes() {
     } catch (const std::exception&) {
       return sendError(res, 400, "invalid_argument", "after and limit must be whole numbers");
     }
-    std::lock_guard lock(mu_);
-    sendJson(res, 200, plane().events(after, std::min<std::size_t>(limit, 5000)));
+    sendJson(res, 200, dispatcher_.read([&](P& p) {
+      return p.events(after, std::min<std::size_t>(limit, 5000));
+    }));
   });
 
   // kube-scheduler extender (KubeSchedulerConfiguration extenders[].urlPrefix = .../scheduler).
-  auto verb = [this](std::string name, auto fn) {
-    return [this, name, fn](const Req& req, Res& res) {
+  // `call(plane)` returns the answer through the dispatcher (std::expected<Result<json>,
+  // NotLeader>); the body is parsed and the answer serialised outside its locks.
+  auto verb = [this](std::string name, auto call) {
+    return [this, name, call](const Req& req, Res& res) {
       const auto start = std::chrono::steady_clock::now();
       auto parsed = body(req, res);
       if (!parsed) return;
-      // Only the extender call holds the lock: the answer (a name or a score per candidate
-      // node) is serialised outside it, as the body was parsed outside it.
-      Result<json> out = [&] {
-        std::unique_lock lock(mu_);
-        return fn(*parsed, lock);
-      }();
+      const std::expected<Result<json>, NotLeader> out = call(*parsed);
       if (!out) {
-        sendError(res, out.error());
+        sendNotLeader(res, out.error());
+      } else if (!*out) {
+        sendError(res, out->error());
       } else {
-        sendJson(res, 200, *out);
+        sendJson(res, 200, **out);
       }
-      std::lock_guard lock(mu_);
-      plane().extenderLatency.observe(
+      // The instruments are thread-safe: no lock of the dispatcher's.
+      dispatcher_.current().extenderLatency.observe(
           {{"verb", name}},
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     };
   };
-  // The claim webhook: the pod read and the event run outside the lock; the booking takes it,
-  // and its store write (onto the pod) runs with it released, as bind's does.
+  // The claim webhook: the pod read and the event run outside the dispatcher's locks; the
+  // booking takes them (writeAround), and its store write (onto the pod) runs with them
+  // released, as bind's does.
   on("POST", std::string(k8s::kAdmissionPath), [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
@@ -442,10 +464,7 @@ void HttpServer::routes() {
                             : !r.value("allowed", false) ? "refused"
                             : r.contains("warnings")     ? "not_pinned"
                                                          : "passed";
-      {
-        std::lock_guard lock(mu_);
-        plane().claimAdmissions.add({{"outcome", outcome}});
-      }
+      dispatcher_.current().claimAdmissions.add({{"outcome", outcome}});
       sendJson(res, 200, review);
     };
     if (config_.admission == nullptr) {
@@ -453,37 +472,36 @@ void HttpServer::routes() {
       if (!review) return sendError(res, review.error());
       return answer(k8s::admissionAnswer(review->uid, true, nullptr, {config_.admissionOff}));
     }
-    auto out = config_.admission->review(*parsed, [this](const json& pod) {
-      std::unique_lock lock(mu_);
-      ControlPlane& p = plane();
-      return p.bookClaim(
-          pod,
-          [&lock](const std::function<void()>& io) {
-            lock.unlock();
-            io();
-            lock.lock();
-          },
-          /*podExists=*/true);
+    auto out = config_.admission->review(*parsed, [this](const json& pod) -> Result<json> {
+      auto booked = dispatcher_.writeAround([&](P& p, const k8s::OutsideLock& outside) {
+        return p.bookClaim(pod, outside, /*podExists=*/true);
+      });
+      if (!booked) return fail(Error::precondition("not booked: " + booked.error().message));
+      return std::move(*booked);
     });
     if (!out) return sendError(res, out.error());
     answer(*out);
   });
-  using Lock = std::unique_lock<std::mutex>;
-  on("POST", "/scheduler/filter",
-     verb("filter", [this](const json& b, Lock&) { return plane().extender().filter(b); }));
-  on("POST", "/scheduler/prioritize",
-     verb("prioritize", [this](const json& b, Lock&) { return plane().extender().prioritize(b); }));
-  on("POST", "/scheduler/preempt",
-     verb("preempt", [this](const json& b, Lock&) { return plane().extender().preempt(b); }));
-  // bind's store write and Binding POST (up to 3 s) run with the lock released: other calls
-  // go on meanwhile, and the plane bound is the one the call started on.
-  on("POST", "/scheduler/bind", verb("bind", [this](const json& b, Lock& lock) {
-       ControlPlane& p = plane();
-       return p.extenderBind(b, [&lock](const std::function<void()>& io) {
-         lock.unlock();
-         io();
-         lock.lock();
-       });
+  // filter, prioritize and preempt book nothing: reads (preempt's copy of the state too, which
+  // then holds up no writer's persist).
+  on("POST", "/scheduler/filter", verb("filter", [this](const json& b) {
+       return std::expected<Result<json>, NotLeader>(
+           std::in_place, dispatcher_.read([&](P& p) { return p.extender().filter(b); }));
+     }));
+  on("POST", "/scheduler/prioritize", verb("prioritize", [this](const json& b) {
+       return std::expected<Result<json>, NotLeader>(
+           std::in_place, dispatcher_.read([&](P& p) { return p.extender().prioritize(b); }));
+     }));
+  on("POST", "/scheduler/preempt", verb("preempt", [this](const json& b) {
+       return std::expected<Result<json>, NotLeader>(
+           std::in_place, dispatcher_.read([&](P& p) { return p.extender().preempt(b); }));
+     }));
+  // bind: assumed on the writer path; its store write and Binding POST (up to 3 s) run with
+  // the dispatcher's locks released, so other calls, writers included, go on meanwhile; the
+  // plane bound is the one the call started on.
+  on("POST", "/scheduler/bind", verb("bind", [this](const json& b) {
+       return dispatcher_.writeAround(
+           [&](P& p, const k8s::OutsideLock& outside) { return p.extenderBind(b, outside); });
      }));
 }
 

@@ -10,7 +10,12 @@
 //  - Mutating /api/v1 calls (POST, PUT, DELETE) need `Authorization: Bearer <token>` when a
 //    token is configured. The extender endpoints do not (kube-scheduler sends no bearer
 //    token): protect them with TLS and network policy.
-//  - Every handler runs under one mutex: the control plane sees one call at a time.
+//  - Every handler reaches the control plane through one api::Dispatcher (api/dispatcher.h):
+//    reads (GET routes, /metrics, explain, the extender's filter, prioritize and preempt) under
+//    its state lock alone; mutating calls behind its leadership gate, one at a time on its
+//    writer lock, each assumed in memory, persisted with the state lock released (so reads are
+//    answered during an fsync or a Kubernetes API call), then confirmed or forgotten. bind and
+//    the claim webhook's booking run their network I/O with both locks released.
 //  - With a certificate and key the server speaks TLS only.
 //  - POST /admission/resourceclaims is the claim webhook, answered only by the leader (a
 //    standby answers 503 not_leader; the webhook's failurePolicy Fail makes the API server
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "api/control_plane.h"
+#include "api/dispatcher.h"
 #include "api/log.h"
 #include "common/result.h"
 #include "k8s/claim_admission.h"
@@ -75,26 +81,26 @@ class HttpServer {
   void stop();
   bool ready() const { return ready_.load(); }
   void setReady(bool ready) { ready_.store(ready); }
-  // Serves `plane` from now on (a new leader's, rebuilt from the store); the caller keeps the
-  // previous one alive until the server stops (a request may still be reading it).
-  void replacePlane(ControlPlane& plane);
-  // Runs `fn` under the same mutex as the handlers (for the server's own timers).
+  // Serves `plane` from now on (a new leader's, rebuilt from the store), through the
+  // dispatcher; the caller keeps the previous one alive until the server stops (a request may
+  // still be reading it).
+  void replacePlane(ControlPlane& plane) { dispatcher_.replacePlane(plane); }
+  // Runs the mutating `fn` through the dispatcher's write path (for the server's own timers and
+  // the ModelDeployment controller): behind the leadership gate, on the writer lock. Returns
+  // false, without running `fn`, on a standby.
   template <typename Fn>
-  void withPlane(Fn&& fn) {
-    std::lock_guard lock(mu_);
-    fn(*plane_.load());
+  bool withPlane(Fn&& fn) {
+    return dispatcher_.write([&](ControlPlane& p) { fn(p); }).has_value();
   }
+  Dispatcher& dispatcher() { return dispatcher_; }
 
  private:
   void routes();
 
-  ControlPlane& plane() { return *plane_.load(); }
-  // Swapped only under mu_ (replacePlane); read without it by the request logger's metrics.
-  std::atomic<ControlPlane*> plane_;
   ServerConfig config_;
+  Dispatcher dispatcher_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
-  std::mutex mu_;
   std::atomic<bool> ready_{false};
   // Every route's method and path pattern: a path served for other methods answers 405 with
   // Allow (httplib answers 404). Filled by routes(), before the server listens.

@@ -1,8 +1,8 @@
 #pragma once
 // The ModelDeployment controller's (k8s/controller.h) view of the control plane: each call
-// runs through `run`, which `tessera serve` points at HttpServer::withPlane so that the
-// controller's thread sees the plane under the same lock as the HTTP handlers and the upkeep
-// tick.
+// runs through `run`, which `tessera serve` points at HttpServer::withPlane: the dispatcher's
+// write path (api/dispatcher.h), behind its leadership gate and on its writer lock, as the HTTP
+// handlers' mutating calls and the upkeep tick.
 //
 //  - putModel / putDeployment / deleteDeployment: the API's own operations (errors name the
 //    field, as the API's do);
