@@ -536,8 +536,8 @@ Result<json> ControlPlane::drainNode(std::string_view node) {
     }
     draining.push_back(id);
   }
-  events.push_back({"NodeDraining", std::string(node),
-                    std::to_string(draining.size()) + " replicas draining"});
+  events.push_back(
+      {"NodeDraining", std::string(node), std::to_string(draining.size()) + " replicas draining"});
   if (auto saved = commit(std::move(batch), std::move(events)); !saved) {
     for (const std::string& id : started) {
       if (auto rt = runtime_.find(id); rt != runtime_.end()) rt->second.drain.reset();
@@ -595,8 +595,8 @@ Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
     return fail(Error::internal("books refused a checked removal: " + removed.error().message));
   }
   nodeSpecs_.erase(it);
-  if (auto saved = commit(std::move(batch), "NodeRemoved", name,
-                          force ? "forced, with its replicas" : "");
+  if (auto saved =
+          commit(std::move(batch), "NodeRemoved", name, force ? "forced, with its replicas" : "");
       !saved) {
     // Forget: the node back as it was registered (its GPU telemetry returns with the agent's
     // next heartbeat), and its replicas as they were booked, on its GPUs by their position.
@@ -637,7 +637,7 @@ json ControlPlane::nodeJson(sched::NodeId id) const {
           {"gpus", std::move(gpus)},
           {"replicas", std::move(replicas)},
           {"devicePool", devicePools_.contains(n.spec.name) ? devicePools_.find(n.spec.name)->second
-                                                             : json(nullptr)}};
+                                                            : json(nullptr)}};
 }
 
 json ControlPlane::listNodes() const {
@@ -691,7 +691,8 @@ Result<json> ControlPlane::deleteModel(std::string_view name) {
     if (d->model == name) users.push_back("deployment " + deployment);
   }
   for (const auto& r : state_.replicas()) {
-    if (!r.removed && r.placement.modelName == name) users.push_back("replica " + r.placement.replicaId);
+    if (!r.removed && r.placement.modelName == name)
+      users.push_back("replica " + r.placement.replicaId);
   }
   if (!users.empty()) {
     std::string list;

@@ -145,8 +145,8 @@ class ControlPlane {
   // (same shape, booked on exactly those GPUs, unconfirmed, or confirmed with exactly these
   // `devices`: kubelet's PodResources showed this pod holds them) to this pod: the two
   // bookings swap GPUs (and devices) so that the books name the GPUs each pod really has;
-  // with no such twin it is refused (409). 404: unknown node or replica; 409: the replica is on another
-  // node or was not bound through the extender.
+  // with no such twin it is refused (409). 404: unknown node or replica; 409: the replica is on
+  // another node or was not bound through the extender.
   Result<nlohmann::json> confirmAllocation(std::string_view node, const nlohmann::json& body);
 
   // ---- deployments: replicas kept at what the autoscaler decides
@@ -250,8 +250,8 @@ class ControlPlane {
     Millis lastEvalMs = std::numeric_limits<Millis>::min() / 2;
     std::string lastReason;
     // Router-side signals.
-    std::optional<double> arrivalRatePerSec, meanServiceMs, ttftP99Ms, meanPrefillMs,
-        prefillP99Ms, bufferedRequests;
+    std::optional<double> arrivalRatePerSec, meanServiceMs, ttftP99Ms, meanPrefillMs, prefillP99Ms,
+        bufferedRequests;
     Millis signalsAtMs = -1;
   };
   Result<std::unique_ptr<Deployment>> parseDeployment(const nlohmann::json& body) const;

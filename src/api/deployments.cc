@@ -176,8 +176,8 @@ Result<json> ControlPlane::putDeployment(const json& body) {
   std::unique_ptr<Deployment> previous = update ? std::move(existing->second) : nullptr;
   Deployment& ref = *d;
   deployments_.insert_or_assign(name, std::move(d));
-  if (auto saved =
-          commit(std::move(batch), update ? "DeploymentUpdated" : "DeploymentCreated", name, message);
+  if (auto saved = commit(std::move(batch), update ? "DeploymentUpdated" : "DeploymentCreated",
+                          name, message);
       !saved) {
     if (previous) {
       deployments_.insert_or_assign(name, std::move(previous));
@@ -216,8 +216,8 @@ Result<json> ControlPlane::deleteDeployment(std::string_view name) {
   }
   std::unique_ptr<Deployment> gone = std::move(it->second);
   deployments_.erase(it);
-  if (auto saved = commit(std::move(batch), "DeploymentDeleted", std::string(name),
-                          "draining its replicas");
+  if (auto saved =
+          commit(std::move(batch), "DeploymentDeleted", std::string(name), "draining its replicas");
       !saved) {
     // Forget: the deployment back, its replicas serving again.
     for (const std::string& id : started) {
@@ -485,10 +485,9 @@ Result<json> ControlPlane::deploymentSignals(std::string_view name, const json& 
   if (it == deployments_.end()) {
     return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
   }
-  TESSERA_RETURN_IF_ERROR(onlyKeys(
-      body, "body",
-      {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms", "meanPrefillMs", "prefillP99Ms",
-       "bufferedRequests"}));
+  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body",
+                                   {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms",
+                                    "meanPrefillMs", "prefillP99Ms", "bufferedRequests"}));
   auto rate = readNumber(body, "arrivalRatePerSec", 0, 1e9);
   auto service = readNumber(body, "meanServiceMs", 0, 1e9);
   auto ttft = readNumber(body, "ttftP99Ms", 0, 1e9);

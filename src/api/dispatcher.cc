@@ -10,8 +10,8 @@ Dispatcher::Dispatcher(ControlPlane& plane, Leadership leadership)
 std::optional<NotLeader> Dispatcher::refusal() const {
   if (!leadership_.leader || leadership_.leader()) return std::nullopt;
   const std::string holder = leadership_.leaderName ? leadership_.leaderName() : "";
-  return NotLeader{"this replica is a standby" +
-                   (holder.empty() ? std::string(" (no leader yet)") : "; the leader is " + holder)};
+  return NotLeader{"this replica is a standby" + (holder.empty() ? std::string(" (no leader yet)")
+                                                                 : "; the leader is " + holder)};
 }
 
 void Dispatcher::replacePlane(ControlPlane& plane) {

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -106,7 +107,8 @@ class LatchedStore final : public store::StateStore {
     EXPECT_TRUE(all) << all.error().message;
     json out = json::object();
     if (!all) return out;
-    for (const store::Document& d : all->documents) out[d.kind + "/" + d.name] = json::parse(d.json);
+    for (const store::Document& d : all->documents)
+      out[d.kind + "/" + d.name] = json::parse(d.json);
     return out;
   }
 
@@ -235,14 +237,15 @@ TEST_F(DispatcherTest, ReadsAreAnsweredWhileAWritersCommitIsHeld) {
   auto nodes = client.Get("/api/v1/nodes");
   ASSERT_TRUE(nodes) << "GET /api/v1/nodes did not answer while a commit was held";
   EXPECT_EQ(nodes->status, 200);
-  EXPECT_EQ(json::parse(nodes->body)["nodes"][0]["cordoned"], true) << "not assumed: " << nodes->body;
+  EXPECT_EQ(json::parse(nodes->body)["nodes"][0]["cordoned"], true)
+      << "not assumed: " << nodes->body;
   const json pod = {
       {"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u-1"}}},
       {"spec",
        {{"containers",
          {{{"name", "c"}, {"resources", {{"limits", {{"tessera.io/gpu-memory", "20480"}}}}}}}}}}};
-  auto filter = client.Post("/scheduler/filter",
-                            json{{"Pod", pod}, {"NodeNames", {"gpu-a"}}}.dump(), "application/json");
+  auto filter = client.Post(
+      "/scheduler/filter", json{{"Pod", pod}, {"NodeNames", {"gpu-a"}}}.dump(), "application/json");
   ASSERT_TRUE(filter) << "/scheduler/filter did not answer while a commit was held";
   EXPECT_EQ(filter->status, 200) << filter->body;
   auto metrics = client.Get("/metrics");
@@ -322,11 +325,11 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
   const std::vector<Op> ops = {
       {"cordon", [](ControlPlane& p) { return p.setCordoned("gpu-a", true).has_value(); },
        "NodeCordoned"},
-      {"drain", [&](ControlPlane& p) { return p.drainNode(nodeOfR0).has_value(); },
-       "NodeDraining"},
+      {"drain", [&](ControlPlane& p) { return p.drainNode(nodeOfR0).has_value(); }, "NodeDraining"},
       {"remove node (force)",
        [&](ControlPlane& p) { return p.removeNode(nodeOfR0, true).has_value(); }, "NodeRemoved"},
-      {"register node", [](ControlPlane& p) { return p.registerNode(nodeBody("gpu-c", 1)).has_value(); },
+      {"register node",
+       [](ControlPlane& p) { return p.registerNode(nodeBody("gpu-c", 1)).has_value(); },
        "NodeRegistered"},
       {"update model",
        [](ControlPlane& p) {
@@ -334,11 +337,14 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
        },
        "ModelUpdated"},
       {"new model",
-       [](ControlPlane& p) { return p.putModel({{"name", "new"}, {"weights", "4Gi"}}).has_value(); },
+       [](ControlPlane& p) {
+         return p.putModel({{"name", "new"}, {"weights", "4Gi"}}).has_value();
+       },
        "ModelRegistered"},
       {"delete model", [](ControlPlane& p) { return p.deleteModel("spare").has_value(); },
        "ModelDeleted"},
-      {"place", [](ControlPlane& p) {
+      {"place",
+       [](ControlPlane& p) {
          return p.placeReplicas({{"replicaId", "r-9"}, {"model", "llama-8b"}}).has_value();
        },
        "ReplicaPlaced"},
@@ -354,11 +360,12 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
        "DeploymentCreated"},
       {"update deployment",
        [](ControlPlane& p) {
-         return p.putDeployment({{"name", "chat"},
-                                 {"model", "llama-8b"},
-                                 {"minReplicas", 1},
-                                 {"maxReplicas", 5},
-                                 {"autoscaling", {{"recommender", "hpa"}}}})
+         return p
+             .putDeployment({{"name", "chat"},
+                             {"model", "llama-8b"},
+                             {"minReplicas", 1},
+                             {"maxReplicas", 5},
+                             {"autoscaling", {{"recommender", "hpa"}}}})
              .has_value();
        },
        "DeploymentUpdated"},
@@ -376,7 +383,8 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
     EXPECT_EQ(view(*plane_), memory);
     EXPECT_EQ(plane_->listDeployments()["deployments"], before);  // nothing draining either
     EXPECT_EQ(store_->documents(), stored);
-    EXPECT_TRUE(plane_->state().checkInvariants()) << plane_->state().checkInvariants().error().message;
+    EXPECT_TRUE(plane_->state().checkInvariants())
+        << plane_->state().checkInvariants().error().message;
     EXPECT_EQ(view(*restart()), memory);
   }
   // And the books still work: the same operations now succeed.
@@ -415,7 +423,7 @@ TEST_F(DispatcherTest, ConcurrentWritersLeaveTheStoreAsARestartRebuildsIt) {
       const std::string node = "gpu-" + std::to_string(pick(5));  // gpu-4 never exists
       const std::string model = "m" + std::to_string(pick(3));
       const std::string replica = "r" + std::to_string(pick(12));
-      httplib::Result r;
+      std::optional<httplib::Result> r;
       switch (pick(11)) {
         case 0:
           r = c.Post("/api/v1/nodes/" + node + "/cordon");
@@ -424,7 +432,8 @@ TEST_F(DispatcherTest, ConcurrentWritersLeaveTheStoreAsARestartRebuildsIt) {
           r = c.Post("/api/v1/nodes/" + node + "/uncordon");
           break;
         case 2:
-          r = c.Post("/api/v1/models", json{{"name", model}, {"weights", std::to_string(4 + pick(20)) + "Gi"}}.dump(),
+          r = c.Post("/api/v1/models",
+                     json{{"name", model}, {"weights", std::to_string(4 + pick(20)) + "Gi"}}.dump(),
                      "application/json");
           break;
         case 3:
@@ -445,23 +454,22 @@ TEST_F(DispatcherTest, ConcurrentWritersLeaveTheStoreAsARestartRebuildsIt) {
           r = c.Post("/api/v1/nodes/" + node + "/drain");
           break;
         case 9:
-          r = pick(2) == 0 ? c.Delete("/api/v1/nodes/" + node + "?force=true")
-                           : c.Post("/api/v1/nodes", nodeBody(node, 1 + pick(2)).dump(),
-                                    "application/json");
+          r = pick(2) == 0
+                  ? c.Delete("/api/v1/nodes/" + node + "?force=true")
+                  : c.Post("/api/v1/nodes", nodeBody(node, 1 + pick(2)).dump(), "application/json");
           break;
         default:
-          r = pick(2) == 0
-                  ? c.Post("/api/v1/deployments",
-                           json{{"name", "d" + std::to_string(pick(2))},
-                                {"model", model},
-                                {"minReplicas", pick(3)},
-                                {"maxReplicas", 4}}
-                               .dump(),
-                           "application/json")
-                  : c.Delete("/api/v1/deployments/d" + std::to_string(pick(2)));
+          r = pick(2) == 0 ? c.Post("/api/v1/deployments",
+                                    json{{"name", "d" + std::to_string(pick(2))},
+                                         {"model", model},
+                                         {"minReplicas", pick(3)},
+                                         {"maxReplicas", 4}}
+                                        .dump(),
+                                    "application/json")
+                           : c.Delete("/api/v1/deployments/d" + std::to_string(pick(2)));
           break;
       }
-      if (!r) {
+      if (!r || !*r) {
         ++failedRequests;
       } else {
         ++answered;
@@ -486,7 +494,8 @@ TEST_F(DispatcherTest, ConcurrentWritersLeaveTheStoreAsARestartRebuildsIt) {
   EXPECT_EQ(answered.load(), kWriters * kOps);
   EXPECT_GT(store_->refused(), 0) << "the store refused nothing: forget was not exercised";
   store_->flaky(0, seed);
-  EXPECT_TRUE(plane_->state().checkInvariants()) << plane_->state().checkInvariants().error().message;
+  EXPECT_TRUE(plane_->state().checkInvariants())
+      << plane_->state().checkInvariants().error().message;
   EXPECT_EQ(view(*restart()), view(*plane_));
 }
 
@@ -509,7 +518,8 @@ TEST_F(DispatcherTest, TheLeadershipGateStopsEveryMutatingCall) {
   bool ran = false;
   EXPECT_FALSE(server_->withPlane([&](ControlPlane&) { ran = true; }));
   EXPECT_FALSE(ran);
-  auto write = server_->dispatcher().write([](ControlPlane& p) { return p.setCordoned("gpu-a", true); });
+  auto write =
+      server_->dispatcher().write([](ControlPlane& p) { return p.setCordoned("gpu-a", true); });
   ASSERT_FALSE(write);
   EXPECT_NE(write.error().message.find("standby"), std::string::npos);
   auto nodes = client.Get("/api/v1/nodes");
@@ -548,8 +558,9 @@ TEST_F(DispatcherTest, ABindingInFlightHoldsUpNoWriter) {
       {"spec",
        {{"containers",
          {{{"name", "c"}, {"resources", {{"limits", {{"tessera.io/gpu-memory", "20480"}}}}}}}}}}};
-  ASSERT_EQ(client.Post("/scheduler/filter", json{{"Pod", pod}, {"NodeNames", {"gpu-a"}}}.dump(),
-                        "application/json")
+  ASSERT_EQ(client
+                .Post("/scheduler/filter", json{{"Pod", pod}, {"NodeNames", {"gpu-a"}}}.dump(),
+                      "application/json")
                 ->status,
             200);
   std::string answer;
