@@ -44,6 +44,7 @@ Result<std::vector<model::PlacementRequest>> decodeRequest(
   return config::parseRequestEntry(config::Field::tree(kBody, tree), {&known}, &catalog);
 }
 
+
 const char* phaseName(sched::ReplicaPhase p) {
   return p == sched::ReplicaPhase::kLoaded ? "loaded" : "reserved";
 }
@@ -637,7 +638,7 @@ json ControlPlane::nodeJson(sched::NodeId id) const {
           {"gpus", std::move(gpus)},
           {"replicas", std::move(replicas)},
           {"devicePool", devicePools_.contains(n.spec.name) ? devicePools_.find(n.spec.name)->second
-                                                            : json(nullptr)}};
+                                                             : json(nullptr)}};
 }
 
 json ControlPlane::listNodes() const {
@@ -691,8 +692,7 @@ Result<json> ControlPlane::deleteModel(std::string_view name) {
     if (d->model == name) users.push_back("deployment " + deployment);
   }
   for (const auto& r : state_.replicas()) {
-    if (!r.removed && r.placement.modelName == name)
-      users.push_back("replica " + r.placement.replicaId);
+    if (!r.removed && r.placement.modelName == name) users.push_back("replica " + r.placement.replicaId);
   }
   if (!users.empty()) {
     std::string list;
