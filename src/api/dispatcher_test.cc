@@ -123,6 +123,16 @@ class LatchedStore final : public store::StateStore {
   std::mt19937 rng_;
 };
 
+// Joins a thread at scope exit, after `unblock` (a failed assertion must not leave it joinable).
+struct JoinOnExit {
+  std::thread& thread;
+  std::function<void()> unblock;
+  ~JoinOnExit() {
+    if (unblock) unblock();
+    if (thread.joinable()) thread.join();
+  }
+};
+
 bool carriesEvent(const store::Batch& batch, std::string_view type) {
   for (const auto& e : batch.events()) {
     if (json::parse(e.json).value("type", "") == type) return true;
@@ -231,6 +241,7 @@ TEST_F(DispatcherTest, ReadsAreAnsweredWhileAWritersCommitIsHeld) {
     auto r = c.Post("/api/v1/nodes/gpu-a/cordon");
     cordonStatus = r ? r->status : -1;
   });
+  JoinOnExit joinWriter{writer, [&] { store_->release(); }};
   ASSERT_TRUE(store_->waitUntilHeld()) << "the cordon never reached the store";
 
   const auto start = std::chrono::steady_clock::now();
@@ -277,6 +288,7 @@ TEST_F(DispatcherTest, ARefusedPersistIsForgottenBeforeTheNextWriterApplies) {
     auto r = c.Post("/api/v1/nodes/gpu-a/cordon");
     cordonStatus = r ? r->status : -1;
   });
+  JoinOnExit joinCordon{cordon, [&] { store_->release(); }};
   ASSERT_TRUE(store_->waitUntilHeld());
   // A second writer arrives while the first one's persist is in flight: it waits.
   json model;
@@ -287,6 +299,7 @@ TEST_F(DispatcherTest, ARefusedPersistIsForgottenBeforeTheNextWriterApplies) {
                     "application/json");
     if (r && r->status == 200) model = json::parse(r->body);
   });
+  JoinOnExit joinSecond{second, [&] { store_->release(); }};
   std::this_thread::sleep_for(200ms);
   EXPECT_TRUE(model.is_null()) << "a second writer ran while the first one's persist was open";
   store_->release();
@@ -573,6 +586,11 @@ TEST_F(DispatcherTest, ABindingInFlightHoldsUpNoWriter) {
         "application/json");
     if (r && r->status == 200) answer = r->body;
   });
+  JoinOnExit joinBinding{binding, [&] {
+                           std::lock_guard l(m);
+                           let = true;
+                           cv.notify_all();
+                         }};
   {
     std::unique_lock l(m);
     ASSERT_TRUE(cv.wait_for(l, 10s, [&] { return posting; }));
