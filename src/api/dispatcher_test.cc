@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -409,8 +410,12 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
 // Writers on several threads (some of whose commits the store refuses) and readers at once:
 // the store ends equal to what a restart rebuilds, and the books stay consistent.
 TEST_F(DispatcherTest, ConcurrentWritersLeaveTheStoreAsARestartRebuildsIt) {
+  // TESSERA_TEST_SEED=<n> replays a run.
+  const char* fixed = std::getenv("TESSERA_TEST_SEED");
   const std::uint32_t seed =
-      static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      fixed != nullptr
+          ? static_cast<std::uint32_t>(std::strtoul(fixed, nullptr, 10))
+          : static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   std::printf("DispatcherTest.ConcurrentWriters seed %u\n", seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int port = serve();
