@@ -118,8 +118,9 @@ class ControlPlane {
   Result<nlohmann::json> explain(const nlohmann::json& body);
 
   // ---- kube-scheduler extender (bind books, so it is persisted here)
-  // With `outside` (the HTTP server's), the booking's store write and the Binding POST run
-  // with the server's lock released; the booking is assumed in the books meanwhile.
+  // With `outside` (the dispatcher's writeAround), the booking's store write and the Binding
+  // POST run with its locks released; without, through the store-I/O hook. The booking is
+  // assumed in the books meanwhile.
   Result<nlohmann::json> extenderBind(const nlohmann::json& args,
                                       const k8s::OutsideLock& outside = {});
   // DRA mode (docs/dra.md): books a ModelDeployment pod before it is created, and takes such a
@@ -206,7 +207,7 @@ class ControlPlane {
                sched::PluginSet plugins, store::StateStore* store);
   Result<void> restore();
   // The extender's BookingStore: a pod's booking is stored before its Binding is posted (the
-  // write runs outside the server's lock), and removed again when the Binding failed.
+  // write runs outside the dispatcher's locks), and removed again when the Binding failed.
   k8s::BookingWrite prepareBooking(const std::string& id, const std::string& resource,
                                    bool podExists);
   void forgetBooking(const std::string& id, const std::string& why);
