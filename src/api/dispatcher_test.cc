@@ -162,14 +162,16 @@ json sorted(json j) {
 json view(const ControlPlane& p) {
   json replicas = p.listReplicas()["replicas"];
   json deployments = json::array();
-  for (const json& d : p.listDeployments()["deployments"]) {
+  const json listed = p.listDeployments();  // kept: the loop reads into it
+  for (const json& d : listed["deployments"]) {
     deployments.push_back({{"name", d["name"]},
                            {"model", d["model"]},
                            {"minReplicas", d["minReplicas"]},
                            {"maxReplicas", d["maxReplicas"]}});
   }
   json nodes = json::array();
-  for (const json& n : p.listNodes()["nodes"]) {
+  const json nodeList = p.listNodes();
+  for (const json& n : nodeList["nodes"]) {
     json copy = n;
     copy.erase("devicePool");
     nodes.push_back(std::move(copy));
