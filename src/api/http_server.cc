@@ -278,7 +278,10 @@ void HttpServer::routes() {
     }
   });
 
-  ui::addRoutes(s, {.demo = config_.demo, .version = TESSERA_VERSION});
+  for (const std::string& pattern :
+       ui::addRoutes(s, {.demo = config_.demo, .version = TESSERA_VERSION})) {
+    routeTable_.emplace_back("GET", std::regex(pattern));
+  }
   // Registers a route, and notes it for the 405 answers.
   auto on = [this, &s](const std::string& method, const std::string& pattern,
                        httplib::Server::Handler handler) {

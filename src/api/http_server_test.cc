@@ -262,6 +262,16 @@ TEST_F(ServerTest, HttpEdgesAnswerAsTheContractSays) {
     EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD, DELETE") << method;
     EXPECT_EQ(json::parse(r->body)["error"]["code"], "method_not_allowed");
   }
+  // The dashboard's routes too (they were 404 to other methods).
+  for (const char* path : {"/", "/ui/settings.json", "/ui/app.js"}) {
+    httplib::Request req;
+    req.method = "PUT";
+    req.path = path;
+    auto r = client_->send(req);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 405) << path << " " << r->body;
+    EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD") << path;
+  }
   EXPECT_EQ(get("/api/v1/no-such-thing").status, 404);
 }
 
@@ -408,6 +418,16 @@ TEST_F(ServerTest, BadInputGetsA4xxNamingTheFieldAndChangesNothing) {
   Reply huge = reply(
       client_->Post("/api/v1/nodes", auth(), std::string(100 * 1024, ' '), "application/json"));
   EXPECT_EQ(huge.status, 413);
+  // The dashboard's routes too (they were 404 to other methods).
+  for (const char* path : {"/", "/ui/settings.json", "/ui/app.js"}) {
+    httplib::Request req;
+    req.method = "PUT";
+    req.path = path;
+    auto r = client_->send(req);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 405) << path << " " << r->body;
+    EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD") << path;
+  }
   EXPECT_EQ(get("/api/v1/no-such-thing").status, 404);
 }
 

@@ -77,7 +77,7 @@ std::optional<Asset> findAsset(std::string_view name) {
   return std::nullopt;
 }
 
-void addRoutes(httplib::Server& server, UiSettings settings) {
+std::vector<std::string> addRoutes(httplib::Server& server, UiSettings settings) {
   server.Get("/", [](const httplib::Request& req, httplib::Response& res) {
     if (auto page = findAsset("index.html")) return sendAsset(req, res, *page);
     notFound(res, "index.html");
@@ -97,6 +97,7 @@ void addRoutes(httplib::Server& server, UiSettings settings) {
     }
     notFound(res, name);
   });
+  return {"/", "/ui/settings.json", R"(/ui/([A-Za-z0-9_.-]+))"};
 }
 
 }  // namespace tessera::api::ui

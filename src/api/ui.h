@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace httplib {
@@ -40,6 +41,7 @@ std::optional<Asset> findAsset(std::string_view name);
 std::string_view contentTypeFor(std::string_view name);
 
 // Adds GET / and GET /ui/... to `server`.
-void addRoutes(httplib::Server& server, UiSettings settings);
+// Returns the path patterns it serves (GET), for the server's 405 answers to other methods.
+std::vector<std::string> addRoutes(httplib::Server& server, UiSettings settings);
 
 }  // namespace tessera::api::ui

@@ -124,10 +124,11 @@ TEST_F(UiServer, ReadsNeedNoTokenAndTheSettingsSayDemo) {
   const json settings = json::parse(client_->Get("/ui/settings.json")->body);
   EXPECT_EQ(settings["demo"], true);
   EXPECT_EQ(settings["version"], TESSERA_VERSION);
-  // The page only reads: a POST to it is no route.
+  // The page only reads: a POST to it is a 405 that says so.
   auto post = client_->Post("/", "{}", "application/json");
   ASSERT_TRUE(post);
-  EXPECT_EQ(post->status, 404);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET, HEAD");
 }
 
 TEST(UiAssets, AreTheRepositoryFilesAndReachNothingButThisServer) {
