@@ -24,9 +24,10 @@
 // (kFailedPrecondition). Pod annotations are merge patches without a resourceVersion (kubelet
 // changes pods all the time), and only the leader posts Bindings.
 //
-// Events are not stored: commit() numbers them (from the Unix time in microseconds at open,
-// so a new leader's numbers follow its predecessor's) and they live in the control plane's
-// memory and its log only.
+// Events are not stored: commit() numbers a batch's events (from the Unix time in microseconds
+// at open, so a new leader's numbers follow its predecessor's). The control plane puts none in
+// its batches: its history goes to a store::MemoryEventSink (store/event_sink.h), which numbers
+// the same way, and lives in the control plane's memory and its log only.
 //
 // Threading: calls are serialised on an internal mutex; the client is borrowed and must
 // outlive the store.

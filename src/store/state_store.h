@@ -1,10 +1,12 @@
 #pragma once
 // The port the control plane keeps its state through. Two adapters implement it:
 //  - store::Store: the embedded SQLite database (outside Kubernetes; a batch is one
-//    transaction, events are stored in the same transaction);
+//    transaction, a batch's events are stored in the same transaction);
 //  - k8s::KubeStateStore: the Kubernetes API server (in a cluster; every document is one API
-//    object with its own resourceVersion, so a batch is written one object at a time, and
-//    events go to memory only).
+//    object with its own resourceVersion, so a batch is written one object at a time, and a
+//    batch's events are numbered, not stored).
+// The control plane commits documents only: its event history goes to a store::EventSink
+// (store/event_sink.h) after the commit, best effort.
 //
 // What the control plane may rely on from either:
 //  - commit() succeeds only when every write of the batch was stored; on error the port has
@@ -86,6 +88,8 @@ class Batch {
                 std::optional<std::int64_t> expectedRevision = std::nullopt);
   Batch& remove(std::string kind, std::string name,
                 std::optional<std::int64_t> expectedRevision = std::nullopt);
+  // Events in the batch's transaction (the store's own log; its tests and crash test use it).
+  // The control plane does not: its events go to a store::EventSink after the commit.
   Batch& appendEvent(std::string kind, std::string json,
                      std::optional<Millis> timeMs = std::nullopt);
 

@@ -202,6 +202,7 @@ struct Store::Impl {
   Stmt upsertDoc;
   Stmt deleteDoc;
   Stmt insertEvent;
+  Stmt insertEventAt;
   Stmt getDoc;
   Stmt listDocs;
   Stmt allDocs;
@@ -225,6 +226,7 @@ struct Store::Impl {
          "revision = excluded.revision, updated_ms = excluded.updated_ms"},
         {&deleteDoc, "DELETE FROM documents WHERE kind = ? AND name = ?"},
         {&insertEvent, "INSERT INTO events (time_ms, kind, json) VALUES (?, ?, ?)"},
+        {&insertEventAt, "INSERT INTO events (seq, time_ms, kind, json) VALUES (?, ?, ?, ?)"},
         {&getDoc, "SELECT json, revision, updated_ms FROM documents WHERE kind = ? AND name = ?"},
         {&listDocs,
          "SELECT name, json, revision, updated_ms FROM documents WHERE kind = ? ORDER BY name"},
@@ -427,6 +429,35 @@ Result<CommitResult> Store::commit(const Batch& batch) {
   TESSERA_RETURN_IF_ERROR(validate(batch));
   std::lock_guard lock(impl_->mutex);
   return impl_->commit(batch);
+}
+
+Result<std::int64_t> Store::appendEvent(std::string_view kind, std::string_view json, Millis timeMs,
+                                        std::int64_t minSeq) {
+  if (auto p = checkKind(kind); !p.empty()) {
+    return fail(Error::invalid("store: event (" + std::string(kind) + "): " + p));
+  }
+  if (auto p = checkJson(json); !p.empty()) {
+    return fail(Error::invalid("store: event (" + std::string(kind) + "): " + p));
+  }
+  std::lock_guard lock(impl_->mutex);
+  Impl& s = *impl_;
+  Transaction txn(s.db.get());
+  if (const int rc = txn.begin(/*write=*/true); rc != SQLITE_OK) {
+    return fail(s.sqlError(rc, "cannot start a write transaction"));
+  }
+  // Read inside the write transaction: another connection's appends are counted.
+  auto last = s.lastEventSeq();
+  if (!last) return fail(last.error());
+  const std::int64_t seq = std::max(*last + 1, minSeq);
+  {
+    Query q(s.insertEventAt.get());
+    q.bind(1, seq).bind(2, timeMs).bind(3, kind).bind(4, json);
+    if (const int rc = q.step(); rc != SQLITE_DONE) {
+      return fail(s.sqlError(rc, "cannot append a " + std::string(kind) + " event"));
+    }
+  }
+  if (const int rc = txn.commit(); rc != SQLITE_OK) return fail(s.sqlError(rc, "commit failed"));
+  return seq;
 }
 
 Result<Document> Store::get(std::string_view kind, std::string_view name) const {

@@ -65,6 +65,13 @@ class Store final : public StateStore {
   // fails (I/O error, disk full, lock wait timed out).
   Result<CommitResult> commit(const Batch& batch) override;
 
+  // Appends one event in a transaction of its own (no document, no revision), at the seq
+  // max(lastEventSeq + 1, minSeq); returns the seq. store::SqliteEventSink's write: the
+  // control plane's events follow the commit of their documents. kInvalidArgument for a bad
+  // kind or JSON (as in a Batch), kInternal when SQLite fails.
+  Result<std::int64_t> appendEvent(std::string_view kind, std::string_view json, Millis timeMs,
+                                   std::int64_t minSeq = 0);
+
   // One document; kNotFound when absent.
   Result<Document> get(std::string_view kind, std::string_view name) const;
   // Every document of a kind, ordered by name.

@@ -1,4 +1,5 @@
 #include "store/store.h"
+#include "store/event_sink.h"
 
 #include <string>
 #include <thread>
@@ -385,6 +386,65 @@ TEST(Store, BackupIsAConsistentCopy) {
   EXPECT_EQ(copied->documents, original->documents);
   EXPECT_EQ(copied->events, original->events);
   EXPECT_EQ(copied->revision, original->revision);
+}
+
+}  // namespace
+}  // namespace tessera::store
+
+namespace tessera::store {
+namespace {
+
+// The control plane's event sink over the events table: one transaction per event, no document
+// revision, seqs at least the caller's and above every earlier one, history for a restart.
+TEST(SqliteEventSink, AppendsApartFromDocumentsAndRestoresTheNewest) {
+  auto s = Store::open(":memory:");
+  ASSERT_TRUE(s) << s.error().message;
+  Store& store = **s;
+  SqliteEventSink sink(store);
+  ASSERT_TRUE(store.commit(Batch().upsert("node", "n", R"({"a":1})")));
+  auto first = sink.append("event", R"({"type":"A"})", 10, 0);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(*first, 1);
+  auto skipped = sink.append("event", R"({"type":"B"})", 11, 5);  // the caller's seq wins
+  ASSERT_TRUE(skipped);
+  EXPECT_EQ(*skipped, 5);
+  auto next = sink.append("event", R"({"type":"C"})", 12, 2);  // never below the last
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, 6);
+  EXPECT_FALSE(sink.append("event", "not json", 13, 0));
+  auto snapshot = store.loadAll();
+  ASSERT_TRUE(snapshot);
+  EXPECT_EQ(snapshot->revision, 1);  // events commit no revision
+  EXPECT_EQ(snapshot->lastEventSeq, 6);
+  auto history = sink.recent(2);
+  ASSERT_TRUE(history) << history.error().message;
+  EXPECT_EQ(history->lastSeq, 6);
+  ASSERT_EQ(history->events.size(), 2u);
+  EXPECT_EQ(history->events[0].seq, 5);
+  EXPECT_EQ(history->events[0].timeMs, 11);
+  EXPECT_EQ(history->events[1].json, R"({"type":"C"})");
+  // Compaction keeps the seqs: the next append follows the last.
+  auto removed = sink.compactBefore(7);
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(*removed, 3);
+  history = sink.recent(10);
+  ASSERT_TRUE(history);
+  EXPECT_TRUE(history->events.empty());
+  EXPECT_EQ(history->lastSeq, 6);
+  auto after = sink.append("event", R"({"type":"D"})", 14, 0);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(*after, 7);
+}
+
+TEST(MemoryEventSink, NumbersFromItsStartAndKeepsNothing) {
+  MemoryEventSink sink(1000);
+  EXPECT_EQ(*sink.append("event", "{}", 1, 0), 1000);
+  EXPECT_EQ(*sink.append("event", "{}", 1, 1500), 1500);
+  EXPECT_EQ(*sink.append("event", "{}", 1, 3), 1501);
+  auto history = sink.recent(10);
+  ASSERT_TRUE(history);
+  EXPECT_TRUE(history->events.empty());
+  EXPECT_EQ(history->lastSeq, 1501);
 }
 
 }  // namespace
