@@ -16,7 +16,6 @@
 #include "api/kube_fleet.h"
 #include "api/log.h"
 #include "cli.h"
-#include "serve_settings.h"
 #include "config/loaders.h"
 #include "config/serve_config.h"
 #include "demo/demo.h"
@@ -26,6 +25,8 @@
 #include "k8s/leader_election.h"
 #include "k8s/pod_role.h"
 #include "model/gpu_catalog.h"
+#include "serve_settings.h"
+#include "store/event_sink.h"
 #include "store/store.h"
 
 namespace tessera::cli {
@@ -307,6 +308,9 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
   // The state: a SQLite file, or the Kubernetes API server (through its own client, so the
   // controller's and the elector's calls do not queue behind it).
   std::unique_ptr<store::StateStore> stateStore;
+  // The event history's sink (docs/architecture.md, "Durable state"): the SQLite file's events
+  // table, or memory only with the API server.
+  std::unique_ptr<store::EventSink> eventSink;
   std::unique_ptr<k8s::KubeClient> stateClient;
   if (o.stateBackend == "kubernetes") {
     if (!*kube) {
@@ -358,6 +362,7 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
       }
     }
     stateStore = std::move(kubeState);
+    eventSink = std::make_unique<store::MemoryEventSink>(store::MemoryEventSink::unixMicrosNow());
   } else {
     if (o.importStore) {
       return reportError(err, kServeCommand,
@@ -365,13 +370,15 @@ int ServeCommand::run(std::ostream& out, std::ostream& err) {
     }
     auto opened = store::Store::open(o.storePath);
     if (!opened) return reportError(err, kServeCommand, opened.error());
+    eventSink = std::make_unique<store::SqliteEventSink>(**opened);
     stateStore = std::move(*opened);
   }
   const std::string stateWhere = stateStore->describe();
   // A plane restored from the store: at start, and again whenever this replica becomes the
   // leader (a standby's view is as old as its start).
   auto makePlane = [&] {
-    return api::ControlPlane::create(catalog, clock, planeConfig, stateStore.get());
+    return api::ControlPlane::create(catalog, clock, planeConfig, stateStore.get(),
+                                     eventSink.get());
   };
   auto plane = makePlane();
   if (!plane) return reportError(err, kServeCommand, plane.error());

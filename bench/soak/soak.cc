@@ -40,6 +40,7 @@
 #include "api/control_plane.h"
 #include "common/clock.h"
 #include "model/gpu_catalog.h"
+#include "store/event_sink.h"
 #include "store/store.h"
 
 namespace {
@@ -135,7 +136,8 @@ class Fleet {
     store_ = std::move(*s);
     tessera::api::ControlPlaneConfig config;
     config.eventClockMs = [this] { return kCalendarStart + clock_.nowMs(); };
-    auto plane = ControlPlane::create(catalog_, clock_, config, store_.get());
+    events_ = std::make_unique<tessera::store::SqliteEventSink>(*store_);
+    auto plane = ControlPlane::create(catalog_, clock_, config, store_.get(), events_.get());
     if (!plane) die("control plane: " + plane.error().message);
     plane_ = std::move(*plane);
     const double seconds =
@@ -299,6 +301,7 @@ class Fleet {
   tessera::model::GpuCatalog catalog_ = tessera::model::GpuCatalog::builtin();
   tessera::ManualClock clock_{0};
   std::unique_ptr<tessera::store::Store> store_;
+  std::unique_ptr<tessera::store::SqliteEventSink> events_;
   std::unique_ptr<ControlPlane> plane_;
   std::deque<std::string> live_;
   long long nextReplica_ = 0;

@@ -54,26 +54,28 @@ const char* phaseName(sched::ReplicaPhase p) {
 Result<std::unique_ptr<ControlPlane>> ControlPlane::create(const model::GpuCatalog& catalog,
                                                            const Clock& clock,
                                                            ControlPlaneConfig config,
-                                                           store::StateStore* store) {
+                                                           store::StateStore* store,
+                                                           store::EventSink* events) {
   sched::PluginRegistry registry;
   sched::registerBuiltinPlugins(registry);
   auto plugins = sched::buildPlugins(config.profile, registry);
   if (!plugins) return fail(plugins.error());
   std::unique_ptr<ControlPlane> plane(
-      new ControlPlane(catalog, clock, std::move(config), std::move(*plugins), store));
-  if (store != nullptr) TESSERA_RETURN_IF_ERROR(plane->restore());
+      new ControlPlane(catalog, clock, std::move(config), std::move(*plugins), store, events));
+  if (store != nullptr || events != nullptr) TESSERA_RETURN_IF_ERROR(plane->restore());
   return plane;
 }
 
 ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
                            ControlPlaneConfig config, sched::PluginSet plugins,
-                           store::StateStore* store)
+                           store::StateStore* store, store::EventSink* events)
     : catalog_(catalog),
       clock_(clock),
       config_(std::move(config)),
       store_(store),
       state_(catalog_, clock_, config_.profile.options),
-      engine_(std::move(plugins), config_.profile.options) {
+      engine_(std::move(plugins), config_.profile.options),
+      eventLog_(events) {
   extender_ = std::make_unique<k8s::Extender>(
       state_, engine_, [this](std::string_view name) { return findModel(name); });
   extender_->setConfirmTtlMs(config_.allocationGuardTtlMs);
@@ -86,6 +88,7 @@ ControlPlane::ControlPlane(const model::GpuCatalog& catalog, const Clock& clock,
   reservationsExpired_.add({{"telemetry", "none"}}, 0);
   reservationsExpired_.add({{"telemetry", "unattributed"}}, 0);
   internalErrors_.add({{"where", "books"}}, 0);
+  eventSinkErrors_.add({}, 0);
   unixOffsetMs_ = eventTimeMs() - clock_.nowMs();
 }
 
@@ -104,6 +107,7 @@ void ControlPlane::remember(std::int64_t seq, Millis timeMs, std::string type, s
   while (at != events_.begin() && std::prev(at)->seq > seq) --at;
   events_.insert(at, {seq, timeMs, std::move(type), std::move(subject), std::move(message)});
   nextSeq_ = std::max(nextSeq_, seq + 1);
+  lastSeq_ = std::max(lastSeq_, seq);
   while (events_.size() > config_.eventHistory ||
          (!events_.empty() && events_.front().timeMs < timeMs - config_.eventMaxAgeMs)) {
     events_.pop_front();
@@ -175,32 +179,83 @@ Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::str
 
 Result<void> ControlPlane::commit(store::Batch batch, std::vector<EventText> events) {
   const Millis now = eventTimeMs();
-  std::int64_t seq = nextSeq_;
-  if (store_ != nullptr) {
-    for (const EventText& e : events) {
-      batch.appendEvent(
-          "event", json{{"type", e.type}, {"subject", e.subject}, {"message", e.message}}.dump(),
-          now);
+  const std::int64_t first = reserveSeqs(events.size());
+  std::vector<std::string> texts;
+  for (const EventText& e : events) texts.push_back(eventJson(e.type, e.subject, e.message));
+  std::vector<Result<std::int64_t>> seqs;
+  Result<void> committed;
+  const bool documents = store_ != nullptr && !batch.empty();
+  if (documents || eventLog_ != nullptr) {
+    // The persist step, with no lock of ours held: the documents, then (once they are
+    // committed) their events, each in a write of its own.
+    storeIo([&] {
+      if (documents) {
+        if (auto done = store_->commit(batch); !done) {
+          committed = fail(done.error());
+          return;
+        }
+      }
+      if (eventLog_ == nullptr) return;
+      std::int64_t least = first;
+      for (const std::string& text : texts) {
+        seqs.push_back(eventLog_->append("event", text, now, least));
+        least = (seqs.back() ? *seqs.back() : least) + 1;
+      }
+    });
+  }
+  if (!committed) {
+    unreserveSeqs(first, events.size());
+    return fail(storeRefused(committed.error()));
+  }
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    std::int64_t seq = first + static_cast<std::int64_t>(i);
+    if (i < seqs.size()) {
+      if (seqs[i]) {
+        seq = *seqs[i];
+      } else {
+        sinkFailed(seqs[i].error());
+      }
     }
-    Result<store::CommitResult> done = fail(Error::internal("not run"));
-    storeIo([&] { done = store_->commit(batch); });  // the persist step: no lock of ours held
-    if (!done) return fail(storeRefused(done.error()));
-    seq = done->firstEventSeq;
+    EventText& e = events[i];
+    remember(seq, now, std::move(e.type), std::move(e.subject), std::move(e.message));
   }
-  std::int64_t last = seq;
-  for (EventText& e : events) {
-    last = seq++;
-    remember(last, now, std::move(e.type), std::move(e.subject), std::move(e.message));
-  }
-  // The store keeps what memory keeps (the retention above): the documents are the state,
-  // the log only feeds GET /events and the dashboard. Every 1024 events; best effort: a failed
-  // compaction leaves a longer log, and the next one catches up.
-  if (store_ != nullptr && last % 1024 == 0 && !events_.empty()) {
-    Result<std::int64_t> compacted = fail(Error::internal("not run"));
-    storeIo([&, before = events_.front().seq] { compacted = store_->compactEventsBefore(before); });
-    if (!compacted) internalErrors_.add({{"where", "event-compaction"}});
-  }
+  appendedSinceCompaction_ += seqs.size();
+  compactEvents();
   return {};
+}
+
+std::int64_t ControlPlane::reserveSeqs(std::size_t count) {
+  const std::int64_t first = nextSeq_;
+  nextSeq_ += static_cast<std::int64_t>(count);
+  return first;
+}
+
+void ControlPlane::unreserveSeqs(std::int64_t first, std::size_t count) {
+  if (nextSeq_ == first + static_cast<std::int64_t>(count))
+    nextSeq_ = std::max(first, lastSeq_ + 1);
+}
+
+std::string ControlPlane::eventJson(const std::string& type, const std::string& subject,
+                                    const std::string& message) {
+  return json{{"type", type}, {"subject", subject}, {"message", message}}.dump();
+}
+
+void ControlPlane::sinkFailed(const Error& e) {
+  eventSinkErrors_.add({});
+  alert("EventNotStored", eventLog_ != nullptr ? eventLog_->describe() : "",
+        "the event sink refused an event (" + e.message +
+            "); it is kept in memory and in this log only");
+}
+
+void ControlPlane::compactEvents() {
+  // The sink keeps what memory keeps (the retention in remember()): the documents are the
+  // state, the log only feeds GET /events and the dashboard. Every 1024 events; best effort:
+  // a failed compaction leaves a longer log, and the next one catches up.
+  if (eventLog_ == nullptr || appendedSinceCompaction_ < 1024 || events_.empty()) return;
+  appendedSinceCompaction_ = 0;
+  Result<std::int64_t> compacted = fail(Error::internal("not run"));
+  storeIo([&, before = events_.front().seq] { compacted = eventLog_->compactBefore(before); });
+  if (!compacted) internalErrors_.add({{"where", "event-compaction"}});
 }
 
 std::int64_t ControlPlane::rankOf(std::string_view node) const {
@@ -209,6 +264,24 @@ std::int64_t ControlPlane::rankOf(std::string_view node) const {
 }
 
 Result<void> ControlPlane::restore() {
+  // The recent events first, so that the restore's own events follow them.
+  if (eventLog_ != nullptr) {
+    auto history = eventLog_->recent(config_.eventHistory);
+    if (!history) {
+      // Best effort: the history starts empty, and the sink still numbers after what it kept.
+      sinkFailed(history.error());
+    } else {
+      for (const store::Event& e : history->events) {
+        const json body = json::parse(e.json, nullptr, false);
+        if (!body.is_object()) continue;
+        remember(e.seq, e.timeMs, body.value("type", ""), body.value("subject", ""),
+                 body.value("message", ""));
+      }
+      nextSeq_ = std::max(nextSeq_, history->lastSeq + 1);
+      lastSeq_ = std::max(lastSeq_, history->lastSeq);
+    }
+  }
+  if (store_ == nullptr) return {};
   auto snapshot = store_->loadAll();
   if (!snapshot) return fail(snapshot.error());
   const std::string where = "store " + store_->describe();
@@ -251,10 +324,10 @@ Result<void> ControlPlane::restore() {
           raw.is_object() ? raw.value("/placement/node"_json_pointer, std::string()) : "";
       if (raw.is_object() && raw.contains("pod") && !node.empty() && !state_.findNode(node)) {
         internalErrors_.add({{"where", "restore"}});
-        remember(nextSeq_, eventTimeMs(), "BookingSkipped", d.name,
-                 "its node " + node +
-                     " is not registered: the pod's GPUs are not booked until "
-                     "it is bound again");
+        note("BookingSkipped", d.name,
+             "its node " + node +
+                 " is not registered: the pod's GPUs are not booked until "
+                 "it is bound again");
         continue;
       }
       return fail(Error::invalid(where + ": replica " + d.name + ": " + stored.error().message));
@@ -287,17 +360,6 @@ Result<void> ControlPlane::restore() {
     }
   }
   TESSERA_RETURN_IF_ERROR(restoreDeployments(snapshot->documents));
-  const std::size_t skip = snapshot->events.size() > config_.eventHistory
-                               ? snapshot->events.size() - config_.eventHistory
-                               : 0;
-  for (std::size_t i = skip; i < snapshot->events.size(); ++i) {
-    const store::Event& e = snapshot->events[i];
-    const json body = json::parse(e.json, nullptr, false);
-    if (!body.is_object()) continue;
-    remember(e.seq, e.timeMs, body.value("type", ""), body.value("subject", ""),
-             body.value("message", ""));
-  }
-  nextSeq_ = std::max(nextSeq_, snapshot->lastEventSeq + 1);
   for (const sched::GpuRecord& g : state_.gpus()) {
     if (g.freeMemoryMib() >= 0 || state_.node(g.node).removed) continue;
     // When telemetry had charged less than the estimates (it is not stored), or the store

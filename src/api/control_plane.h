@@ -40,6 +40,7 @@
 #include "sched/cluster_state.h"
 #include "sched/engine.h"
 #include "sched/profile.h"
+#include "store/event_sink.h"
 #include "store/state_store.h"
 
 namespace tessera::api {
@@ -77,11 +78,16 @@ class ControlPlane {
   // state is first restored from it: nodes, models and replicas exactly as they were booked
   // (placed when they were, so a lapsed reservation stays lapsed; not refused for memory,
   // see sched::ReplicaRestored, a GPU left over-committed is a GpuOverCommitted event), and
-  // the recent events. `store` is borrowed.
+  // the recent events `events` kept. Events go to `events` after the documents they describe
+  // were committed, best effort: a sink that cannot store one does not fail the operation
+  // (tessera_event_sink_errors_total counts it; the event stays in memory and reaches the log
+  // callback). Without `events` the history is in memory only, numbered from 1. Both are
+  // borrowed.
   static Result<std::unique_ptr<ControlPlane>> create(const model::GpuCatalog& catalog,
                                                       const Clock& clock,
                                                       ControlPlaneConfig config = {},
-                                                      store::StateStore* store = nullptr);
+                                                      store::StateStore* store = nullptr,
+                                                      store::EventSink* events = nullptr);
 
   // Seeds the books from a cluster file (nodes, model profiles, replicas already running);
   // for `tessera serve --cluster`. Errors name the file.
@@ -204,7 +210,7 @@ class ControlPlane {
 
  private:
   ControlPlane(const model::GpuCatalog& catalog, const Clock& clock, ControlPlaneConfig config,
-               sched::PluginSet plugins, store::StateStore* store);
+               sched::PluginSet plugins, store::StateStore* store, store::EventSink* events);
   Result<void> restore();
   // The extender's BookingStore: a pod's booking is stored before its Binding is posted (the
   // write runs outside the dispatcher's locks), and removed again when the Binding failed.
@@ -213,8 +219,9 @@ class ControlPlane {
   void forgetBooking(const std::string& id, const std::string& why);
   Millis eventTimeMs() const;
   static Error storeRefused(const Error& e);
-  // Persists `batch` plus the event (when there is a store; the store I/O runs through
-  // storeIo_), then adds the event to the history. On error nothing was written, and the
+  // Persists `batch` (when there is a store and the batch has documents; the store I/O runs
+  // through storeIo_), then appends the event to the event sink (best effort: sinkFailed())
+  // and adds it to the history. On error nothing was written and no event recorded, and the
   // caller forgets what it assumed.
   Result<void> commit(store::Batch batch, std::string type, std::string subject,
                       std::string message);
@@ -224,6 +231,18 @@ class ControlPlane {
   // As above, with several events in the one batch (in this order).
   Result<void> commit(store::Batch batch, std::vector<EventText> events);
   void storeIo(const std::function<void()>& io) const { storeIo_ ? storeIo_(io) : io(); }
+  // Seqs for `count` events, reserved before the I/O (which may run with the dispatcher's lock
+  // released): what an event gets when the sink fails, and the least the sink may give it.
+  std::int64_t reserveSeqs(std::size_t count);
+  // Gives back reserved seqs no event took, when nothing was reserved after them.
+  void unreserveSeqs(std::int64_t first, std::size_t count);
+  // The event's text as the sink stores it.
+  static std::string eventJson(const std::string& type, const std::string& subject,
+                               const std::string& message);
+  // Counts an append the sink refused (the event is kept in memory and logged).
+  void sinkFailed(const Error& e);
+  // Compacts the sink to what memory keeps, every 1024 stored events.
+  void compactEvents();
   k8s::OutsideLock storeIo_;
   void remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
                 std::string message);
@@ -312,7 +331,13 @@ class ControlPlane {
   };
   std::deque<EventRecord> events_;
   std::function<void(const nlohmann::json&)> sink_;
-  std::int64_t nextSeq_ = 1;
+  std::int64_t nextSeq_ = 1;  // the next seq to reserve
+  std::int64_t lastSeq_ = 0;  // the highest seq recorded (GET /events' lastSeq)
+  store::EventSink* eventLog_;
+  std::size_t appendedSinceCompaction_ = 0;
+  CounterFamily eventSinkErrors_{
+      "tessera_event_sink_errors_total",
+      "Events the event sink could not store (they stay in memory and reach the log)."};
 
   CounterFamily placements_{"tessera_placements_total",
                             "Placement decisions taken through the API, by result."};

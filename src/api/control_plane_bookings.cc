@@ -64,24 +64,28 @@ k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std:
   const bool onPod = !podExists && store_ != nullptr && store_->bookingsOnPods();
   store::Batch batch;
   if (!onPod) batch.upsert("replica", id, doc);
-  if (store_ != nullptr) {
-    batch.appendEvent("event",
-                      json{{"type", "ReplicaBooked"}, {"subject", id}, {"message", message}}.dump(),
-                      now);
-  }
-  auto seq = std::make_shared<std::int64_t>(0);
-  auto write = [store = onPod ? nullptr : store_, batch = std::move(batch), seq]() -> Result<void> {
-    if (store == nullptr) return {};
-    auto done = store->commit(batch);  // the store serialises its own calls
-    if (!done) return fail(storeRefused(done.error()));
-    *seq = done->lastEventSeq;
+  // The event goes to the sink once the booking is stored (in the same write, which runs with
+  // the dispatcher's locks released); its seq is reserved now.
+  const std::int64_t reserved = reserveSeqs(1);
+  auto seq = std::make_shared<Result<std::int64_t>>(fail(Error::internal("not appended")));
+  auto write = [store = onPod ? nullptr : store_, events = eventLog_, batch = std::move(batch),
+                text = eventJson("ReplicaBooked", id, message), now, reserved,
+                seq]() -> Result<void> {
+    if (store != nullptr) {
+      auto done = store->commit(batch);  // the store serialises its own calls
+      if (!done) return fail(storeRefused(done.error()));
+    }
+    if (events != nullptr) *seq = events->append("event", text, now, reserved);
     return {};
   };
-  auto settle = [this, id, previous, wasPod, now, message, seq](bool stored) {
+  auto settle = [this, id, previous, wasPod, now, message, seq, reserved](bool stored) {
     if (stored) {
-      remember(*seq > 0 ? *seq : nextSeq_, now, "ReplicaBooked", id, message);
+      if (eventLog_ != nullptr && !*seq) sinkFailed(seq->error());
+      if (eventLog_ != nullptr && *seq) ++appendedSinceCompaction_;
+      remember(*seq ? **seq : reserved, now, "ReplicaBooked", id, message);
       return;
     }
+    unreserveSeqs(reserved, 1);
     if (previous) {
       podAllocations_[id] = *previous;
     } else {

@@ -23,7 +23,7 @@ json ControlPlane::events(std::int64_t after, std::size_t limit) const {
                    {"subject", e.subject},
                    {"message", e.message}});
   }
-  return json{{"events", std::move(out)}, {"lastSeq", nextSeq_ - 1}};
+  return json{{"events", std::move(out)}, {"lastSeq", lastSeq_}};
 }
 
 void ControlPlane::tick() {
@@ -189,6 +189,7 @@ std::string ControlPlane::metricsText() const {
     w.sample("tessera_node_heartbeat_age_seconds", {{"node", node}}, (now - at) / 1000.0);
   reservationsExpired_.write(w);
   internalErrors_.write(w);
+  eventSinkErrors_.write(w);
   loadDuration_.write(w);
   placements_.write(w);
   decisionLatency_.write(w);

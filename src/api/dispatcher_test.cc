@@ -134,9 +134,13 @@ struct JoinOnExit {
   }
 };
 
-bool carriesEvent(const store::Batch& batch, std::string_view type) {
-  for (const auto& e : batch.events()) {
-    if (json::parse(e.json).value("type", "") == type) return true;
+// Whether the batch writes or deletes the document (kind, name).
+bool touches(const store::Batch& batch, std::string_view kind, std::string_view name) {
+  for (const auto& u : batch.upserts()) {
+    if (u.kind == kind && u.name == name) return true;
+  }
+  for (const auto& d : batch.deletes()) {
+    if (d.kind == kind && d.name == name) return true;
   }
   return false;
 }
@@ -282,7 +286,7 @@ TEST_F(DispatcherTest, ARefusedPersistIsForgottenBeforeTheNextWriterApplies) {
   client.set_read_timeout(10);
   ASSERT_EQ(client.Post("/api/v1/nodes", nodeBody("gpu-a", 1).dump(), "application/json")->status,
             201);
-  store_->refuse([](const store::Batch& b) { return carriesEvent(b, "NodeCordoned"); });
+  store_->refuse([](const store::Batch& b) { return touches(b, "node", "gpu-a"); });
   store_->holdNext();
   int cordonStatus = 0;
   std::thread cordon([&] {
@@ -336,7 +340,7 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
   struct Op {
     std::string name;
     std::function<bool(ControlPlane&)> run;  // true when it succeeded
-    std::string refusedEvent;                // the event whose batch the store refuses
+    std::string refusedEvent;                // the event it records when the store takes it
   };
   const std::vector<Op> ops = {
       {"cordon", [](ControlPlane& p) { return p.setCordoned("gpu-a", true).has_value(); },
@@ -389,13 +393,16 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
        "DeploymentDeleted"},
   };
   for (const Op& op : ops) {
-    SCOPED_TRACE(op.name);
+    SCOPED_TRACE(op.name + " (" + op.refusedEvent + ")");
     const json memory = view(*plane_);
     const json stored = store_->documents();
     const json before = plane_->listDeployments()["deployments"];
-    store_->refuse([&](const store::Batch& b) { return carriesEvent(b, op.refusedEvent); });
+    const json events = plane_->events(0, 10'000);
+    store_->refuse([](const store::Batch&) { return true; });
     EXPECT_FALSE(op.run(*plane_)) << "the store refused, yet the operation succeeded";
     store_->refuse(nullptr);
+    // A refused commit records no event.
+    EXPECT_EQ(plane_->events(0, 10'000), events);
     EXPECT_EQ(view(*plane_), memory);
     EXPECT_EQ(plane_->listDeployments()["deployments"], before);  // nothing draining either
     EXPECT_EQ(store_->documents(), stored);

@@ -7,6 +7,7 @@
 
 #include "api/control_plane.h"
 #include "model/gpu_catalog.h"
+#include "store/event_sink.h"
 #include "store/store.h"
 #include "store/testing/temp_dir.h"
 
@@ -33,8 +34,10 @@ class PersistenceTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> open() {
     auto s = store::Store::open(dir_.file("state.db"));
     EXPECT_TRUE(s) << s.error().message;
+    sink_.reset();
     store_ = std::move(*s);
-    auto plane = ControlPlane::create(catalog_, clock_, config_, store_.get());
+    sink_ = std::make_unique<store::SqliteEventSink>(*store_);
+    auto plane = ControlPlane::create(catalog_, clock_, config_, store_.get(), sink_.get());
     EXPECT_TRUE(plane) << plane.error().message;
     return plane ? std::move(*plane) : nullptr;
   }
@@ -69,6 +72,7 @@ class PersistenceTest : public ::testing::Test {
     return c;
   }();
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::SqliteEventSink> sink_;
 };
 
 TEST_F(PersistenceTest, ARestartRestoresExactlyWhatWasAcknowledged) {
@@ -215,7 +219,8 @@ TEST_F(PersistenceTest, EventsAreRetainedByCountAndByAge) {
   auto s = store::Store::open(dir_.file("state.db"));
   ASSERT_TRUE(s) << s.error().message;
   store_ = std::move(*s);
-  auto created = ControlPlane::create(catalog_, clock_, config, store_.get());
+  sink_ = std::make_unique<store::SqliteEventSink>(*store_);
+  auto created = ControlPlane::create(catalog_, clock_, config, store_.get(), sink_.get());
   ASSERT_TRUE(created) << created.error().message;
   auto plane = std::move(*created);
   ASSERT_TRUE(plane->registerNode(node("n1", 1, "L4")));
@@ -234,11 +239,159 @@ TEST_F(PersistenceTest, EventsAreRetainedByCountAndByAge) {
   EXPECT_GT(snapshot->firstRetainedSeq, 1);
   // A restart keeps the retention.
   plane.reset();
-  created = ControlPlane::create(catalog_, clock_, config, store_.get());
+  created = ControlPlane::create(catalog_, clock_, config, store_.get(), sink_.get());
   ASSERT_TRUE(created) << created.error().message;
   const json restored = (*created)->events(0, 10'000)["events"];
   EXPECT_EQ(restored.size(), kept.size());
   EXPECT_EQ(restored.back()["seq"], kept.back()["seq"]);
+}
+
+// An event sink over the store's events table that refuses the appends it is told to.
+class FlakySink final : public store::EventSink {
+ public:
+  explicit FlakySink(store::Store& s) : inner_(s) {}
+  Result<std::int64_t> append(std::string_view kind, std::string_view json, Millis timeMs,
+                              std::int64_t minSeq) override {
+    ++appends;
+    if (refuse > 0) {
+      --refuse;
+      return fail(Error::internal("disk full"));
+    }
+    return inner_.append(kind, json, timeMs, minSeq);
+  }
+  Result<store::EventHistory> recent(std::size_t limit) const override {
+    return inner_.recent(limit);
+  }
+  Result<std::int64_t> compactBefore(std::int64_t seq) override {
+    return inner_.compactBefore(seq);
+  }
+  std::string describe() const override { return "flaky"; }
+  int refuse = 0;
+  int appends = 0;
+
+ private:
+  store::SqliteEventSink inner_;
+};
+
+// A state store whose commits fail (the disk is gone) while `broken` is set.
+class BreakableStore final : public store::StateStore {
+ public:
+  explicit BreakableStore(store::Store& s) : inner_(s) {}
+  Result<store::CommitResult> commit(const store::Batch& batch) override {
+    if (broken) return fail(Error::internal("I/O error"));
+    return inner_.commit(batch);
+  }
+  Result<store::Snapshot> loadAll() const override { return inner_.loadAll(); }
+  Result<std::int64_t> compactEventsBefore(std::int64_t seq) override {
+    return inner_.compactEventsBefore(seq);
+  }
+  std::string describe() const override { return inner_.describe(); }
+  bool broken = false;
+
+ private:
+  store::Store& inner_;
+};
+
+std::vector<std::pair<std::int64_t, std::string>> seqAndType(const json& events) {
+  std::vector<std::pair<std::int64_t, std::string>> out;
+  for (const json& e : events["events"]) out.emplace_back(e["seq"], e["type"]);
+  return out;
+}
+
+// The documents commit on their own; the sink's failure is counted, never the operation's.
+TEST_F(PersistenceTest, AnEventTheSinkRefusesLeavesTheOperationDoneAndCounted) {
+  auto s = store::Store::open(dir_.file("state.db"));
+  ASSERT_TRUE(s) << s.error().message;
+  store_ = std::move(*s);
+  FlakySink sink(*store_);
+  auto created = ControlPlane::create(catalog_, clock_, config_, store_.get(), &sink);
+  ASSERT_TRUE(created) << created.error().message;
+  auto& p = **created;
+  sink.refuse = 1;
+  ASSERT_TRUE(p.registerNode(node("n", 1, "A100-80GB")));  // its event is refused
+  EXPECT_TRUE(store_->get("node", "n"));                   // the document is stored
+  EXPECT_NE(p.metricsText().find("tessera_event_sink_errors_total 1"), std::string::npos)
+      << p.metricsText();
+  // The event is in memory (GET /events), with a seq of its own.
+  auto seen = seqAndType(p.events(0, 100));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].second, "NodeRegistered");
+  // The next ones are stored again, after it: seqs stay unique and increasing.
+  ASSERT_TRUE(p.setCordoned("n", true));
+  ASSERT_TRUE(p.setCordoned("n", false));
+  seen = seqAndType(p.events(0, 100));
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_LT(seen[0].first, seen[1].first);
+  EXPECT_LT(seen[1].first, seen[2].first);
+  auto log = store_->eventsAfter(0, 100);
+  ASSERT_TRUE(log) << log.error().message;
+  ASSERT_EQ(log->events.size(), 2u);  // what the sink stored
+  EXPECT_EQ(log->events[0].seq, seen[1].first);
+  EXPECT_EQ(log->events[1].seq, seen[2].first);
+  EXPECT_NE(p.metricsText().find("tessera_event_sink_errors_total 1"), std::string::npos);
+}
+
+// The events live apart from the documents: recording one commits no document revision.
+TEST_F(PersistenceTest, EventsAreWrittenApartFromTheDocuments) {
+  auto p = open();
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
+  auto snapshot = store_->loadAll();
+  ASSERT_TRUE(snapshot);
+  EXPECT_EQ(snapshot->revision, 1);  // the node's document: one commit
+  ASSERT_EQ(snapshot->events.size(), 1u);
+  EXPECT_EQ(json::parse(snapshot->events[0].json)["type"], "NodeRegistered");
+}
+
+// A restart restores what the sink kept, in order, and numbers on after it.
+TEST_F(PersistenceTest, ARestartRestoresTheSinksEventsInOrderAndSeqsContinue) {
+  std::vector<std::pair<std::int64_t, std::string>> before;
+  {
+    auto p = open();
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(p->registerNode(node("n", 2, "A100-80GB")));
+    ASSERT_TRUE(p->putModel({{"name", "small"}, {"weightsMib", 9000}}));
+    ASSERT_TRUE(p->placeReplicas({{"name", "r"}, {"count", 1}, {"model", "small"}}));
+    ASSERT_TRUE(p->removeReplica("r-0"));
+    before = seqAndType(p->events(0, 100));
+  }
+  ASSERT_EQ(before.size(), 4u);
+  auto p = open();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(seqAndType(p->events(0, 100)), before);
+  ASSERT_TRUE(p->setCordoned("n", true));
+  const auto after = seqAndType(p->events(before.back().first, 100));
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].first, before.back().first + 1);
+  EXPECT_EQ(after[0].second, "NodeCordoned");
+}
+
+// A commit the store refused records no event, in memory or in the sink.
+TEST_F(PersistenceTest, ARefusedCommitRecordsNoEvent) {
+  auto s = store::Store::open(dir_.file("state.db"));
+  ASSERT_TRUE(s) << s.error().message;
+  store_ = std::move(*s);
+  BreakableStore state(*store_);
+  FlakySink sink(*store_);
+  auto created = ControlPlane::create(catalog_, clock_, config_, &state, &sink);
+  ASSERT_TRUE(created) << created.error().message;
+  auto& p = **created;
+  ASSERT_TRUE(p.registerNode(node("n", 1, "A100-80GB")));
+  const json before = p.events(0, 100);
+  const int appends = sink.appends;
+  state.broken = true;
+  EXPECT_FALSE(p.registerNode(node("m", 1, "A100-80GB")));
+  EXPECT_FALSE(p.setCordoned("n", true));
+  EXPECT_EQ(sink.appends, appends);
+  EXPECT_EQ(p.events(0, 100), before);
+  EXPECT_FALSE(store_->get("node", "m"));
+  // Once the store takes writes again, the next event follows the last one directly.
+  state.broken = false;
+  ASSERT_TRUE(p.setCordoned("n", true));
+  const auto after = seqAndType(p.events(before["lastSeq"], 100));
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].first, before["lastSeq"].get<std::int64_t>() + 1);
+  EXPECT_NE(p.metricsText().find("tessera_event_sink_errors_total 0"), std::string::npos);
 }
 
 }  // namespace
