@@ -364,8 +364,8 @@ class ControlPlane {
   void undo(const sched::Event& event, std::string_view where);
   // Puts back a replica as a snapshot of its record had it: placed, and loaded if it was.
   void restore(const sched::ReplicaRecord& snapshot, std::string_view where);
-  // Records an event that changes no document; a store that cannot write it is reported
-  // (the event stays in memory and reaches the sink), never silently dropped.
+  // Records an event that changes no document (to the event sink, best effort: one it cannot
+  // store is counted and stays in memory and the log), never silently dropped.
   void note(std::string type, std::string subject, std::string message);
   void alert(std::string type, std::string subject, std::string message);
   HistogramFamily loadDuration_{"tessera_replica_load_duration_seconds",
