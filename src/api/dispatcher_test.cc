@@ -32,6 +32,7 @@
 #include "common/clock.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
+#include "store/testing/forwarding_store.h"
 #include "store/testing/temp_dir.h"
 
 namespace tessera::api {
@@ -42,9 +43,10 @@ using namespace std::chrono_literals;
 
 // A real SQLite store behind a port that can hold the next matching commit until released
 // (hold), refuse matching commits (refuse), or refuse at random (flaky).
-class LatchedStore final : public store::StateStore {
+class LatchedStore final : public store::testing::ForwardingStore {
  public:
-  explicit LatchedStore(std::unique_ptr<store::Store> inner) : inner_(std::move(inner)) {}
+  explicit LatchedStore(std::unique_ptr<store::Store> inner)
+      : ForwardingStore(std::move(inner)) {}
 
   Result<store::CommitResult> commit(const store::Batch& batch) override {
     {
@@ -64,13 +66,8 @@ class LatchedStore final : public store::StateStore {
         return fail(Error::internal("the disk is full (test, random)"));
       }
     }
-    return inner_->commit(batch);
+    return ForwardingStore::commit(batch);
   }
-  Result<store::Snapshot> loadAll() const override { return inner_->loadAll(); }
-  Result<std::int64_t> compactEventsBefore(std::int64_t seq) override {
-    return inner_->compactEventsBefore(seq);
-  }
-  std::string describe() const override { return inner_->describe(); }
 
   void holdNext() {
     std::lock_guard l(m_);
@@ -104,7 +101,7 @@ class LatchedStore final : public store::StateStore {
   }
   // Every document, as a restart reads them (revisions and times left out).
   json documents() const {
-    auto all = inner_->loadAll();
+    auto all = inner().loadAll();
     EXPECT_TRUE(all) << all.error().message;
     json out = json::object();
     if (!all) return out;
@@ -114,7 +111,6 @@ class LatchedStore final : public store::StateStore {
   }
 
  private:
-  std::unique_ptr<store::Store> inner_;
   std::mutex m_;
   std::condition_variable cv_;
   bool holdNext_ = false, held_ = false, released_ = false;

@@ -9,6 +9,7 @@
 #include "model/gpu_catalog.h"
 #include "store/event_sink.h"
 #include "store/store.h"
+#include "store/testing/forwarding_store.h"
 #include "store/testing/temp_dir.h"
 
 namespace tessera::api {
@@ -274,22 +275,14 @@ class FlakySink final : public store::EventSink {
 };
 
 // A state store whose commits fail (the disk is gone) while `broken` is set.
-class BreakableStore final : public store::StateStore {
+class BreakableStore final : public store::testing::ForwardingStore {
  public:
-  explicit BreakableStore(store::Store& s) : inner_(s) {}
+  explicit BreakableStore(store::Store& s) : ForwardingStore(s) {}
   Result<store::CommitResult> commit(const store::Batch& batch) override {
     if (broken) return fail(Error::internal("I/O error"));
-    return inner_.commit(batch);
+    return ForwardingStore::commit(batch);
   }
-  Result<store::Snapshot> loadAll() const override { return inner_.loadAll(); }
-  Result<std::int64_t> compactEventsBefore(std::int64_t seq) override {
-    return inner_.compactEventsBefore(seq);
-  }
-  std::string describe() const override { return inner_.describe(); }
   bool broken = false;
-
- private:
-  store::Store& inner_;
 };
 
 std::vector<std::pair<std::int64_t, std::string>> seqAndType(const json& events) {

@@ -237,20 +237,9 @@ class History {
     log_.push_back({std::move(e), accepted});
   }
 
-  std::vector<std::string> liveReplicas() const {
-    std::vector<std::string> ids;
-    for (const auto& r : state_.replicas()) {
-      if (!r.removed) ids.push_back(r.placement.replicaId);
-    }
-    return ids;
-  }
-  std::vector<NodeId> liveNodes() const {
-    std::vector<NodeId> ids;
-    for (NodeId n = 0; n < static_cast<NodeId>(state_.nodes().size()); ++n) {
-      if (!state_.node(n).removed) ids.push_back(n);
-    }
-    return ids;
-  }
+  std::vector<std::string> liveReplicas() const { return testkit::liveReplicaIds(state_); }
+  std::vector<NodeId> liveNodes() const { return testkit::liveNodes(state_); }
+
   model::NodeSpec specOf(NodeId id) const {
     const NodeRecord& n = state_.node(id);
     model::NodeSpec spec = n.spec;

@@ -223,20 +223,9 @@ class Case {
     return true;
   }
 
-  std::vector<std::string> liveReplicaIds() const {
-    std::vector<std::string> ids;
-    for (const auto& r : state_.replicas()) {
-      if (!r.removed) ids.push_back(r.placement.replicaId);
-    }
-    return ids;
-  }
-  std::vector<NodeId> liveNodes() const {
-    std::vector<NodeId> ids;
-    for (NodeId n = 0; n < static_cast<NodeId>(state_.nodes().size()); ++n) {
-      if (!state_.node(n).removed) ids.push_back(n);
-    }
-    return ids;
-  }
+  std::vector<std::string> liveReplicaIds() const { return testkit::liveReplicaIds(state_); }
+  std::vector<NodeId> liveNodes() const { return testkit::liveNodes(state_); }
+
   model::PlacementRequest newRequest() {
     model::PlacementRequest r =
         rng_.chance(0.1) ? testkit::randomDeployment(

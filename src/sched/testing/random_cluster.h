@@ -373,4 +373,23 @@ inline GpuTelemetry randomTelemetry(Rng& rng, const ClusterState& state, GpuId g
   return t;
 }
 
+// ---- What a state holds now ------------------------------------------------------------
+
+// The ids of the replicas the books hold, in record order.
+inline std::vector<std::string> liveReplicaIds(const ClusterState& state) {
+  std::vector<std::string> ids;
+  for (const auto& r : state.replicas()) {
+    if (!r.removed) ids.push_back(r.placement.replicaId);
+  }
+  return ids;
+}
+// The nodes not removed, in id order.
+inline std::vector<NodeId> liveNodes(const ClusterState& state) {
+  std::vector<NodeId> ids;
+  for (NodeId n = 0; n < static_cast<NodeId>(state.nodes().size()); ++n) {
+    if (!state.node(n).removed) ids.push_back(n);
+  }
+  return ids;
+}
+
 }  // namespace tessera::sched::testkit
