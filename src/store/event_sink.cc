@@ -13,7 +13,7 @@ Result<std::int64_t> SqliteEventSink::append(std::string_view kind, std::string_
 }
 
 Result<EventHistory> SqliteEventSink::recent(std::size_t limit) const {
-  auto snapshot = store_.loadAll();
+  auto snapshot = store_.loadEvents();
   if (!snapshot) return fail(snapshot.error());
   EventHistory out;
   out.lastSeq = snapshot->lastEventSeq;

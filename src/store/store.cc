@@ -273,6 +273,27 @@ struct Store::Impl {
     return q.int64At(0);
   }
 
+  // The counters and every retained event into `snap` (inside the caller's transaction).
+  Result<void> readLog(Snapshot& snap) const {
+    auto revision = meta("revision");
+    if (!revision) return fail(revision.error());
+    auto floor = meta("first_retained_seq");
+    if (!floor) return fail(floor.error());
+    auto last = lastEventSeq();
+    if (!last) return fail(last.error());
+    snap.revision = *revision;
+    snap.firstRetainedSeq = *floor;
+    snap.lastEventSeq = *last;
+    std::int64_t after = *floor - 1;
+    for (;;) {
+      auto page = readEvents(after, kMaxEventPage, {});
+      if (!page) return fail(page.error());
+      for (auto& e : page->events) snap.events.push_back(std::move(e));
+      if (!page->more) return {};
+      after = snap.events.back().seq;
+    }
+  }
+
   // The current revision of a document, 0 when absent.
   Result<std::int64_t> revisionOf(std::string_view kind, std::string_view name) const {
     Query q(readRevision.get());
@@ -514,23 +535,19 @@ Result<Snapshot> Store::loadAll() const {
     }
     if (rc != SQLITE_DONE) return fail(s.sqlError(rc, "cannot read documents"));
   }
-  auto revision = s.meta("revision");
-  if (!revision) return fail(revision.error());
-  auto floor = s.meta("first_retained_seq");
-  if (!floor) return fail(floor.error());
-  auto last = s.lastEventSeq();
-  if (!last) return fail(last.error());
-  snap.revision = *revision;
-  snap.firstRetainedSeq = *floor;
-  snap.lastEventSeq = *last;
-  std::int64_t after = *floor - 1;
-  for (;;) {
-    auto page = s.readEvents(after, kMaxEventPage, {});
-    if (!page) return fail(page.error());
-    for (auto& e : page->events) snap.events.push_back(std::move(e));
-    if (!page->more) break;
-    after = snap.events.back().seq;
+  TESSERA_RETURN_IF_ERROR(s.readLog(snap));
+  return snap;
+}
+
+Result<Snapshot> Store::loadEvents() const {
+  std::lock_guard lock(impl_->mutex);
+  Impl& s = *impl_;
+  Transaction txn(s.db.get());
+  if (const int rc = txn.begin(/*write=*/false); rc != SQLITE_OK) {
+    return fail(s.sqlError(rc, "cannot start a read transaction"));
   }
+  Snapshot snap;
+  TESSERA_RETURN_IF_ERROR(s.readLog(snap));
   return snap;
 }
 

@@ -82,6 +82,9 @@ class Store final : public StateStore {
   Result<EventPage> eventsAfter(std::int64_t afterSeq, int limit, std::string_view kind = {}) const;
   // Documents, retained events and counters, consistent with each other.
   Result<Snapshot> loadAll() const override;
+  // As loadAll without the documents: the retained events and the counters (the event sink's
+  // read at a restart, which the documents' own read already covers).
+  Result<Snapshot> loadEvents() const;
 
   // Removes the events with seq < `seq` (the documents are the snapshot they lead to);
   // returns how many were removed. `seq` may be at most lastEventSeq + 1. Compacting below
