@@ -329,11 +329,15 @@ TEST_F(PersistenceTest, EventsAreWrittenApartFromTheDocuments) {
   auto p = open();
   ASSERT_TRUE(p);
   ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
+  // An event that changes no document (a replica that does not fit) is no commit at all.
+  ASSERT_FALSE(p->placeReplicas(
+      {{"replicaId", "giant-0"}, {"model", {{"name", "giant"}, {"weightsMib", 400000}}}}));
   auto snapshot = store_->loadAll();
   ASSERT_TRUE(snapshot);
   EXPECT_EQ(snapshot->revision, 1);  // the node's document: one commit
-  ASSERT_EQ(snapshot->events.size(), 1u);
+  ASSERT_EQ(snapshot->events.size(), 2u);
   EXPECT_EQ(json::parse(snapshot->events[0].json)["type"], "NodeRegistered");
+  EXPECT_EQ(json::parse(snapshot->events[1].json)["type"], "ReplicaUnplaceable");
 }
 
 // A restart restores what the sink kept, in order, and numbers on after it.
