@@ -237,19 +237,19 @@ Result<void> ControlPlane::loadCluster(const config::ClusterFile& file, const st
     }
   }
   TESSERA_RETURN_IF_ERROR(config::seedClusterState(state_, file, source));
-  store::Batch batch;
+  store::WriteSet batch;
   for (const model::NodeSpec& n : file.nodes) {
-    batch.upsert("node", n.name, nodeDocument(n, rankOf(n.name)).dump());
+    batch.put("node", n.name, nodeDocument(n, rankOf(n.name)).dump());
     nodeSpecs_.emplace(n.name, n);
   }
   for (const model::ModelProfile& m : file.models) {
-    batch.upsert("model", m.name, modelDocument(m).dump());
+    batch.put("model", m.name, modelDocument(m).dump());
     models_.insert_or_assign(m.name, m);
   }
   for (const config::ExistingReplica& r : file.replicas) {
     const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(r.replicaId));
-    batch.upsert("replica", r.replicaId,
-                 replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
+    batch.put("replica", r.replicaId,
+              replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
   }
   return commit(std::move(batch), "ClusterLoaded", source,
                 std::to_string(file.nodes.size()) + " nodes, " +
@@ -273,8 +273,9 @@ Result<json> ControlPlane::registerNode(const json& body) {
   }
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeAdded{*spec}));
   const std::string name = spec->name;
-  store::Batch batch;
-  batch.upsert("node", name, nodeDocument(*spec, rankOf(name)).dump(), store::kMustNotExist);
+  store::WriteSet batch;
+  batch.put("node", name, nodeDocument(*spec, rankOf(name)).dump(),
+            store::Precondition::mustNotExist());
   if (auto saved =
           commit(std::move(batch), "NodeRegistered", name,
                  std::to_string(spec->gpus.size()) + " GPU" + (spec->gpus.size() == 1 ? "" : "s"));
@@ -408,8 +409,8 @@ Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
   patch.cordoned = cordoned;
   TESSERA_RETURN_IF_ERROR(state_.apply(patch));
   it->second = spec;
-  store::Batch batch;
-  batch.upsert("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
+  store::WriteSet batch;
+  batch.put("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
   if (auto saved =
           commit(std::move(batch), cordoned ? "NodeCordoned" : "NodeUncordoned", spec.name, "");
       !saved) {
@@ -429,7 +430,7 @@ Result<json> ControlPlane::drainNode(std::string_view node) {
   // Assumed together, persisted as one batch (the cordon and both events), forgotten together.
   const std::optional<model::NodeSpec> uncordoned =
       it->second.cordoned ? std::nullopt : std::optional<model::NodeSpec>(it->second);
-  store::Batch batch;
+  store::WriteSet batch;
   std::vector<EventText> events;
   if (uncordoned) {
     model::NodeSpec spec = it->second;
@@ -438,7 +439,7 @@ Result<json> ControlPlane::drainNode(std::string_view node) {
     cordon.name = spec.name;
     cordon.cordoned = true;
     TESSERA_RETURN_IF_ERROR(state_.apply(cordon));
-    batch.upsert("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
+    batch.put("node", spec.name, nodeDocument(spec, rankOf(spec.name)).dump());
     events.push_back({"NodeCordoned", spec.name, ""});
     it->second = std::move(spec);
   }
@@ -490,7 +491,7 @@ Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
   model::NodeSpec spec = it->second;
   spec.rank = rec.rank;
   std::vector<sched::ReplicaRecord> replicas;
-  store::Batch batch;
+  store::WriteSet batch;
   batch.remove("node", name);
   for (sched::ReplicaId r : rec.replicas) {
     replicas.push_back(state_.replica(r));
@@ -582,8 +583,8 @@ Result<json> ControlPlane::putModel(const json& body) {
   model::ModelProfile profile = std::move(*decoded);
   const std::string name = profile.name;
   const std::string message = std::to_string(profile.memoryPerGpuMib()) + " MiB per GPU";
-  store::Batch batch;
-  batch.upsert("model", name, modelDocument(profile).dump());
+  store::WriteSet batch;
+  batch.put("model", name, modelDocument(profile).dump());
   // Assume, persist, then confirm or forget.
   std::optional<model::ModelProfile> previous = findModel(name);
   models_.insert_or_assign(name, std::move(profile));
@@ -618,7 +619,7 @@ Result<json> ControlPlane::deleteModel(std::string_view name) {
     return fail(Error::precondition("model " + std::string(name) + " is in use by " + list +
                                     "; delete or change those first"));
   }
-  store::Batch batch;
+  store::WriteSet batch;
   batch.remove("model", std::string(name));
   const auto at = models_.find(name);
   model::ModelProfile profile = std::move(at->second);
@@ -688,11 +689,12 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body)
     }
     placed.push_back(r.replicaId);
   }
-  store::Batch batch;
+  store::WriteSet batch;
   std::string where;
   for (const std::string& id : placed) {
     const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
-    batch.upsert("replica", id, replicaDoc(rec.placement, false).dump(), store::kMustNotExist);
+    batch.put("replica", id, replicaDoc(rec.placement, false).dump(),
+              store::Precondition::mustNotExist());
     where += (where.empty() ? "" : ", ") + id + " on " + state_.node(rec.placement.node).spec.name;
   }
   if (auto saved =
@@ -716,8 +718,8 @@ Result<json> ControlPlane::replicaLoaded(std::string_view id) {
   const sched::ReplicaRecord before = state_.replica(*state_.findReplica(id));
   TESSERA_RETURN_IF_ERROR(state_.apply(sched::ReplicaLoaded{std::string(id)}));
   const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
-  store::Batch batch;
-  batch.upsert("replica", std::string(id), replicaDoc(rec.placement, true).dump());
+  store::WriteSet batch;
+  batch.put("replica", std::string(id), replicaDoc(rec.placement, true).dump());
   if (auto saved = commit(std::move(batch), "ReplicaLoaded", std::string(id), ""); !saved) {
     undo(sched::ReplicaUnloaded{std::string(id)}, "loaded-forget");
     restore(before, "loaded-forget");
@@ -752,7 +754,7 @@ Result<json> ControlPlane::removeReplica(std::string_view id) {
     if (pod) pods_.insert(name);
     return fail(unloaded.error());
   }
-  store::Batch batch;
+  store::WriteSet batch;
   batch.remove("replica", name);
   if (auto saved = commit(std::move(batch), "ReplicaRemoved", name, ""); !saved) {
     restore(before, "remove-replica-forget");

@@ -42,6 +42,7 @@
 #include "sched/profile.h"
 #include "store/event_sink.h"
 #include "store/state_store.h"
+#include "store/write_set.h"
 
 namespace tessera::api {
 
@@ -223,13 +224,13 @@ class ControlPlane {
   // through storeIo_), then appends the event to the event sink (best effort: sinkFailed())
   // and adds it to the history. On error nothing was written and no event recorded, and the
   // caller forgets what it assumed.
-  Result<void> commit(store::Batch batch, std::string type, std::string subject,
+  Result<void> commit(store::WriteSet batch, std::string type, std::string subject,
                       std::string message);
   struct EventText {
     std::string type, subject, message;
   };
   // As above, with several events in the one batch (in this order).
-  Result<void> commit(store::Batch batch, std::vector<EventText> events);
+  Result<void> commit(store::WriteSet batch, std::vector<EventText> events);
   void storeIo(const std::function<void()>& io) const { storeIo_ ? storeIo_(io) : io(); }
   // Seqs for `count` events, reserved before the I/O (which may run with the dispatcher's lock
   // released): what an event gets when the sink fails, and the least the sink may give it.

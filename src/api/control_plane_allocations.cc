@@ -187,14 +187,14 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& 
     }
   }
   alloc->second = updated;
-  store::Batch batch;
+  store::WriteSet batch;
   const sched::ReplicaRecord& rec = state_.replica(*state_.findReplica(id));
-  batch.upsert("replica", id,
-               replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
+  batch.put("replica", id,
+            replicaDoc(rec.placement, rec.phase == sched::ReplicaPhase::kLoaded).dump());
   if (!swappedWith.empty()) {
     const sched::ReplicaRecord& t = state_.replica(*state_.findReplica(swappedWith));
-    batch.upsert("replica", swappedWith,
-                 replicaDoc(t.placement, t.phase == sched::ReplicaPhase::kLoaded).dump());
+    batch.put("replica", swappedWith,
+              replicaDoc(t.placement, t.phase == sched::ReplicaPhase::kLoaded).dump());
   }
   std::string gpuText;
   for (const std::string& g : gpuIdsOf(rec.placement)) gpuText += (gpuText.empty() ? "" : ",") + g;

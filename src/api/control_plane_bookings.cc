@@ -62,8 +62,8 @@ k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std:
   // A store that keeps bookings on the pods cannot write onto a pod that is not there yet: the
   // pod is created carrying the document (GPU mode dra), and its creation is the write.
   const bool onPod = !podExists && store_ != nullptr && store_->bookingsOnPods();
-  store::Batch batch;
-  if (!onPod) batch.upsert("replica", id, doc);
+  store::WriteSet batch;
+  if (!onPod) batch.put("replica", id, doc);
   // The event goes to the sink once the booking is stored (in the same write, which runs with
   // the dispatcher's locks released); its seq is reserved now.
   const std::int64_t reserved = reserveSeqs(1);
@@ -72,7 +72,7 @@ k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std:
                 text = eventJson("ReplicaBooked", id, message), now, reserved,
                 seq]() -> Result<void> {
     if (store != nullptr) {
-      auto done = store->commit(batch);  // the store serialises its own calls
+      auto done = store::writeAll(*store, batch);  // the store serialises its own calls
       if (!done) return fail(storeRefused(done.error()));
     }
     if (events != nullptr) *seq = events->append("event", text, now, reserved);
@@ -98,7 +98,7 @@ k8s::BookingWrite ControlPlane::prepareBooking(const std::string& id, const std:
 
 void ControlPlane::forgetBooking(const std::string& id, const std::string& why) {
   podAllocations_.erase(id);
-  store::Batch batch;
+  store::WriteSet batch;
   batch.remove("replica", id);
   pods_.erase(id);
   if (auto removed = commit(std::move(batch), "BookingForgotten", id, why); !removed) {

@@ -48,7 +48,7 @@ void ControlPlane::alert(std::string type, std::string subject, std::string mess
 void ControlPlane::note(std::string type, std::string subject, std::string message) {
   // No document, so nothing the store could refuse: the event goes to the sink, and a sink
   // that cannot store it is counted in commit() (the event stays in memory and the log).
-  (void)commit(store::Batch{}, std::move(type), std::move(subject), std::move(message));
+  (void)commit(store::WriteSet{}, std::move(type), std::move(subject), std::move(message));
 }
 
 Millis ControlPlane::eventTimeMs() const {
@@ -66,14 +66,14 @@ Error ControlPlane::storeRefused(const Error& e) {
   return Error{code, "the store refused the change (" + e.message + "); nothing was changed"};
 }
 
-Result<void> ControlPlane::commit(store::Batch batch, std::string type, std::string subject,
+Result<void> ControlPlane::commit(store::WriteSet batch, std::string type, std::string subject,
                                   std::string message) {
   std::vector<EventText> events;
   events.push_back({std::move(type), std::move(subject), std::move(message)});
   return commit(std::move(batch), std::move(events));
 }
 
-Result<void> ControlPlane::commit(store::Batch batch, std::vector<EventText> events) {
+Result<void> ControlPlane::commit(store::WriteSet batch, std::vector<EventText> events) {
   const Millis now = eventTimeMs();
   const std::int64_t first = reserveSeqs(events.size());
   std::vector<std::string> texts;
@@ -86,7 +86,7 @@ Result<void> ControlPlane::commit(store::Batch batch, std::vector<EventText> eve
     // committed) their events, each in a write of its own.
     storeIo([&] {
       if (documents) {
-        if (auto done = store_->commit(batch); !done) {
+        if (auto done = store::writeAll(*store_, batch); !done) {
           committed = fail(done.error());
           return;
         }

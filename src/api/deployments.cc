@@ -163,8 +163,8 @@ Result<json> ControlPlane::putDeployment(const json& body) {
   const scale::AutoscalerConfig& c = d->config;
   const auto existing = deployments_.find(d->name);
   const bool update = existing != deployments_.end();
-  store::Batch batch;
-  batch.upsert("deployment", d->name, body.dump());
+  store::WriteSet batch;
+  batch.put("deployment", d->name, body.dump());
   // Keep what the running deployment knows: its replica numbering and current target.
   const int serving = adopt(*d);
   d->desired =
@@ -199,7 +199,7 @@ Result<json> ControlPlane::deleteDeployment(std::string_view name) {
   if (it == deployments_.end()) {
     return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
   }
-  store::Batch batch;
+  store::WriteSet batch;
   batch.remove("deployment", std::string(name));
   // Assume: the deployment goes and its replicas start draining (pods' bookings go when
   // Kubernetes deletes the pods).
@@ -273,9 +273,9 @@ Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now,
       note("ReplicaPending", r.replicaId, decision.summary);
       return {};
     }
-    store::Batch batch;
-    batch.upsert("replica", r.replicaId, replicaDoc(*decision.placement, false).dump(),
-                 store::kMustNotExist);
+    store::WriteSet batch;
+    batch.put("replica", r.replicaId, replicaDoc(*decision.placement, false).dump(),
+              store::Precondition::mustNotExist());
     if (auto saved = commit(
             std::move(batch), "ReplicaPlaced", r.replicaId,
             "for deployment " + d.name + " on " + state_.node(decision.placement->node).spec.name);
@@ -436,7 +436,7 @@ void ControlPlane::advanceDrains(Millis now) {
       // Assume, persist, then confirm or forget (booked again, and retried next tick).
       const sched::ReplicaRecord before = state_.replica(*rid);
       undo(sched::ReplicaUnloaded{id}, "drain-remove");
-      store::Batch batch;
+      store::WriteSet batch;
       batch.remove("replica", id);
       if (!commit(std::move(batch), "ReplicaRemoved", id, "drained")) {
         restore(before, "drain-remove-forget");

@@ -48,7 +48,7 @@ class LatchedStore final : public store::testing::ForwardingStore {
   explicit LatchedStore(std::unique_ptr<store::Store> inner)
       : ForwardingStore(std::move(inner)) {}
 
-  Result<store::CommitResult> commit(const store::Batch& batch) override {
+  Result<void> commitAtomically(const store::WriteSet& batch) override {
     {
       std::unique_lock l(m_);
       if (holdNext_) {
@@ -66,7 +66,7 @@ class LatchedStore final : public store::testing::ForwardingStore {
         return fail(Error::internal("the disk is full (test, random)"));
       }
     }
-    return ForwardingStore::commit(batch);
+    return ForwardingStore::commitAtomically(batch);
   }
 
   void holdNext() {
@@ -86,7 +86,7 @@ class LatchedStore final : public store::testing::ForwardingStore {
     released_ = true;
     cv_.notify_all();
   }
-  void refuse(std::function<bool(const store::Batch&)> which) {
+  void refuse(std::function<bool(const store::WriteSet&)> which) {
     std::lock_guard l(m_);
     refuse_ = std::move(which);
   }
@@ -114,7 +114,7 @@ class LatchedStore final : public store::testing::ForwardingStore {
   std::mutex m_;
   std::condition_variable cv_;
   bool holdNext_ = false, held_ = false, released_ = false;
-  std::function<bool(const store::Batch&)> refuse_;
+  std::function<bool(const store::WriteSet&)> refuse_;
   int flakyPercent_ = 0;
   int refused_ = 0;
   std::mt19937 rng_;
@@ -131,12 +131,9 @@ struct JoinOnExit {
 };
 
 // Whether the batch writes or deletes the document (kind, name).
-bool touches(const store::Batch& batch, std::string_view kind, std::string_view name) {
-  for (const auto& u : batch.upserts()) {
-    if (u.kind == kind && u.name == name) return true;
-  }
-  for (const auto& d : batch.deletes()) {
-    if (d.kind == kind && d.name == name) return true;
+bool touches(const store::WriteSet& batch, std::string_view kind, std::string_view name) {
+  for (const auto& w : batch.writes()) {
+    if (w.kind == kind && w.name == name) return true;
   }
   return false;
 }
@@ -282,7 +279,7 @@ TEST_F(DispatcherTest, ARefusedPersistIsForgottenBeforeTheNextWriterApplies) {
   client.set_read_timeout(10);
   ASSERT_EQ(client.Post("/api/v1/nodes", nodeBody("gpu-a", 1).dump(), "application/json")->status,
             201);
-  store_->refuse([](const store::Batch& b) { return touches(b, "node", "gpu-a"); });
+  store_->refuse([](const store::WriteSet& b) { return touches(b, "node", "gpu-a"); });
   store_->holdNext();
   int cordonStatus = 0;
   std::thread cordon([&] {
@@ -394,7 +391,7 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
     const json stored = store_->documents();
     const json before = plane_->listDeployments()["deployments"];
     const json events = plane_->events(0, 10'000);
-    store_->refuse([](const store::Batch&) { return true; });
+    store_->refuse([](const store::WriteSet&) { return true; });
     EXPECT_FALSE(op.run(*plane_)) << "the store refused, yet the operation succeeded";
     store_->refuse(nullptr);
     // A refused commit records no event.

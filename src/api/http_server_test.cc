@@ -552,9 +552,11 @@ class PausingStore final : public store::testing::ForwardingStore {
  public:
   explicit PausingStore(std::unique_ptr<store::Store> inner)
       : ForwardingStore(std::move(inner)) {}
-  Result<store::CommitResult> commit(const store::Batch& batch) override {
+  Result<void> commitAtomically(const store::WriteSet& batch) override {
     bool booking = false;
-    for (const auto& u : batch.upserts()) booking = booking || u.kind == "replica";
+    for (const auto& w : batch.writes()) {
+      booking = booking || (w.op == store::WriteSet::Write::Op::kPut && w.kind == "replica");
+    }
     if (booking) {
       std::unique_lock l(m_);
       if (!paused_) {
@@ -563,7 +565,7 @@ class PausingStore final : public store::testing::ForwardingStore {
         cv_.wait_for(l, std::chrono::seconds(20), [&] { return released_; });
       }
     }
-    return ForwardingStore::commit(batch);
+    return ForwardingStore::commitAtomically(batch);
   }
   bool waitUntilPaused() {
     std::unique_lock l(m_);

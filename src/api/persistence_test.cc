@@ -24,8 +24,8 @@ class PersistenceTest : public ::testing::Test {
     auto s = store::Store::open(dir_.file("state.db"));
     ASSERT_TRUE(s);
     auto doc = (*s)->get("replica", from);
-    ASSERT_TRUE(doc);
-    json copy = json::parse(doc->json);
+    ASSERT_TRUE(doc && *doc);
+    json copy = json::parse((*doc)->json);
     copy["placement"]["replicaId"] = to;
     store::Batch b;
     b.upsert("replica", to, copy.dump());
@@ -278,9 +278,9 @@ class FlakySink final : public store::EventSink {
 class BreakableStore final : public store::testing::ForwardingStore {
  public:
   explicit BreakableStore(store::Store& s) : ForwardingStore(s) {}
-  Result<store::CommitResult> commit(const store::Batch& batch) override {
+  Result<void> commitAtomically(const store::WriteSet& batch) override {
     if (broken) return fail(Error::internal("I/O error"));
-    return ForwardingStore::commit(batch);
+    return ForwardingStore::commitAtomically(batch);
   }
   bool broken = false;
 };
@@ -302,7 +302,7 @@ TEST_F(PersistenceTest, AnEventTheSinkRefusesLeavesTheOperationDoneAndCounted) {
   auto& p = **created;
   sink.refuse = 1;
   ASSERT_TRUE(p.registerNode(node("n", 1, "A100-80GB")));  // its event is refused
-  EXPECT_TRUE(store_->get("node", "n"));                   // the document is stored
+  EXPECT_TRUE(store_->get("node", "n").value());           // the document is stored
   EXPECT_NE(p.metricsText().find("tessera_event_sink_errors_total 1"), std::string::npos)
       << p.metricsText();
   // The event is in memory (GET /events), with a seq of its own.
@@ -381,7 +381,7 @@ TEST_F(PersistenceTest, ARefusedCommitRecordsNoEvent) {
   EXPECT_FALSE(p.setCordoned("n", true));
   EXPECT_EQ(sink.appends, appends);
   EXPECT_EQ(p.events(0, 100), before);
-  EXPECT_FALSE(store_->get("node", "m"));
+  EXPECT_FALSE(store_->get("node", "m").value());
   // Once the store takes writes again, the next event follows the last one directly.
   state.broken = false;
   ASSERT_TRUE(p.setCordoned("n", true));

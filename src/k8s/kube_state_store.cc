@@ -1,9 +1,7 @@
 #include "k8s/kube_state_store.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <set>
 #include <tuple>
 #include <vector>
 
@@ -11,6 +9,7 @@
 
 #include "k8s/dra_claims.h"
 #include "k8s/kube_client.h"
+#include "store/write_set.h"
 
 namespace tessera::k8s {
 namespace {
@@ -84,6 +83,42 @@ Error failure(std::string what, const KubeResponse& r) {
   return Error{code, std::move(what) + ": " + describeFailure(r)};
 }
 
+// A booking's version: a hash of the booking itself (the pod's resourceVersion moves with
+// every status change kubelet makes).
+std::string bookingVersion(std::string_view text) {
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(text)));
+  return "booking-" + std::string(hash);
+}
+
+const json& clearBookingPatch() {
+  static const json clear = {{"metadata",
+                              {{"labels", {{std::string(kBookedLabel), nullptr}}},
+                               {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
+  return clear;
+}
+
+// The pod a "replica" named "<namespace>/<pod>" would be the booking of.
+std::optional<std::pair<std::string, std::string>> podNamed(std::string_view kind,
+                                                            std::string_view name) {
+  const std::size_t slash = name.find('/');
+  if (kind != "replica" || slash == std::string_view::npos) return std::nullopt;
+  return std::pair{std::string(name.substr(0, slash)), std::string(name.substr(slash + 1))};
+}
+
+Result<void> checkCall(std::string_view kind, std::string_view name,
+                       const store::Precondition& pre) {
+  if (kind.empty() || name.empty()) {
+    return fail(Error::invalid("state: " + std::string(kind) + " " + std::string(name) +
+                               ": kind and name are required"));
+  }
+  if (pre.kind == store::Precondition::Kind::kMustMatch && pre.version.empty()) {
+    return fail(Error::invalid("state: " + std::string(kind) + " " + std::string(name) +
+                               ": an empty version to match"));
+  }
+  return {};
+}
+
 Result<json> listItems(KubeClient& client, const std::string& path, const std::string& what) {
   auto r = client.request("GET", path);
   if (!r) return fail(Error::internal("listing " + what + ": " + r.error().message));
@@ -99,13 +134,7 @@ Result<json> listItems(KubeClient& client, const std::string& path, const std::s
 }  // namespace
 
 KubeStateStore::KubeStateStore(KubeClient& client, std::string ns)
-    : client_(client), ns_(std::move(ns)) {
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  nextSeq_ = us;
-  revision_ = us;
-}
+    : client_(client), ns_(std::move(ns)) {}
 
 std::string KubeStateStore::configMapName(std::string_view kind, std::string_view name) {
   char hash[17];
@@ -122,20 +151,13 @@ std::string KubeStateStore::describe() const {
   return "kubernetes:" + client_.config().server + "/namespaces/" + ns_;
 }
 
-Result<std::int64_t> KubeStateStore::compactEventsBefore(std::int64_t) {
-  return 0;
-}
-
-Result<store::Snapshot> KubeStateStore::loadAll() const {
-  std::lock_guard lock(mu_);
-  store::Snapshot snap;
-  std::map<Key, Placed> seen;
-  auto cms = listItems(client_,
-                       "/api/v1/namespaces/" + ns_ +
-                           "/configmaps?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dtessera%2C" +
-                           "tessera.io%2Fstate-kind",
-                       "the ConfigMaps of namespace " + ns_);
+Result<std::vector<KubeStateStore::Read>> KubeStateStore::readConfigMaps(
+    const std::string& selector) const {
+  auto cms =
+      listItems(client_, "/api/v1/namespaces/" + ns_ + "/configmaps?labelSelector=" + selector,
+                "the ConfigMaps of namespace " + ns_);
   if (!cms) return fail(cms.error());
+  std::vector<Read> out;
   for (const json& cm : *cms) {
     const std::string cmName = metaText(cm, "name");
     const json labels =
@@ -150,12 +172,17 @@ Result<store::Snapshot> KubeStateStore::loadAll() const {
                                  ": not a Tessera document (label " + std::string(kStateKindLabel) +
                                  ", data.name and data.document as JSON are required)"));
     }
-    seen[{kind, name}] = Placed{"", "", doc, metaText(cm, "resourceVersion")};
-    snap.documents.push_back({kind, name, doc, 0, 0});
+    const std::string rv = metaText(cm, "resourceVersion");
+    out.push_back({{kind, name, doc, 0, 0, rv}, Placed{"", "", doc, rv}});
   }
+  return out;
+}
+
+Result<std::vector<KubeStateStore::Read>> KubeStateStore::readBookings(bool clearUnbound) const {
   auto pods = listItems(client_, "/api/v1/pods?labelSelector=tessera.io%2Fbooked%3Dtrue",
                         "the pods with Tessera bookings");
   if (!pods) return fail(pods.error());
+  std::vector<Read> out;
   for (const json& pod : *pods) {
     const std::string ns = metaText(pod, "namespace");
     const std::string name = metaText(pod, "name");
@@ -169,38 +196,151 @@ Result<store::Snapshot> KubeStateStore::loadAll() const {
     if (node.empty() && !hasTesseraClaim(pod) && !usesClaimTemplate(pod)) {
       // Booked, never bound: its Binding did not land, and kube-scheduler schedules the pod
       // again. Best effort: a pod left labelled is cleared by the next load.
-      const json clear = {{"metadata",
-                           {{"labels", {{std::string(kBookedLabel), nullptr}}},
-                            {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
-      (void)client_.request("PATCH", storePodPath(ns, name), clear.dump(),
-                            "application/merge-patch+json");
+      if (clearUnbound) {
+        (void)client_.request("PATCH", storePodPath(ns, name), clearBookingPatch().dump(),
+                              "application/merge-patch+json");
+      }
       continue;
     }
     if (!json::accept(booking)) {
       return fail(Error::invalid("pod " + ns + "/" + name + ": annotation " +
                                  std::string(kBookingAnnotation) + " is not JSON"));
     }
-    const std::string id = ns + "/" + name;
-    seen[{"replica", id}] = Placed{ns, name, booking, ""};
-    snap.documents.push_back({"replica", id, booking, 0, 0});
+    out.push_back({{"replica", ns + "/" + name, booking, 0, 0, bookingVersion(booking)},
+                   Placed{ns, name, booking, ""}});
+  }
+  return out;
+}
+
+Result<store::Snapshot> KubeStateStore::loadAll() const {
+  std::lock_guard lock(mu_);
+  auto cms = readConfigMaps("app.kubernetes.io%2Fmanaged-by%3Dtessera%2Ctessera.io%2Fstate-kind");
+  if (!cms) return fail(cms.error());
+  auto bookings = readBookings(/*clearUnbound=*/true);
+  if (!bookings) return fail(bookings.error());
+  store::Snapshot snap;
+  std::map<Key, Placed> seen;
+  for (auto* reads : {&*cms, &*bookings}) {
+    for (Read& r : *reads) {
+      seen[{r.doc.kind, r.doc.name}] = std::move(r.placed);
+      snap.documents.push_back(std::move(r.doc));
+    }
   }
   std::sort(snap.documents.begin(), snap.documents.end(),
             [](const store::Document& a, const store::Document& b) {
               return std::tie(a.kind, a.name) < std::tie(b.kind, b.name);
             });
   seen_ = std::move(seen);
-  snap.revision = revision_;
   return snap;
 }
 
-Result<void> KubeStateStore::put(const Key& key, const std::string& text, bool mustNotExist) {
-  const json doc = json::parse(text, nullptr, false);
-  const auto known = seen_.find(key);
-  if (const auto pod = podOf(key.first, doc)) {
-    if (mustNotExist && known != seen_.end()) {
-      return fail(Error::precondition("pod " + pod->first + "/" + pod->second +
-                                      " already holds a booking"));
+Result<std::vector<store::Document>> KubeStateStore::list(std::string_view kind) const {
+  std::lock_guard lock(mu_);
+  std::string selector = "app.kubernetes.io%2Fmanaged-by%3Dtessera%2Ctessera.io%2Fstate-kind%3D";
+  for (const char c : kind) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '.' || c == '_';
+    if (!plain)
+      return fail(Error::invalid("state: kind \"" + std::string(kind) + "\" is not a label value"));
+    selector += c;
+  }
+  auto cms = readConfigMaps(selector);
+  if (!cms) return fail(cms.error());
+  std::vector<store::Document> out;
+  for (Read& r : *cms) out.push_back(std::move(r.doc));
+  if (kind == "replica") {
+    auto bookings = readBookings(/*clearUnbound=*/false);
+    if (!bookings) return fail(bookings.error());
+    for (Read& r : *bookings) out.push_back(std::move(r.doc));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const store::Document& a, const store::Document& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<std::optional<std::string>> KubeStateStore::podBooking(const std::string& ns,
+                                                              const std::string& name) const {
+  auto r = client_.request("GET", storePodPath(ns, name));
+  if (!r) return fail(Error::internal("reading pod " + ns + "/" + name + ": " + r.error().message));
+  if (r->status == 404) return std::optional<std::string>();
+  if (r->status != 200) return fail(failure("reading pod " + ns + "/" + name, *r));
+  const json pod = json::parse(r->body, nullptr, false);
+  const std::string booking = pod.is_object() ? annotation(pod, kBookingAnnotation) : "";
+  if (booking.empty()) return std::optional<std::string>();
+  return std::optional(booking);
+}
+
+Result<void> KubeStateStore::checkBooking(const std::string& ns, const std::string& name,
+                                          const store::Precondition& pre) const {
+  if (pre.kind == store::Precondition::Kind::kNone) return {};
+  auto current = podBooking(ns, name);
+  if (!current) return fail(current.error());
+  if (pre.kind == store::Precondition::Kind::kMustNotExist && *current) {
+    return fail(Error::precondition("pod " + ns + "/" + name + " already holds a booking"));
+  }
+  if (pre.kind == store::Precondition::Kind::kMustMatch &&
+      (!*current || bookingVersion(**current) != pre.version)) {
+    return fail(Error::precondition(
+        "the booking on pod " + ns + "/" + name +
+        (*current ? " was changed by another writer" : " is gone (removed by another writer)")));
+  }
+  return {};
+}
+
+Result<void> KubeStateStore::clearBooking(const std::string& ns, const std::string& name) {
+  const std::string what = "clearing the booking on pod " + ns + "/" + name;
+  auto r = client_.request("PATCH", storePodPath(ns, name), clearBookingPatch().dump(),
+                           "application/merge-patch+json");
+  if (!r) return fail(Error::internal(what + ": " + r.error().message));
+  // A deleted pod took its booking with it.
+  if (r->status != 200 && r->status != 404) return fail(failure(what, *r));
+  return {};
+}
+
+Result<std::optional<store::Document>> KubeStateStore::get(std::string_view kind,
+                                                           std::string_view name) const {
+  std::lock_guard lock(mu_);
+  const Key key{std::string(kind), std::string(name)};
+  std::optional<std::pair<std::string, std::string>> pod = podNamed(kind, name);
+  if (const auto known = seen_.find(key); known != seen_.end() && !known->second.podName.empty()) {
+    pod = std::pair{known->second.podNs, known->second.podName};
+  }
+  if (pod) {
+    auto booking = podBooking(pod->first, pod->second);
+    if (!booking) return fail(booking.error());
+    if (*booking) {
+      return std::optional<store::Document>(
+          store::Document{key.first, key.second, **booking, 0, 0, bookingVersion(**booking)});
     }
+  }
+  const std::string cmName = configMapName(kind, name);
+  auto r = client_.request("GET", "/api/v1/namespaces/" + ns_ + "/configmaps/" + cmName);
+  const std::string what =
+      "reading " + key.first + " " + key.second + " (ConfigMap " + ns_ + "/" + cmName + ")";
+  if (!r) return fail(Error::internal(what + ": " + r.error().message));
+  if (r->status == 404) return std::optional<store::Document>();
+  if (r->status != 200) return fail(failure(what, *r));
+  const json cm = json::parse(r->body, nullptr, false);
+  const json data = cm.is_object() ? cm.value("data", json::object()) : json::object();
+  const std::string doc = data.is_object() ? data.value("document", "") : "";
+  if (!json::accept(doc)) return fail(Error::invalid(what + ": data.document is not JSON"));
+  return std::optional<store::Document>(
+      store::Document{key.first, key.second, doc, 0, 0, metaText(cm, "resourceVersion")});
+}
+
+Result<store::Version> KubeStateStore::put(std::string_view kindView, std::string_view nameView,
+                                           std::string_view textView,
+                                           const store::Precondition& pre) {
+  TESSERA_RETURN_IF_ERROR(checkCall(kindView, nameView, pre));
+  std::lock_guard lock(mu_);
+  const Key key{std::string(kindView), std::string(nameView)};
+  const std::string text(textView);
+  const json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded()) {
+    return fail(Error::invalid("state: " + key.first + " " + key.second + ": not JSON"));
+  }
+  if (const auto pod = podOf(key.first, doc)) {
+    TESSERA_RETURN_IF_ERROR(checkBooking(pod->first, pod->second, pre));
     const json patch = {{"metadata",
                          {{"labels", {{std::string(kBookedLabel), "true"}}},
                           {"annotations", {{std::string(kBookingAnnotation), text}}}}}};
@@ -210,8 +350,9 @@ Result<void> KubeStateStore::put(const Key& key, const std::string& text, bool m
     if (!r) return fail(Error::internal(what + ": " + r.error().message));
     if (r->status != 200) return fail(failure(what, *r));
     seen_[key] = Placed{pod->first, pod->second, text, ""};
-    return {};
+    return bookingVersion(text);
   }
+  const auto known = seen_.find(key);
   const std::string cmName = configMapName(key.first, key.second);
   json cm = {
       {"apiVersion", "v1"},
@@ -224,16 +365,24 @@ Result<void> KubeStateStore::put(const Key& key, const std::string& text, bool m
       {"data", {{"name", key.second}, {"document", text}}}};
   const std::string what = key.first + " " + key.second + " (ConfigMap " + ns_ + "/" + cmName + ")";
   const std::string base = "/api/v1/namespaces/" + ns_ + "/configmaps";
+  // A version to match: the caller's; else, unconditionally, the one this replica last saw
+  // (a 409 then means another writer changed it since); a create, or one never seen: a POST.
+  const bool seenAsConfigMap = known != seen_.end() && known->second.podName.empty();
+  const bool replace = pre.kind == store::Precondition::Kind::kMustMatch ||
+                       (pre.kind == store::Precondition::Kind::kNone && seenAsConfigMap);
   Result<KubeResponse> r;
-  const bool replace = known != seen_.end() && known->second.podName.empty() && !mustNotExist;
   if (replace) {
-    // The version this replica last saw: a 409 means another writer changed it since.
-    cm["metadata"]["resourceVersion"] = known->second.resourceVersion;
+    cm["metadata"]["resourceVersion"] = pre.kind == store::Precondition::Kind::kMustMatch
+                                            ? pre.version
+                                            : known->second.resourceVersion;
     r = client_.request("PUT", base + "/" + cmName, cm.dump());
   } else {
     r = client_.request("POST", base, cm.dump());
   }
   if (!r) return fail(Error::internal(what + ": " + r.error().message));
+  if (replace && r->status == 404) {
+    return fail(Error::precondition(what + ": deleted by another writer"));
+  }
   if (r->status != 200 && r->status != 201) {
     Error e = failure(what, *r);
     if (r->status == 409) {
@@ -243,134 +392,67 @@ Result<void> KubeStateStore::put(const Key& key, const std::string& text, bool m
     return fail(std::move(e));
   }
   const json stored = json::parse(r->body, nullptr, false);
-  seen_[key] = Placed{"", "", text, stored.is_object() ? metaText(stored, "resourceVersion") : ""};
-  return {};
+  const std::string rv = stored.is_object() ? metaText(stored, "resourceVersion") : "";
+  seen_[key] = Placed{"", "", text, rv};
+  return rv;
 }
 
-Result<void> KubeStateStore::erase(const Key& key) {
-  const auto known = seen_.find(key);
-  if (known != seen_.end() && !known->second.podName.empty()) {
-    const Placed& p = known->second;
-    const json clear = {{"metadata",
-                         {{"labels", {{std::string(kBookedLabel), nullptr}}},
-                          {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
-    const std::string what = "clearing the booking on pod " + p.podNs + "/" + p.podName;
-    auto r = client_.request("PATCH", storePodPath(p.podNs, p.podName), clear.dump(),
-                             "application/merge-patch+json");
-    if (!r) return fail(Error::internal(what + ": " + r.error().message));
-    // A deleted pod took its booking with it.
-    if (r->status != 200 && r->status != 404) return fail(failure(what, *r));
-    seen_.erase(known);
-    return {};
+Result<void> KubeStateStore::remove(std::string_view kindView, std::string_view nameView,
+                                    const store::Precondition& pre) {
+  TESSERA_RETURN_IF_ERROR(checkCall(kindView, nameView, pre));
+  const Key key{std::string(kindView), std::string(nameView)};
+  if (pre.kind == store::Precondition::Kind::kMustNotExist) {
+    return fail(Error::invalid("state: deleting " + key.first + " " + key.second +
+                               ": cannot require that it does not exist"));
   }
-  if (known == seen_.end() && key.first == "replica" && key.second.find('/') != std::string::npos) {
+  std::lock_guard lock(mu_);
+  const auto known = seen_.find(key);
+  const bool matchBooking =
+      pre.kind == store::Precondition::Kind::kMustMatch && pre.version.starts_with("booking-");
+  std::optional<std::pair<std::string, std::string>> pod;
+  if (known != seen_.end() && !known->second.podName.empty()) {
+    pod = std::pair{known->second.podNs, known->second.podName};
+  } else if (known == seen_.end() &&
+             (pre.kind == store::Precondition::Kind::kNone || matchBooking)) {
     // A booking this store did not write: a pod created carrying it (GPU mode dra), or one
-    // written by the previous leader. Clear it on the pod (gone with a deleted pod), then make
-    // sure no ConfigMap holds it either.
-    const std::size_t slash = key.second.find('/');
-    const json clear = {{"metadata",
-                         {{"labels", {{std::string(kBookedLabel), nullptr}}},
-                          {"annotations", {{std::string(kBookingAnnotation), nullptr}}}}}};
-    auto r = client_.request(
-        "PATCH", storePodPath(key.second.substr(0, slash), key.second.substr(slash + 1)),
-        clear.dump(), "application/merge-patch+json");
-    if (!r)
-      return fail(
-          Error::internal("clearing the booking on pod " + key.second + ": " + r.error().message));
-    if (r->status != 200 && r->status != 404)
-      return fail(failure("clearing the booking on pod " + key.second, *r));
+    // written by the previous leader.
+    pod = podNamed(key.first, key.second);
+  }
+  if (pod) {
+    TESSERA_RETURN_IF_ERROR(checkBooking(pod->first, pod->second, pre));
+    TESSERA_RETURN_IF_ERROR(clearBooking(pod->first, pod->second));
+    if (known != seen_.end()) {
+      seen_.erase(known);
+      return {};
+    }
+    if (matchBooking) return {};
+    // Not known to be on the pod: make sure no ConfigMap holds it either.
   }
   const std::string cmName = configMapName(key.first, key.second);
   json options = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
-  if (known != seen_.end() && !known->second.resourceVersion.empty()) {
-    options["preconditions"] = {{"resourceVersion", known->second.resourceVersion}};
+  std::string version;
+  if (pre.kind == store::Precondition::Kind::kMustMatch) {
+    version = pre.version;
+  } else if (known != seen_.end()) {
+    version = known->second.resourceVersion;
   }
+  if (!version.empty()) options["preconditions"] = {{"resourceVersion", version}};
   const std::string what =
       "deleting " + key.first + " " + key.second + " (ConfigMap " + ns_ + "/" + cmName + ")";
   auto r = client_.request("DELETE", "/api/v1/namespaces/" + ns_ + "/configmaps/" + cmName,
                            options.dump());
   if (!r) return fail(Error::internal(what + ": " + r.error().message));
+  if (r->status == 404 && pre.kind == store::Precondition::Kind::kMustMatch) {
+    return fail(Error::precondition(what + ": deleted by another writer"));
+  }
   if (r->status != 200 && r->status != 202 && r->status != 404) return fail(failure(what, *r));
   if (known != seen_.end()) seen_.erase(known);
   return {};
 }
 
-Result<void> KubeStateStore::undo(const Key& key, const std::optional<Placed>& before) {
-  if (!before) return erase(key);
-  return put(key, before->json, false);
-}
-
-Result<store::CommitResult> KubeStateStore::commit(const store::Batch& batch) {
-  std::lock_guard lock(mu_);
-  std::set<Key> keys;
-  for (const auto& u : batch.upserts()) {
-    if (u.kind.empty() || u.name.empty() || !keys.insert({u.kind, u.name}).second) {
-      return fail(Error::invalid(
-          "batch: " + u.kind + " " + u.name +
-          (u.kind.empty() || u.name.empty() ? ": kind and name are required" : ": written twice")));
-    }
-    if (!json::accept(u.json)) {
-      return fail(Error::invalid("batch: " + u.kind + " " + u.name + ": not JSON"));
-    }
-    if (u.expectedRevision && *u.expectedRevision != store::kMustNotExist) {
-      return fail(Error::invalid("batch: " + u.kind + " " + u.name +
-                                 ": the Kubernetes store keeps no numeric revisions"));
-    }
-  }
-  for (const auto& d : batch.deletes()) {
-    if (d.kind.empty() || d.name.empty() || !keys.insert({d.kind, d.name}).second) {
-      return fail(Error::invalid("batch: " + d.kind + " " + d.name + ": written twice"));
-    }
-    if (d.expectedRevision) {
-      return fail(Error::invalid("batch: " + d.kind + " " + d.name +
-                                 ": the Kubernetes store keeps no numeric revisions"));
-    }
-  }
-  // Upserts, then deletes, one object at a time; on a failure the earlier ones are undone.
-  std::vector<std::pair<Key, std::optional<Placed>>> done;
-  auto rollback = [&](Error e) -> Result<store::CommitResult> {
-    std::string left;
-    for (auto it = done.rbegin(); it != done.rend(); ++it) {
-      if (auto undone = undo(it->first, it->second); !undone) {
-        left += (left.empty() ? "" : "; ") + undone.error().message;
-      }
-    }
-    if (!left.empty()) {
-      e.message +=
-          "; undoing the earlier writes of this change failed too, so the API server "
-          "holds part of it until the next load: " +
-          left;
-    }
-    return fail(std::move(e));
-  };
-  for (const auto& u : batch.upserts()) {
-    const Key key{u.kind, u.name};
-    const auto it = seen_.find(key);
-    std::optional<Placed> before = it != seen_.end() ? std::optional(it->second) : std::nullopt;
-    if (auto ok = put(key, u.json, u.expectedRevision.has_value()); !ok)
-      return rollback(ok.error());
-    done.emplace_back(key, std::move(before));
-  }
-  for (const auto& d : batch.deletes()) {
-    const Key key{d.kind, d.name};
-    const auto it = seen_.find(key);
-    std::optional<Placed> before = it != seen_.end() ? std::optional(it->second) : std::nullopt;
-    if (auto ok = erase(key); !ok) return rollback(ok.error());
-    if (before) done.emplace_back(key, std::move(before));
-  }
-  store::CommitResult result;
-  result.revision = ++revision_;
-  if (!batch.events().empty()) {
-    result.firstEventSeq = nextSeq_;
-    nextSeq_ += static_cast<std::int64_t>(batch.events().size());
-    result.lastEventSeq = nextSeq_ - 1;
-  }
-  return result;
-}
-
 Result<KubeStateStore::ImportReport> KubeStateStore::importSnapshot(const store::Snapshot& from) {
   ImportReport report;
-  store::Batch batch;
+  store::WriteSet writes;
   for (const store::Document& d : from.documents) {
     json doc = json::parse(d.json, nullptr, false);
     if (doc.is_discarded()) {
@@ -398,11 +480,11 @@ Result<KubeStateStore::ImportReport> KubeStateStore::importSnapshot(const store:
       }
       doc["pod"] = {{"namespace", ns}, {"name", pod}};
     }
-    batch.upsert(d.kind, d.name, doc.dump(), store::kMustNotExist);
+    writes.put(d.kind, d.name, doc.dump(), store::Precondition::mustNotExist());
     ++report.imported;
   }
-  if (batch.empty()) return report;
-  auto done = commit(batch);
+  if (writes.empty()) return report;
+  auto done = store::writeAll(*this, writes);
   if (!done) {
     if (done.error().code == ErrorCode::kFailedPrecondition) {
       return fail(

@@ -16,18 +16,23 @@
 //    `tessera-<kind>-<name as a DNS label>-<hash>`, labelled app.kubernetes.io/managed-by=tessera
 //    and tessera.io/state-kind=<kind>, with data {name, document}.
 //
-// Consistency: the API server has no transaction across objects, so commit() writes a batch one
-// object at a time, in batch order. When a write fails, the ones before it are undone (each
-// object put back as this store last saw it) and the error names any it could not undo.
-// ConfigMap writes carry the resourceVersion this store last saw: a write from a replica that
-// has not seen the latest one (a deposed leader) gets 409 and is reported as a conflict
-// (kFailedPrecondition). Pod annotations are merge patches without a resourceVersion (kubelet
-// changes pods all the time), and only the leader posts Bindings.
+// Versions and preconditions (the port's contract, store/state_store.h): a ConfigMap's version
+// is its resourceVersion, and a precondition is the API server's own (a create is a POST, a
+// version to match rides on the PUT or on the DELETE's preconditions), so a conflict is the
+// API server's 409. An unconditional ConfigMap write still carries the resourceVersion this
+// store last loaded or wrote: a write from a replica that has not seen the latest one (a
+// deposed leader) gets 409 and is reported as a conflict (kFailedPrecondition). A booking on a
+// pod is a merge patch without a resourceVersion (kubelet changes pods all the time), and its
+// version is a hash of the booking itself: a precondition on it is checked on a read of the
+// pod just before the patch (only the leader writes bookings and posts Bindings). get() and
+// list() read the API server and leave the versions that unconditional writes carry alone.
 //
-// Events are not stored: commit() numbers a batch's events (from the Unix time in microseconds
-// at open, so a new leader's numbers follow its predecessor's). The control plane puts none in
-// its batches: its history goes to a store::MemoryEventSink (store/event_sink.h), which numbers
-// the same way, and lives in the control plane's memory and its log only.
+// Several documents at once: the API server has no transaction across objects, so
+// store::writeAll (store/write_set.h) writes them one object at a time and undoes the earlier
+// ones on a failure; this adapter has no atomic path.
+//
+// Events are not stored here: the control plane's history goes to a store::MemoryEventSink
+// (store/event_sink.h), and lives in the control plane's memory and its log only.
 //
 // Threading: calls are serialised on an internal mutex; the client is borrowed and must
 // outlive the store.
@@ -38,6 +43,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "store/state_store.h"
@@ -56,9 +63,14 @@ class KubeStateStore final : public store::StateStore {
   // the first loadAll() reports an unreachable or forbidding API server.
   KubeStateStore(KubeClient& client, std::string ns);
 
-  Result<store::CommitResult> commit(const store::Batch& batch) override;
+  Result<store::Version> put(std::string_view kind, std::string_view name, std::string_view json,
+                             const store::Precondition& pre = {}) override;
+  Result<void> remove(std::string_view kind, std::string_view name,
+                      const store::Precondition& pre = {}) override;
+  Result<std::optional<store::Document>> get(std::string_view kind,
+                                             std::string_view name) const override;
+  Result<std::vector<store::Document>> list(std::string_view kind) const override;
   Result<store::Snapshot> loadAll() const override;
-  Result<std::int64_t> compactEventsBefore(std::int64_t seq) override;
   std::string describe() const override;
   bool bookingsOnPods() const override { return true; }
 
@@ -84,17 +96,27 @@ class KubeStateStore final : public store::StateStore {
     std::string resourceVersion;  // ConfigMaps only
   };
   using Key = std::pair<std::string, std::string>;  // (kind, name)
-  Result<void> put(const Key& key, const std::string& json, bool mustNotExist);
-  Result<void> erase(const Key& key);
-  // Puts back `before` (nullopt: the document did not exist) after a failed batch.
-  Result<void> undo(const Key& key, const std::optional<Placed>& before);
+  struct Read {
+    store::Document doc;
+    Placed placed;
+  };
+  // The stored ConfigMaps matching `selector` (a label selector, URL-encoded).
+  Result<std::vector<Read>> readConfigMaps(const std::string& selector) const;
+  // The bookings of the pods that are bound (or pinned by a claim); `clearUnbound` clears
+  // the others' (best effort).
+  Result<std::vector<Read>> readBookings(bool clearUnbound) const;
+  // The booking on pod ns/name: nullopt when the pod holds none or is gone.
+  Result<std::optional<std::string>> podBooking(const std::string& ns,
+                                                const std::string& name) const;
+  Result<void> clearBooking(const std::string& ns, const std::string& name);
+  // Checks a precondition on a pod's booking against the pod as it is now.
+  Result<void> checkBooking(const std::string& ns, const std::string& name,
+                            const store::Precondition& pre) const;
 
   KubeClient& client_;
   std::string ns_;
   mutable std::mutex mu_;
-  mutable std::map<Key, Placed> seen_;  // what this store last read or wrote
-  std::int64_t nextSeq_;
-  std::int64_t revision_;
+  mutable std::map<Key, Placed> seen_;  // what this store last loaded or wrote
 };
 
 }  // namespace tessera::k8s

@@ -1,8 +1,9 @@
 // The control plane's state in the API server, through a real KubeClient against the test
 // API server: documents round-trip as ConfigMaps and pod annotations, a booking of a pod that
 // never bound is dropped (unless its DRA claim, or its claim from a template, pins the GPU), a
-// second writer's change is a conflict, a failed batch is undone, and a document that cannot be
-// read stops the load by name.
+// second writer's change is a conflict, each object's precondition is the API server's own
+// (409), a failed write set is undone object by object (and an undo that fails is named), and a
+// document that cannot be read stops the load by name.
 #include "k8s/kube_state_store.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 
 #include "k8s/kube_client.h"
 #include "k8s/testing/fake_apiserver.h"
+#include "store/write_set.h"
 
 namespace tessera::k8s {
 namespace {
@@ -60,16 +62,14 @@ TEST_F(KubeStateStoreTest, DocumentsRoundTripAsConfigMapsAndPodBookings) {
   ASSERT_TRUE(api.create("pods", storePod("llama-0", "n1")));
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
-  store::Batch batch;
-  batch.upsert("node", "n1", R"({"name":"n1","gpus":[{"type":"A100-80GB"}]})",
-               store::kMustNotExist);
-  batch.upsert("model", "meta-llama/Llama-3-8B", R"({"name":"meta-llama/Llama-3-8B"})");
-  batch.upsert("replica", "ml/llama-0", booking("ml", "llama-0", "n1"));
-  batch.upsert("replica", "r-1", R"({"id":"r-1","node":"n1"})");
-  batch.appendEvent("event", R"({"type":"Test"})");
-  auto done = store.commit(batch);
+  store::WriteSet batch;
+  batch.put("node", "n1", R"({"name":"n1","gpus":[{"type":"A100-80GB"}]})",
+            store::Precondition::mustNotExist());
+  batch.put("model", "meta-llama/Llama-3-8B", R"({"name":"meta-llama/Llama-3-8B"})");
+  batch.put("replica", "ml/llama-0", booking("ml", "llama-0", "n1"));
+  batch.put("replica", "r-1", R"({"id":"r-1","node":"n1"})");
+  auto done = store::writeAll(store, batch);
   ASSERT_TRUE(done) << done.error().message;
-  EXPECT_GT(done->lastEventSeq, 0);
 
   // The pod carries its booking; the rest are labelled ConfigMaps.
   const json p = *api.get("pods", "ml", "llama-0");
@@ -99,10 +99,10 @@ TEST_F(KubeStateStoreTest, DocumentsRoundTripAsConfigMapsAndPodBookings) {
                              }));
 
   // Deletes clear the pod's booking and remove the ConfigMap.
-  store::Batch gone;
+  store::WriteSet gone;
   gone.remove("replica", "ml/llama-0");
   gone.remove("replica", "r-1");
-  ASSERT_TRUE(fresh.commit(gone));
+  ASSERT_TRUE(store::writeAll(fresh, gone));
   const json cleared = *api.get("pods", "ml", "llama-0");
   EXPECT_FALSE(cleared["metadata"].value("labels", json::object()).contains("tessera.io/booked"));
   EXPECT_FALSE(
@@ -125,11 +125,11 @@ TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
   ASSERT_TRUE(api.create("pods", own));
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
-  store::Batch batch;
+  store::WriteSet batch;
   for (const char* name : {"bound", "unbound", "claimed", "templated"}) {
-    batch.upsert("replica", std::string("ml/") + name, booking("ml", name, "n1"));
+    batch.put("replica", std::string("ml/") + name, booking("ml", name, "n1"));
   }
-  ASSERT_TRUE(store.commit(batch));
+  ASSERT_TRUE(store::writeAll(store, batch));
 
   auto snap = KubeStateStore(*b, kNs).loadAll();
   ASSERT_TRUE(snap) << snap.error().message;
@@ -146,49 +146,49 @@ TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
 TEST_F(KubeStateStoreTest, AWriterThatHasNotSeenTheLatestVersionGetsAConflict) {
   KubeStateStore first(*a, kNs);
   ASSERT_TRUE(first.loadAll());
-  store::Batch create;
-  create.upsert("node", "n1", R"({"v":1})");
-  ASSERT_TRUE(first.commit(create));
+  store::WriteSet create;
+  create.put("node", "n1", R"({"v":1})");
+  ASSERT_TRUE(store::writeAll(first, create));
 
   // A second replica (a new leader) loads and changes it.
   KubeStateStore second(*b, kNs);
   ASSERT_TRUE(second.loadAll());
-  store::Batch change;
-  change.upsert("node", "n1", R"({"v":2})");
-  ASSERT_TRUE(second.commit(change));
+  store::WriteSet change;
+  change.put("node", "n1", R"({"v":2})");
+  ASSERT_TRUE(store::writeAll(second, change));
 
   // The first (deposed) one has not seen that version: its write is refused, not applied.
-  store::Batch stale;
-  stale.upsert("node", "n1", R"({"v":3})");
-  auto refused = first.commit(stale);
+  store::WriteSet stale;
+  stale.put("node", "n1", R"({"v":3})");
+  auto refused = store::writeAll(first, stale);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(refused.error().message.find("another writer"), std::string::npos)
       << refused.error().message;
   // So is a delete, and a create of what exists.
-  store::Batch del;
+  store::WriteSet del;
   del.remove("node", "n1");
-  EXPECT_EQ(first.commit(del).error().code, ErrorCode::kFailedPrecondition);
-  store::Batch again;
-  again.upsert("node", "n1", R"({"v":4})", store::kMustNotExist);
-  EXPECT_EQ(second.commit(again).error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(store::writeAll(first, del).error().code, ErrorCode::kFailedPrecondition);
+  store::WriteSet again;
+  again.put("node", "n1", R"({"v":4})", store::Precondition::mustNotExist());
+  EXPECT_EQ(store::writeAll(second, again).error().code, ErrorCode::kFailedPrecondition);
   EXPECT_EQ(documents(*KubeStateStore(*a, kNs).loadAll()).at("node n1"), R"({"v":2})");
 }
 
-TEST_F(KubeStateStoreTest, AFailedBatchIsUndoneObjectByObject) {
+TEST_F(KubeStateStoreTest, AFailedWriteSetIsUndoneObjectByObject) {
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
-  store::Batch first;
-  first.upsert("node", "n1", R"({"v":1})");
-  ASSERT_TRUE(store.commit(first));
+  store::WriteSet first;
+  first.put("node", "n1", R"({"v":1})");
+  ASSERT_TRUE(store::writeAll(store, first));
 
   // The last write fails (its pod does not exist): the new node and the changed one are put
   // back as they were.
-  store::Batch batch;
-  batch.upsert("node", "n1", R"({"v":2})");
-  batch.upsert("node", "n2", R"({"v":1})");
-  batch.upsert("replica", "ml/missing", booking("ml", "missing", "n1"));
-  auto failed = store.commit(batch);
+  store::WriteSet batch;
+  batch.put("node", "n1", R"({"v":2})");
+  batch.put("node", "n2", R"({"v":1})");
+  batch.put("replica", "ml/missing", booking("ml", "missing", "n1"));
+  auto failed = store::writeAll(store, batch);
   ASSERT_FALSE(failed);
   EXPECT_NE(failed.error().message.find("pod ml/missing"), std::string::npos)
       << failed.error().message;
@@ -197,21 +197,120 @@ TEST_F(KubeStateStoreTest, AFailedBatchIsUndoneObjectByObject) {
   EXPECT_EQ(docs.at("node n1"), R"({"v":1})");
 
   // And the store goes on from there: its versions are the undone ones.
-  store::Batch next;
-  next.upsert("node", "n1", R"({"v":5})");
-  auto ok = store.commit(next);
+  store::WriteSet next;
+  next.put("node", "n1", R"({"v":5})");
+  auto ok = store::writeAll(store, next);
   ASSERT_TRUE(ok) << ok.error().message;
 
   // A refused write (the API server down for writes) is undone the same way.
   api.refuseWrites(
       [](const std::string& resource, const json&) { return resource == "configmaps" ? 0 : 503; });
   ASSERT_TRUE(api.create("pods", storePod("p", "n1")));
-  store::Batch refused;
-  refused.upsert("node", "n3", R"({"v":1})");
-  refused.upsert("replica", "ml/p", booking("ml", "p", "n1"));
-  EXPECT_EQ(store.commit(refused).error().code, ErrorCode::kInternal);
+  store::WriteSet refused;
+  refused.put("node", "n3", R"({"v":1})");
+  refused.put("replica", "ml/p", booking("ml", "p", "n1"));
+  EXPECT_EQ(store::writeAll(store, refused).error().code, ErrorCode::kInternal);
   api.refuseWrites(nullptr);
   EXPECT_FALSE(documents(*KubeStateStore(*b, kNs).loadAll()).contains("node n3"));
+}
+
+// Per object, a precondition is the API server's: a create is a POST (409 when it exists), a
+// version to match rides on the PUT or the DELETE (409 when another writer changed it, and a
+// conflict too when it is gone), and the versions are the objects' resourceVersions.
+TEST_F(KubeStateStoreTest, EachWritesPreconditionIsTheApiServersConflict) {
+  using store::Precondition;
+  KubeStateStore first(*a, kNs);
+  KubeStateStore second(*b, kNs);
+  ASSERT_TRUE(first.loadAll());
+  ASSERT_TRUE(second.loadAll());
+  EXPECT_FALSE(first.get("node", "n1").value());
+
+  auto v1 = first.put("node", "n1", R"({"v":1})", Precondition::mustNotExist());
+  ASSERT_TRUE(v1) << v1.error().message;
+  auto read = second.get("node", "n1");
+  ASSERT_TRUE(read && *read) << (read ? "absent" : read.error().message);
+  EXPECT_EQ((*read)->json, R"({"v":1})");
+  EXPECT_EQ((*read)->version, *v1);  // the ConfigMap's resourceVersion
+  EXPECT_EQ((*api.get("configmaps", kNs,
+                      KubeStateStore::configMapName("node", "n1")))["metadata"]["resourceVersion"],
+            *v1);
+
+  // A create of what exists is a conflict, on either replica.
+  EXPECT_EQ(second.put("node", "n1", "{}", Precondition::mustNotExist()).error().code,
+            ErrorCode::kFailedPrecondition);
+  // The second replica changes it with the version it read...
+  auto v2 = second.put("node", "n1", R"({"v":2})", Precondition::matching(*v1));
+  ASSERT_TRUE(v2) << v2.error().message;
+  EXPECT_NE(*v2, *v1);
+  // ...after which the first one's version is stale: a put and a delete that name it conflict.
+  auto stale = first.put("node", "n1", R"({"v":3})", Precondition::matching(*v1));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kFailedPrecondition) << stale.error().message;
+  EXPECT_EQ(first.remove("node", "n1", Precondition::matching(*v1)).error().code,
+            ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(first.get("node", "n1").value()->json, R"({"v":2})");
+  // With the current version both go through.
+  auto v3 = first.put("node", "n1", R"({"v":3})", Precondition::matching(*v2));
+  ASSERT_TRUE(v3) << v3.error().message;
+  ASSERT_TRUE(second.remove("node", "n1", Precondition::matching(*v3)));
+  EXPECT_FALSE(first.get("node", "n1").value());
+  // A version to match on what is gone is a conflict; an unconditional delete is not.
+  EXPECT_EQ(first.put("node", "n1", "{}", Precondition::matching(*v3)).error().code,
+            ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(first.remove("node", "n1", Precondition::matching(*v3)).error().code,
+            ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(second.remove("node", "n1"));
+
+  // A booking on its pod: its version is the booking's, checked on the pod.
+  ASSERT_TRUE(api.create("pods", storePod("p", "n1")));
+  auto b1 = first.put("replica", "ml/p", booking("ml", "p", "n1"), Precondition::mustNotExist());
+  ASSERT_TRUE(b1) << b1.error().message;
+  EXPECT_EQ(second.get("replica", "ml/p").value()->version, *b1);
+  EXPECT_EQ(second.put("replica", "ml/p", booking("ml", "p", "n2"), Precondition::mustNotExist())
+                .error()
+                .code,
+            ErrorCode::kFailedPrecondition);
+  auto b2 = second.put("replica", "ml/p", booking("ml", "p", "n2"), Precondition::matching(*b1));
+  ASSERT_TRUE(b2) << b2.error().message;
+  EXPECT_EQ(first.remove("replica", "ml/p", Precondition::matching(*b1)).error().code,
+            ErrorCode::kFailedPrecondition);
+  ASSERT_TRUE(first.remove("replica", "ml/p", Precondition::matching(*b2)));
+  EXPECT_FALSE(second.get("replica", "ml/p").value());
+  const auto listed = first.list("node");
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_TRUE(listed->empty());
+}
+
+// When an undo fails too (the API server refuses it), the error says which objects are left
+// as the failed change wrote them; the ones that could be undone are.
+TEST_F(KubeStateStoreTest, AnUndoThatFailsIsNamed) {
+  KubeStateStore store(*a, kNs);
+  ASSERT_TRUE(store.loadAll());
+  ASSERT_TRUE(store.put("node", "n1", R"({"v":1})"));
+  // n3's write fails, and so does putting n1 back.
+  api.refuseWrites([](const std::string& resource, const json& body) {
+    if (resource != "configmaps" || !body.contains("data")) return 0;
+    const json& data = body["data"];
+    const bool n3 = data.value("name", "") == "n3";
+    const bool restoreN1 =
+        data.value("name", "") == "n1" && data.value("document", "") == R"({"v":1})";
+    return n3 || restoreN1 ? 503 : 0;
+  });
+  store::WriteSet writes;
+  writes.put("node", "n1", R"({"v":2})").put("node", "n2", "{}").put("node", "n3", "{}");
+  auto failed = store::writeAll(store, writes);
+  api.refuseWrites(nullptr);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::kInternal);
+  const std::string& m = failed.error().message;
+  EXPECT_NE(m.find("node n3"), std::string::npos) << m;
+  EXPECT_NE(m.find("undoing"), std::string::npos) << m;
+  EXPECT_NE(m.find("node n1:"), std::string::npos) << m;
+  EXPECT_EQ(m.find("node n2:"), std::string::npos) << m;
+  const auto docs = documents(*KubeStateStore(*b, kNs).loadAll());
+  EXPECT_EQ(docs.at("node n1"), R"({"v":2})");  // left as the failed change wrote it
+  EXPECT_FALSE(docs.contains("node n2"));       // undone
+  EXPECT_FALSE(docs.contains("node n3"));
 }
 
 TEST_F(KubeStateStoreTest, ADocumentThatCannotBeReadStopsTheLoadByName) {
@@ -231,18 +330,22 @@ TEST_F(KubeStateStoreTest, ADocumentThatCannotBeReadStopsTheLoadByName) {
   EXPECT_TRUE(api.get("configmaps", kNs, "tessera-node-broken"));
 }
 
-TEST_F(KubeStateStoreTest, MalformedBatchesAreRefusedBeforeAnyWrite) {
+TEST_F(KubeStateStoreTest, MalformedWritesAreRefusedBeforeAnyWrite) {
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
-  store::Batch twice;
-  twice.upsert("node", "n1", "{}").upsert("node", "n1", "{}");
-  EXPECT_EQ(store.commit(twice).error().code, ErrorCode::kInvalidArgument);
-  store::Batch revision;
-  revision.upsert("node", "n1", "{}", 7);
-  EXPECT_EQ(store.commit(revision).error().code, ErrorCode::kInvalidArgument);
-  store::Batch bad;
-  bad.upsert("node", "n1", "{");
-  EXPECT_EQ(store.commit(bad).error().code, ErrorCode::kInvalidArgument);
+  store::WriteSet twice;
+  twice.put("node", "n1", "{}").put("node", "n1", "{}");
+  EXPECT_EQ(store::writeAll(store, twice).error().code, ErrorCode::kInvalidArgument);
+  store::WriteSet createDelete;
+  createDelete.remove("node", "n1", store::Precondition::mustNotExist());
+  EXPECT_EQ(store::writeAll(store, createDelete).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store.remove("node", "n1", store::Precondition::mustNotExist()).error().code,
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store.put("node", "n1", "{").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store.put("", "n1", "{}").error().code, ErrorCode::kInvalidArgument);
+  store::WriteSet bad;
+  bad.put("node", "n1", "{");
+  EXPECT_EQ(store::writeAll(store, bad).error().code, ErrorCode::kInvalidArgument);
   EXPECT_TRUE(api.list("configmaps").empty());
 }
 
@@ -275,12 +378,12 @@ TEST_F(KubeStateStoreTest, AnUpgradeImportsTheSqliteDocumentsAndPutsBookingsOnTh
   ASSERT_TRUE(api.create("pods", storePod("pending", "")));
   // What the single-replica install kept: replica documents of pods carried no `pod` member.
   store::Snapshot old;
-  old.documents = {{"node", "n1", R"({"name":"n1"})", 3, 0},
-                   {"model", "m", R"({"name":"m"})", 4, 0},
-                   {"replica", "ml/bound", R"({"placement":{"node":"n1"}})", 5, 0},
-                   {"replica", "ml/pending", R"({"placement":{"node":"n1"}})", 6, 0},
-                   {"replica", "ml/deleted", R"({"placement":{"node":"n1"}})", 7, 0},
-                   {"replica", "chat-0", R"({"placement":{"node":"n1"}})", 8, 0}};
+  old.documents = {{"node", "n1", R"({"name":"n1"})", 3, 0, "3"},
+                   {"model", "m", R"({"name":"m"})", 4, 0, "4"},
+                   {"replica", "ml/bound", R"({"placement":{"node":"n1"}})", 5, 0, "5"},
+                   {"replica", "ml/pending", R"({"placement":{"node":"n1"}})", 6, 0, "6"},
+                   {"replica", "ml/deleted", R"({"placement":{"node":"n1"}})", 7, 0, "7"},
+                   {"replica", "chat-0", R"({"placement":{"node":"n1"}})", 8, 0, "8"}};
   KubeStateStore store(*a, kNs);
   ASSERT_TRUE(store.loadAll());
   auto report = store.importSnapshot(old);

@@ -88,7 +88,7 @@ TEST(Schema, MigratesAVersion1DatabaseKeepingItsData) {
   auto snap = (*store)->loadAll();
   ASSERT_TRUE(snap) << snap.error().message;
   ASSERT_EQ(snap->documents.size(), 2u);
-  EXPECT_EQ(snap->documents[0], (Document{"node", "n1", R"({"gpus":8})", 1, 1000}));
+  EXPECT_EQ(snap->documents[0], (Document{"node", "n1", R"({"gpus":8})", 1, 1000, "1"}));
   EXPECT_EQ(snap->revision, 2);
   ASSERT_EQ(snap->events.size(), 2u);
   EXPECT_EQ(snap->events[1], (Event{2, 2000, "ReplicaPlaced", R"({"replica":"r1"})"}));

@@ -1,29 +1,36 @@
 #pragma once
-// The port the control plane keeps its state through. Two adapters implement it:
-//  - store::Store: the embedded SQLite database (outside Kubernetes; a batch is one
-//    transaction, a batch's events are stored in the same transaction);
-//  - k8s::KubeStateStore: the Kubernetes API server (in a cluster; every document is one API
-//    object with its own resourceVersion, so a batch is written one object at a time, and a
-//    batch's events are numbered, not stored).
-// The control plane commits documents only: its event history goes to a store::EventSink
-// (store/event_sink.h) after the commit, best effort.
+// The port the control plane keeps its documents through: one object per call, each with an
+// opaque version. Two adapters implement it:
+//  - store::Store: the embedded SQLite database (outside Kubernetes); a document's version is
+//    the revision of the commit that last wrote it, in decimal;
+//  - k8s::KubeStateStore: the Kubernetes API server (in a cluster); a document is one API
+//    object and its version that object's resourceVersion (a booking kept on its pod: a hash
+//    of the booking, since kubelet changes the pod all the time).
+// The control plane writes documents only: its event history goes to a store::EventSink
+// (store/event_sink.h) after the write, best effort. Operations that change several documents
+// at once go through store::writeAll (store/write_set.h), written once above this port.
 //
-// What the control plane may rely on from either:
-//  - commit() succeeds only when every write of the batch was stored; on error the port has
-//    stored nothing of it (the Kubernetes adapter undoes the writes it made before the one
-//    that failed, and names any it could not undo);
-//  - kFailedPrecondition means a conflict (another writer changed or created the object first)
-//    and nothing else; kInvalidArgument a malformed batch; kInternal anything else (I/O, the
-//    API server unreachable);
-//  - loadAll() returns the documents as the last successful commit of each left them.
-//
-// Versions are per document and opaque to the control plane: it only ever asks "must not
-// exist yet" (kMustNotExist) or writes unconditionally; the adapters use their own versions to
-// refuse a write from a writer that has not seen the latest one (a deposed leader).
+// The contract, for every adapter:
+//  - put() stores one document and returns its new version; remove() deletes one (a missing
+//    document is not an error unless a version was required); get() reads one (nullopt when
+//    absent); list() every document of a kind; loadAll() every document (for a restart);
+//  - a Precondition says what the caller last saw: nothing (unconditional), "must not exist
+//    yet" (a create) or "must still have this version". A write whose precondition does not
+//    hold fails with kFailedPrecondition and writes nothing;
+//  - kFailedPrecondition means a conflict (another writer changed, created or deleted the
+//    object first) and nothing else; kInvalidArgument a malformed call (empty or odd kind or
+//    name, JSON that does not parse, a version the adapter never gives); kInternal anything
+//    else (I/O, the API server unreachable or refusing). On any error the object is as it was;
+//  - versions are opaque: compare them for equality, never order or parse them. A version is
+//    only ever passed back to the adapter that gave it.
+// An adapter may refuse an unconditional write as a conflict too, when it knows that the
+// writer has not seen the object's latest version (the Kubernetes adapter does: a deposed
+// leader's write gets 409).
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -31,14 +38,19 @@
 
 namespace tessera::store {
 
-// A stored document. `revision` is the revision of the commit that last wrote it (>= 1);
-// `updatedMs` is the store clock's time at that commit.
+// A document's version: opaque to the caller (see above).
+using Version = std::string;
+
+// A stored document. `version` is what a Precondition::matching() names to require this very
+// content. SQLite only: `revision` is the revision of the commit that last wrote it (>= 1; its
+// version in decimal) and `updatedMs` the store clock's time at that commit; 0 elsewhere.
 struct Document {
   std::string kind;
   std::string name;
   std::string json;
   std::int64_t revision = 0;
   Millis updatedMs = 0;
+  Version version;
 
   bool operator==(const Document&) const = default;
 };
@@ -54,13 +66,30 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
-// Expected revision meaning "the document must not exist yet" (a create).
+// Expected revision meaning "the document must not exist yet" (a create), in a store::Store
+// Batch.
 inline constexpr std::int64_t kMustNotExist = 0;
 
-// Writes committed together, all or nothing. Kinds and names must be non-empty (kinds: at most
-// 64 of [A-Za-z0-9._-]; names: at most 512 bytes of UTF-8, no control characters), every JSON
-// text must parse (and be at most 16 MiB), and a (kind, name) may appear at most once per batch;
-// otherwise commit() fails with kInvalidArgument and writes nothing.
+// What a write requires of the document it writes.
+struct Precondition {
+  enum class Kind { kNone, kMustNotExist, kMustMatch };
+  Kind kind = Kind::kNone;
+  Version version;  // kMustMatch only
+
+  static Precondition none() { return {}; }
+  static Precondition mustNotExist() { return {Kind::kMustNotExist, {}}; }
+  // The document must exist with exactly this version.
+  static Precondition matching(Version v) { return {Kind::kMustMatch, std::move(v)}; }
+  bool operator==(const Precondition&) const = default;
+};
+
+class WriteSet;  // store/write_set.h
+
+// store::Store's own batches (its tests, its crash test and its atomic write path): writes
+// committed together, all or nothing, in one transaction. Kinds and names must be non-empty (kinds:
+// at most 64 of [A-Za-z0-9._-]; names: at most 512 bytes of UTF-8, no control characters), every
+// JSON text must parse (and be at most 16 MiB), and a (kind, name) may appear at most once per
+// batch; otherwise commit() fails with kInvalidArgument and writes nothing.
 class Batch {
  public:
   struct Upsert {
@@ -129,16 +158,34 @@ struct Snapshot {
 class StateStore {
  public:
   virtual ~StateStore() = default;
-  virtual Result<CommitResult> commit(const Batch& batch) = 0;
+
+  // Writes one document (see the contract above); returns its new version.
+  virtual Result<Version> put(std::string_view kind, std::string_view name, std::string_view json,
+                              const Precondition& pre = {}) = 0;
+  // Deletes one document. Unconditional: a missing one is not an error. kMustMatch: it must
+  // exist with that version. kMustNotExist makes no sense here: kInvalidArgument.
+  virtual Result<void> remove(std::string_view kind, std::string_view name,
+                              const Precondition& pre = {}) = 0;
+  virtual Result<std::optional<Document>> get(std::string_view kind,
+                                              std::string_view name) const = 0;
+  // Every document of a kind, ordered by name.
+  virtual Result<std::vector<Document>> list(std::string_view kind) const = 0;
+  // Every document (Snapshot::documents, ordered by kind then name), for a restart; an
+  // adapter that keeps events fills those in too.
   virtual Result<Snapshot> loadAll() const = 0;
-  // Drops retained events before `seq` (a port that keeps no events removes nothing).
-  virtual Result<std::int64_t> compactEventsBefore(std::int64_t seq) = 0;
   // Where the state lives, for messages: a file path or "kubernetes:<server>/<namespace>".
   virtual std::string describe() const = 0;
   // Whether a pod's booking (a "replica" document with `pod`) is kept on the pod itself, so
   // that it can only be written once the pod exists: a pod booked before it is created (GPU
   // mode dra) is created carrying the document instead.
   virtual bool bookingsOnPods() const { return false; }
+
+  // An adapter that can write several documents in one transaction says so here, and
+  // store::writeAll then hands it a whole WriteSet: commitAtomically() stores every write of
+  // it or none (errors as for put(): a conflict on any write is kFailedPrecondition). The
+  // others are written one object at a time by writeAll.
+  virtual bool atomicWrites() const { return false; }
+  virtual Result<void> commitAtomically(const WriteSet& writes);
 };
 
 }  // namespace tessera::store

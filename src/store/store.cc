@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -14,6 +15,7 @@
 
 #include "store/internal/schema.h"
 #include "store/internal/sqlite.h"
+#include "store/write_set.h"
 
 namespace tessera::store {
 
@@ -152,6 +154,39 @@ Result<void> validate(const Batch& batch) {
     if (!problem.empty()) return bad("event", i, e.kind, problem);
   }
   return {};
+}
+
+Document document(std::string kind, std::string name, std::string json, std::int64_t revision,
+                  Millis updatedMs) {
+  Version version = std::to_string(revision);
+  return {std::move(kind), std::move(name), std::move(json),
+          revision,        updatedMs,       std::move(version)};
+}
+
+// A port precondition as a Batch's expected revision: the versions this store gives are its
+// revisions in decimal.
+Result<std::optional<std::int64_t>> expectedRevision(const Precondition& pre, bool remove,
+                                                     std::string_view kind, std::string_view name) {
+  switch (pre.kind) {
+    case Precondition::Kind::kNone:
+      return std::optional<std::int64_t>();
+    case Precondition::Kind::kMustNotExist:
+      if (remove) {
+        return fail(Error::invalid("store: delete " + label(kind, name) +
+                                   ": cannot require that the document does not exist"));
+      }
+      return std::optional<std::int64_t>(kMustNotExist);
+    case Precondition::Kind::kMustMatch:
+      break;
+  }
+  std::int64_t revision = 0;
+  const std::string& v = pre.version;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), revision);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || revision < 1) {
+    return fail(Error::invalid("store: " + label(kind, name) + ": version \"" + v +
+                               "\" is not one this store gives (a revision)"));
+  }
+  return std::optional<std::int64_t>(revision);
 }
 
 // Makes a newly created file's directory entry durable (SQLite syncs the directory for its
@@ -481,14 +516,53 @@ Result<std::int64_t> Store::appendEvent(std::string_view kind, std::string_view 
   return seq;
 }
 
-Result<Document> Store::get(std::string_view kind, std::string_view name) const {
+Result<Version> Store::put(std::string_view kind, std::string_view name, std::string_view json,
+                           const Precondition& pre) {
+  auto expected = expectedRevision(pre, /*remove=*/false, kind, name);
+  if (!expected) return fail(expected.error());
+  Batch batch;
+  batch.upsert(std::string(kind), std::string(name), std::string(json), *expected);
+  auto done = commit(batch);
+  if (!done) return fail(done.error());
+  return std::to_string(done->revision);
+}
+
+Result<void> Store::remove(std::string_view kind, std::string_view name, const Precondition& pre) {
+  auto expected = expectedRevision(pre, /*remove=*/true, kind, name);
+  if (!expected) return fail(expected.error());
+  Batch batch;
+  batch.remove(std::string(kind), std::string(name), *expected);
+  auto done = commit(batch);
+  if (!done) return fail(done.error());
+  return {};
+}
+
+Result<void> Store::commitAtomically(const WriteSet& writes) {
+  Batch batch;
+  for (const WriteSet::Write& w : writes.writes()) {
+    const bool remove = w.op == WriteSet::Write::Op::kRemove;
+    auto expected = expectedRevision(w.pre, remove, w.kind, w.name);
+    if (!expected) return fail(expected.error());
+    if (remove) {
+      batch.remove(w.kind, w.name, *expected);
+    } else {
+      batch.upsert(w.kind, w.name, w.json, *expected);
+    }
+  }
+  auto done = commit(batch);
+  if (!done) return fail(done.error());
+  return {};
+}
+
+Result<std::optional<Document>> Store::get(std::string_view kind, std::string_view name) const {
   std::lock_guard lock(impl_->mutex);
   Query q(impl_->getDoc.get());
   q.bind(1, kind).bind(2, name);
   const int rc = q.step();
-  if (rc == SQLITE_DONE) return fail(Error::notFound("store: no document " + label(kind, name)));
+  if (rc == SQLITE_DONE) return std::optional<Document>();
   if (rc != SQLITE_ROW) return fail(impl_->sqlError(rc, "cannot read " + label(kind, name)));
-  return Document{std::string(kind), std::string(name), q.textAt(0), q.int64At(1), q.int64At(2)};
+  return std::optional(
+      document(std::string(kind), std::string(name), q.textAt(0), q.int64At(1), q.int64At(2)));
 }
 
 Result<std::vector<Document>> Store::list(std::string_view kind) const {
@@ -498,7 +572,8 @@ Result<std::vector<Document>> Store::list(std::string_view kind) const {
   std::vector<Document> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
-    out.push_back({std::string(kind), q.textAt(0), q.textAt(1), q.int64At(2), q.int64At(3)});
+    out.push_back(
+        document(std::string(kind), q.textAt(0), q.textAt(1), q.int64At(2), q.int64At(3)));
   }
   if (rc != SQLITE_DONE) return fail(impl_->sqlError(rc, "cannot list " + std::string(kind)));
   return out;
@@ -531,7 +606,8 @@ Result<Snapshot> Store::loadAll() const {
     Query q(s.allDocs.get());
     int rc;
     while ((rc = q.step()) == SQLITE_ROW) {
-      snap.documents.push_back({q.textAt(0), q.textAt(1), q.textAt(2), q.int64At(3), q.int64At(4)});
+      snap.documents.push_back(
+          document(q.textAt(0), q.textAt(1), q.textAt(2), q.int64At(3), q.int64At(4)));
     }
     if (rc != SQLITE_DONE) return fail(s.sqlError(rc, "cannot read documents"));
   }

@@ -63,7 +63,7 @@ class Store final : public StateStore {
   // kInvalidArgument for a malformed batch (empty, bad kind/name/JSON, a key twice);
   // kFailedPrecondition for a revision conflict (and only for that); kInternal when SQLite
   // fails (I/O error, disk full, lock wait timed out).
-  Result<CommitResult> commit(const Batch& batch) override;
+  Result<CommitResult> commit(const Batch& batch);
 
   // Appends one event in a transaction of its own (no document, no revision), at the seq
   // max(lastEventSeq + 1, minSeq); returns the seq. store::SqliteEventSink's write: the
@@ -72,10 +72,21 @@ class Store final : public StateStore {
   Result<std::int64_t> appendEvent(std::string_view kind, std::string_view json, Millis timeMs,
                                    std::int64_t minSeq = 0);
 
-  // One document; kNotFound when absent.
-  Result<Document> get(std::string_view kind, std::string_view name) const;
+  // The port (store/state_store.h), one document per commit: a version is a revision in
+  // decimal, and a precondition an expected revision (a version that is not one a revision
+  // this store gives is kInvalidArgument).
+  Result<Version> put(std::string_view kind, std::string_view name, std::string_view json,
+                      const Precondition& pre = {}) override;
+  Result<void> remove(std::string_view kind, std::string_view name,
+                      const Precondition& pre = {}) override;
+  bool atomicWrites() const override { return true; }
+  // The whole set as one Batch: one transaction.
+  Result<void> commitAtomically(const WriteSet& writes) override;
+
+  // One document; nullopt when absent.
+  Result<std::optional<Document>> get(std::string_view kind, std::string_view name) const override;
   // Every document of a kind, ordered by name.
-  Result<std::vector<Document>> list(std::string_view kind) const;
+  Result<std::vector<Document>> list(std::string_view kind) const override;
   // Up to `limit` (1..10000) events with seq > afterSeq, optionally only those of `kind`.
   // kFailedPrecondition when events after `afterSeq` were compacted away (the reader has
   // missed some and must start over from loadAll()).
@@ -89,7 +100,7 @@ class Store final : public StateStore {
   // Removes the events with seq < `seq` (the documents are the snapshot they lead to);
   // returns how many were removed. `seq` may be at most lastEventSeq + 1. Compacting below
   // an earlier compaction point removes nothing.
-  Result<std::int64_t> compactEventsBefore(std::int64_t seq) override;
+  Result<std::int64_t> compactEventsBefore(std::int64_t seq);
 
   // Writes a consistent copy of the database to `path` (which must not exist), for backups.
   Result<void> backupTo(const std::string& path) const;

@@ -46,11 +46,11 @@ int main(int argc, char** argv) {
   if (!store) die(store.error().message);
   std::int64_t batch = 0;
   std::optional<std::int64_t> headRevision = kMustNotExist;
-  if (auto head = (*store)->get(testing::kHeadKind, testing::kHeadName)) {
-    batch = testing::headBatch(head->json);
-    headRevision = head->revision;
-  } else if (head.error().code != tessera::ErrorCode::kNotFound) {
-    die(head.error().message);
+  auto head = (*store)->get(testing::kHeadKind, testing::kHeadName);
+  if (!head) die(head.error().message);
+  if (*head) {
+    batch = testing::headBatch((*head)->json);
+    headRevision = (*head)->revision;
   }
 
   for (std::int64_t done = 0; maxBatches < 0 || done < maxBatches; ++done) {
