@@ -1,9 +1,14 @@
 // The control plane over a real store file: a restart restores exactly what was acknowledged,
 // reservations included; the books refuse a stored state that over-books what is booked by
-// request, and report one whose memory charges exceed a card.
+// request, and report one whose memory charges exceed a card; a change written one object at a
+// time is undone when a later write fails.
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
 
 #include "api/control_plane.h"
 #include "model/gpu_catalog.h"
@@ -389,6 +394,86 @@ TEST_F(PersistenceTest, ARefusedCommitRecordsNoEvent) {
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].first, before["lastSeq"].get<std::int64_t>() + 1);
   EXPECT_NE(p.metricsText().find("tessera_event_sink_errors_total 0"), std::string::npos);
+}
+
+// The SQLite store behind the one-object-at-a-time path (as the API server is): the
+// `failAt`-th put or remove from now on fails (0: none does).
+class OneByOneStore final : public store::testing::ForwardingStore {
+ public:
+  explicit OneByOneStore(store::Store& s) : ForwardingStore(s, /*atomic=*/false) {}
+  Result<store::Version> put(std::string_view kind, std::string_view name, std::string_view json,
+                             const store::Precondition& pre = {}) override {
+    TESSERA_RETURN_IF_ERROR(admit());
+    return ForwardingStore::put(kind, name, json, pre);
+  }
+  Result<void> remove(std::string_view kind, std::string_view name,
+                      const store::Precondition& pre = {}) override {
+    TESSERA_RETURN_IF_ERROR(admit());
+    return ForwardingStore::remove(kind, name, pre);
+  }
+  int failAt = 0;
+
+ private:
+  Result<void> admit() {
+    if (failAt > 0 && --failAt == 0) return fail(Error::internal("I/O error (test)"));
+    return {};
+  }
+};
+
+// An operation that writes several documents one object at a time (placing three replicas, a
+// forced removal of a node with its replicas) and whose later write fails leaves the store and
+// memory as they were: the earlier writes are undone, and a restart reads the same state.
+TEST_F(PersistenceTest, AChangeWrittenObjectByObjectIsUndoneWhenALaterWriteFails) {
+  json before;
+  std::map<std::string, std::string> stored;
+  // The view with its replicas by id (a node's forgotten removal puts them back in another
+  // order).
+  auto sorted = [](json v) {
+    std::sort(v["replicas"].begin(), v["replicas"].end(),
+              [](const json& x, const json& y) { return x["replica"] < y["replica"]; });
+    return v;
+  };
+  auto documents = [this] {
+    std::map<std::string, std::string> out;
+    const auto all = store_->loadAll();
+    EXPECT_TRUE(all) << all.error().message;
+    if (!all) return out;
+    for (const store::Document& d : all->documents) out[d.kind + "/" + d.name] = d.json;
+    return out;
+  };
+  {
+    auto s = store::Store::open(dir_.file("state.db"));
+    ASSERT_TRUE(s) << s.error().message;
+    store_ = std::move(*s);
+    OneByOneStore state(*store_);
+    auto created = ControlPlane::create(catalog_, clock_, config_, &state, nullptr);
+    ASSERT_TRUE(created) << created.error().message;
+    auto& p = **created;
+    ASSERT_TRUE(p.registerNode(node("n", 2, "A100-80GB")));
+    ASSERT_TRUE(p.putModel({{"name", "small"}, {"weightsMib", 9000}, {"computeMilli", 300}}));
+    ASSERT_TRUE(p.placeReplicas({{"name", "tiny"}, {"count", 3}, {"model", "small"}}));
+    before = view(p);
+    stored = documents();
+    ASSERT_EQ(stored.size(), 5u);  // the node, the model, three replicas
+
+    state.failAt = 2;  // the second of three replicas
+    EXPECT_FALSE(p.placeReplicas({{"name", "more"}, {"count", 3}, {"model", "small"}}));
+    EXPECT_EQ(view(p), before);
+    EXPECT_EQ(documents(), stored);
+
+    state.failAt = 3;  // the node goes, then the first replica, then the second fails
+    auto removed = p.removeNode("n", /*force=*/true);
+    ASSERT_FALSE(removed);
+    EXPECT_EQ(removed.error().code, ErrorCode::kInternal) << removed.error().message;
+    EXPECT_EQ(sorted(view(p)), sorted(before));
+    EXPECT_EQ(documents(), stored);
+    EXPECT_TRUE(p.state().checkInvariants());
+  }
+  auto p = open();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(sorted(view(*p)), sorted(before));
+  ASSERT_TRUE(p->removeNode("n", /*force=*/true));
+  EXPECT_EQ(documents().size(), 1u);  // the model
 }
 
 }  // namespace
