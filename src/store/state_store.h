@@ -26,6 +26,9 @@
 // An adapter may refuse an unconditional write as a conflict too, when it knows that the
 // writer has not seen the object's latest version (the Kubernetes adapter does: a deposed
 // leader's write gets 409).
+//
+// Threading: every adapter serialises its own calls and may be called from several threads;
+// two calls are not one transaction (store::writeAll says what several writes add up to).
 
 #include <cstdint>
 #include <optional>
