@@ -101,6 +101,17 @@ TEST_F(KubeStateStoreTest, DocumentsRoundTripAsConfigMapsAndPodBookings) {
                                return std::tie(x.kind, x.name) < std::tie(y.kind, y.name);
                              }));
 
+  // One kind at a time, by name: the replicas are the pod's booking and a ConfigMap.
+  auto replicas = fresh.list("replica");
+  ASSERT_TRUE(replicas) << replicas.error().message;
+  ASSERT_EQ(replicas->size(), 2u);
+  EXPECT_EQ((*replicas)[0].name, "ml/llama-0");
+  EXPECT_EQ((*replicas)[0].json, booking("ml", "llama-0", "n1"));
+  EXPECT_EQ((*replicas)[1].name, "r-1");
+  EXPECT_EQ((*replicas)[1].version, fresh.get("replica", "r-1").value()->version);
+  EXPECT_EQ(fresh.list("node")->size(), 1u);
+  EXPECT_TRUE(fresh.list("deployment")->empty());
+
   // Deletes clear the pod's booking and remove the ConfigMap.
   store::WriteSet gone;
   gone.remove("replica", "ml/llama-0");
