@@ -42,6 +42,7 @@
 
 #include "api/control_plane.h"
 #include "api/http_server.h"
+#include "api/json_api.h"
 #include "api/json_body.h"
 #include "common/clock.h"
 #include "k8s/pod.h"
@@ -152,7 +153,7 @@ void build(Fleet& f, int nodes) {
   must(plane.has_value(), "cannot create the control plane");
   f.plane = std::move(*plane);
   for (int i = 0; i < nodes; ++i) {
-    auto r = f.plane->registerNode(nodeBody(i));
+    auto r = tessera::api::json_api::registerNode(*f.plane, nodeBody(i));
     must(r.has_value(), r ? "" : r.error().message);
     f.names.push_back("node-" + std::to_string(i));
   }
@@ -162,7 +163,7 @@ void build(Fleet& f, int nodes) {
                         R"({"name":"phi-3b","weights":"7Gi","kvCache":"1Gi"})",
                         R"({"name":"llama-70b","weights":"131Gi","kvCache":"16Gi",
                             "gpusPerReplica":4})"}) {
-    auto r = f.plane->putModel(json::parse(m));
+    auto r = tessera::api::json_api::putModel(*f.plane, json::parse(m));
     must(r.has_value(), r ? "" : r.error().message);
   }
   // Book about a third of the fleet's GPU memory, in a fixed pseudo-random order of models,
@@ -173,7 +174,8 @@ void build(Fleet& f, int nodes) {
   for (int i = 0; i < target; ++i) {
     x = x * 6364136223846793005ULL + 1442695040888963407ULL;
     const char* m = models[(x >> 33) % 5];
-    auto r = f.plane->placeReplicas(
+    auto r = tessera::api::json_api::placeReplicas(
+        *f.plane,
         json{{"replicaId", "fill-" + std::to_string(i)},
              {"model", m},
              {"tolerations", json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}}})}});

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "fuzz_support.h"
 
 namespace {
@@ -33,24 +34,29 @@ struct Plane {
     auto must = [](const tessera::Result<json>& r, const char* what) {
       if (!r) tessera::fuzz::checkFailed(what, r.error().message, __FILE__, __LINE__);
     };
-    must(plane->registerNode(json::parse(
-             R"({"name":"n1","cpu":64,"hostMemory":"512Gi",
+    must(tessera::api::json_api::registerNode(*plane,
+                                              json::parse(
+                                                  R"({"name":"n1","cpu":64,"hostMemory":"512Gi",
                  "gpus":[{"type":"A100-80GB"},{"type":"A100-80GB"}]})")),
          "n1");
-    must(plane->registerNode(json::parse(
-             R"({"name":"n2","cpu":16,"hostMemory":"64Gi","gpus":[{"type":"T4"}],
+    must(tessera::api::json_api::registerNode(
+             *plane, json::parse(
+                         R"({"name":"n2","cpu":16,"hostMemory":"64Gi","gpus":[{"type":"T4"}],
                  "labels":{"pool":"edge"}})")),
          "n2");
-    must(plane->registerNode(json::parse(
-             R"({"name":"n3","cpu":96,"hostMemory":"1Ti",
+    must(tessera::api::json_api::registerNode(*plane,
+                                              json::parse(
+                                                  R"({"name":"n3","cpu":96,"hostMemory":"1Ti",
                  "gpus":{"type":"H100-80GB","count":4,"nvlinkGroups":1}})")),
          "n3");
-    must(plane->putModel(json::parse(R"({"name":"llama-7b","weights":"13Gi","kvCache":"4Gi"})")),
+    must(tessera::api::json_api::putModel(
+             *plane, json::parse(R"({"name":"llama-7b","weights":"13Gi","kvCache":"4Gi"})")),
          "llama-7b");
-    must(plane->putModel(
-             json::parse(R"({"name":"llama-70b","weights":"131Gi","gpusPerReplica":4})")),
+    must(tessera::api::json_api::putModel(
+             *plane, json::parse(R"({"name":"llama-70b","weights":"131Gi","gpusPerReplica":4})")),
          "llama-70b");
-    auto placed = plane->placeReplicas(json::parse(R"({"replicaId":"chat-0","model":"llama-7b"})"));
+    auto placed = tessera::api::json_api::placeReplicas(
+        *plane, json::parse(R"({"replicaId":"chat-0","model":"llama-7b"})"));
     if (!placed) {
       tessera::fuzz::checkFailed("place chat-0", placed.error().error.message, __FILE__, __LINE__);
     }
@@ -99,7 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   };
   step(
-      "registerNode", [&] { return cp.registerNode(*body); }, true);
+      "registerNode", [&] { return tessera::api::json_api::registerNode(cp, *body); }, true);
   std::string node = "n1";
   if (body->is_object()) {
     if (const auto it = body->find("name"); it != body->end() && it->is_string()) {
@@ -107,14 +113,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   step(
-      "heartbeat", [&] { return cp.heartbeat(node, *body); }, true);
+      "heartbeat", [&] { return tessera::api::json_api::heartbeat(cp, node, *body); }, true);
   step(
-      "putModel", [&] { return cp.putModel(*body); }, true);
+      "putModel", [&] { return tessera::api::json_api::putModel(cp, *body); }, true);
 
   {
     const std::string before = p.listings();
     const std::uint64_t generation = cp.state().generation();
-    auto r = cp.placeReplicas(*body);
+    auto r = tessera::api::json_api::placeReplicas(cp, *body);
     if (r) {
       checkAccepted(p, *r, "placeReplicas");
     } else {
@@ -125,7 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   {
     const std::string before = p.listings();
     const std::uint64_t generation = cp.state().generation();
-    auto r = cp.explain(*body);
+    auto r = tessera::api::json_api::explain(cp, *body);
     if (r) {
       tessera::fuzz::checkSerialises(*r, "explain");
       TESSERA_FUZZ_CHECK(p.listings() == before && cp.state().generation() == generation,

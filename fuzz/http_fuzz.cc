@@ -38,6 +38,7 @@
 
 #include "api/control_plane.h"
 #include "api/http_server.h"
+#include "api/json_api.h"
 #include "fuzz_support.h"
 #include "http_request.h"
 
@@ -59,7 +60,7 @@ struct Server {
       if (!ok) tessera::fuzz::checkFailed(what, error, __FILE__, __LINE__);
     };
     auto node = [&](const char* body, const char* what) {
-      auto r = plane->registerNode(json::parse(body));
+      auto r = tessera::api::json_api::registerNode(*plane, json::parse(body));
       must(r.has_value(), r ? "" : r.error().message, what);
     };
     node(R"({"name":"gpu-a","cpu":96,"hostMemory":"768Gi","labels":{"pool":"inference"},
@@ -67,7 +68,7 @@ struct Server {
          "gpu-a");
     node(R"({"name":"gpu-b","cpu":32,"hostMemory":"128Gi","gpus":[{"type":"L4"}]})", "gpu-b");
     auto model = [&](const char* body, const char* what) {
-      auto r = plane->putModel(json::parse(body));
+      auto r = tessera::api::json_api::putModel(*plane, json::parse(body));
       must(r.has_value(), r ? "" : r.error().message, what);
     };
     model(R"({"name":"llama-8b","weights":"8Gi","kvCache":"4Gi","overhead":"2Gi","computeMilli":400})",
@@ -75,10 +76,12 @@ struct Server {
     model(R"({"name":"llama-70b","weights":"120Gi","kvCache":"8Gi","gpusPerReplica":2,
               "nvlinkRequired":true,"priority":10})",
           "llama-70b");
-    auto placed = plane->placeReplicas(json::parse(R"({"replicaId":"chat-0","model":"llama-8b"})"));
+    auto placed = tessera::api::json_api::placeReplicas(
+        *plane, json::parse(R"({"replicaId":"chat-0","model":"llama-8b"})"));
     must(placed.has_value(), placed ? "" : placed.error().error.message, "chat-0");
-    auto deployment = plane->putDeployment(json::parse(
-        R"({"name":"assistant","model":"llama-8b","minReplicas":1,"maxReplicas":3})"));
+    auto deployment = tessera::api::json_api::putDeployment(
+        *plane,
+        json::parse(R"({"name":"assistant","model":"llama-8b","minReplicas":1,"maxReplicas":3})"));
     must(deployment.has_value(), deployment ? "" : deployment.error().message, "assistant");
 
     tessera::api::ServerConfig config;

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "common/clock.h"
 #include "model/gpu_catalog.h"
 #include "store/event_sink.h"
@@ -154,10 +155,12 @@ class Fleet {
 
   void setUp() {
     for (const json& m : models()) {
-      if (auto r = plane_->putModel(m); !r) die("model: " + r.error().message);
+      if (auto r = tessera::api::json_api::putModel(*plane_, m); !r)
+        die("model: " + r.error().message);
     }
     for (int i = 0; i < options_.nodes; ++i) {
-      if (auto r = plane_->registerNode(nodeBody(i)); !r) die("node: " + r.error().message);
+      if (auto r = tessera::api::json_api::registerNode(*plane_, nodeBody(i)); !r)
+        die("node: " + r.error().message);
     }
   }
 
@@ -174,8 +177,10 @@ class Fleet {
       const std::string model = pickModel(rng_) == 8 ? "model-tp2"
                                                      : "model-" + std::to_string(pickModel(rng_) % 8);
       intent('P', id);
-      const bool placed =
-          timed(placeMs_, [&] { return plane_->placeReplicas({{"replicaId", id}, {"model", model}}).has_value(); });
+      const bool placed = timed(placeMs_, [&] {
+        return tessera::api::json_api::placeReplicas(*plane_, {{"replicaId", id}, {"model", model}})
+            .has_value();
+      });
       if (!placed) {
         ack('N', id);  // refused: nothing booked
         continue;
@@ -270,7 +275,9 @@ class Fleet {
         gpus.push_back({{"id", rec.spec.id}, {"usedMib", rec.chargedMib},
                         {"utilization", rec.replicas.empty() ? 0.0 : 0.6}});
       }
-      timed(heartbeatMs_, [&] { return plane_->heartbeat(name, {{"gpus", gpus}}).has_value(); });
+      timed(heartbeatMs_, [&] {
+        return tessera::api::json_api::heartbeat(*plane_, name, {{"gpus", gpus}}).has_value();
+      });
     }
   }
 
@@ -289,7 +296,8 @@ class Fleet {
       std::erase(live_, id);
     }
     if (replace) {
-      if (plane_->removeNode(name, false)) (void)plane_->registerNode(nodeBody(i));  // best effort
+      if (plane_->removeNode(name, false))
+        (void)tessera::api::json_api::registerNode(*plane_, nodeBody(i));  // best effort
     } else {
       (void)plane_->setCordoned(name, false);  // best effort: the node may be gone
     }

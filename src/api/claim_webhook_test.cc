@@ -12,6 +12,7 @@
 
 #include "api/control_plane.h"
 #include "api/http_server.h"
+#include "api/json_api.h"
 #include "api/kube_fleet.h"
 #include "common/clock.h"
 #include "common/testing/eventually.h"
@@ -75,7 +76,7 @@ class ClaimWebhookTest : public ::testing::Test {
       for (int i = 0; i < gpus.second; ++i) {
         list.push_back({{"type", gpus.first}, {"uuid", uuidOf(node, i)}});
       }
-      ASSERT_TRUE(plane_->registerNode({{"name", node}, {"cpu", 64}, {"gpus", list}}));
+      ASSERT_TRUE(json_api::registerNode(*plane_, {{"name", node}, {"cpu", 64}, {"gpus", list}}));
     }
     ASSERT_TRUE(api_.start());
     k8s::KubeConfig kube;

@@ -69,6 +69,36 @@ json modelDocument(const model::ModelProfile& m) {
   return out;
 }
 
+json deploymentDocument(const DeploymentSpec& d) {
+  json out = {{"name", d.name}, {"model", d.model}};
+  if (d.version) out["version"] = *d.version;
+  if (d.placedByGiven) out["placedBy"] = d.placedByKubernetes ? "kubernetes" : "tessera";
+  if (d.minReplicas) out["minReplicas"] = *d.minReplicas;
+  if (d.maxReplicas) out["maxReplicas"] = *d.maxReplicas;
+  if (d.priority) out["priority"] = *d.priority;
+  if (d.sloTtftMs) out["sloTtftMs"] = *d.sloTtftMs;
+  if (d.autoscaling) {
+    const DeploymentSpec::Autoscaling& a = *d.autoscaling;
+    json scaling = json::object();
+    if (a.recommender) scaling["recommender"] = *a.recommender;
+    if (a.args) {
+      json args = json::object();
+      for (const auto& [key, value] : *a.args) args[key] = value;
+      scaling["args"] = std::move(args);
+    }
+    if (a.warmReplicas) scaling["warmReplicas"] = *a.warmReplicas;
+    if (a.syncPeriodSeconds) scaling["syncPeriodSeconds"] = *a.syncPeriodSeconds;
+    if (a.scaleUpStabilizationSeconds) {
+      scaling["scaleUpStabilizationSeconds"] = *a.scaleUpStabilizationSeconds;
+    }
+    if (a.scaleDownStabilizationSeconds) {
+      scaling["scaleDownStabilizationSeconds"] = *a.scaleDownStabilizationSeconds;
+    }
+    out["autoscaling"] = std::move(scaling);
+  }
+  return out;
+}
+
 json replicaDocument(const sched::ClusterState& state, const sched::Placement& p, bool loaded) {
   json gpus = json::array();
   for (const sched::GpuAssignment& a : p.gpus) {

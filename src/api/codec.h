@@ -4,6 +4,8 @@
 //   kind "node"     the node as registered, in the cluster file's `nodes[]` keys plus its
 //                   effective `rank` (so a restart keeps the tie-break order)
 //   kind "model"    a profile in the `models[]` keys
+//   kind "deployment"  the deployment as given (api/requests.h DeploymentSpec), in the keys
+//                   of POST /api/v1/deployments
 //   kind "replica"  {"placement": {...}, "loaded": bool, "placedAtUnixMs": int}: exactly
 //                   what was booked, GPUs named by node and GPU id, so a restart books the
 //                   same GPUs, and when (Unix time: the books' clock may not survive a boot),
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/requests.h"
 #include "common/result.h"
 #include "model/inventory.h"
 #include "model/workload.h"
@@ -25,6 +28,8 @@ namespace tessera::api {
 
 nlohmann::json nodeDocument(const model::NodeSpec& node, std::int64_t rank);
 nlohmann::json modelDocument(const model::ModelProfile& model);
+// The fields given, in the body's keys (read back by json_api::decodePutDeployment).
+nlohmann::json deploymentDocument(const DeploymentSpec& spec);
 nlohmann::json replicaDocument(const sched::ClusterState& state, const sched::Placement& p,
                                bool loaded);
 

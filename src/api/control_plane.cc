@@ -5,9 +5,8 @@
 #include <set>
 
 #include "api/codec.h"
-#include "api/device_pool_report.h"
+#include "api/json_api.h"
 #include "api/json_fields.h"
-#include "config/items.h"
 #include "config/loaders.h"
 #include "config/model_yaml.h"
 #include "config/seed.h"
@@ -19,31 +18,31 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kBody = "body";
-
-// A body is decoded by the file loaders' own per-item decoders (config/items.h), straight
-// from its JSON value: config::jsonToYaml builds the tree a YAML parser would have built from
-// the JSON text, in memory, and Field::tree reads it without lines. So a body obeys the rules
-// of docs/configuration.md to the letter (one copy of them), and its errors name the field
-// relative to the body ("gpus[1].type: ...", "body: ..." for the whole of it) as written, with
-// nothing to rewrite. A source-neutral view over both JSON and YAML was the other way; it would
-// have meant re-implementing every reader of config/yaml_field.h (quoting, null, integer vs
-// float spelling) for a second source, two places for one rule to drift apart.
-Result<model::ModelProfile> decodeModel(const json& body) {
-  if (!body.is_object()) return fail(Error::invalid("body: expected a model profile object"));
-  const YAML::Node tree = config::jsonToYaml(body);
-  return config::parseModelProfile(config::Field::tree(kBody, tree));
+// A stored model document, read as the API reads a body.
+Result<model::ModelProfile> decodeModel(const json& doc) {
+  auto model = json_api::decodePutModel(doc);
+  if (!model) return fail(model.error());
+  return std::move(model->profile);
 }
 
-// One replica request body (a `requests[]` entry), `count` expanded.
-Result<std::vector<model::PlacementRequest>> decodeRequest(
-    const json& body, const std::vector<model::ModelProfile>& known,
-    const model::GpuCatalog& catalog) {
-  if (!body.is_object()) return fail(Error::invalid("body: expected a replica request object"));
-  const YAML::Node tree = config::jsonToYaml(body);
-  return config::parseRequestEntry(config::Field::tree(kBody, tree), {&known}, &catalog);
+// The registered model a request names by name put into every request, or the error the files'
+// decoder gives for a model it does not know (config::resolveModel), naming the body's field.
+Result<void> resolveRegisteredModel(
+    PlaceReplicas& request, const std::map<std::string, model::ModelProfile, std::less<>>& models) {
+  if (!request.registeredModel) return {};
+  const auto it = models.find(*request.registeredModel);
+  if (it == models.end()) {
+    std::vector<model::ModelProfile> known;
+    for (const auto& [name, p] : models) known.push_back(p);
+    const YAML::Node tree = config::jsonToYaml(json{{"model", *request.registeredModel}});
+    auto resolved =
+        config::resolveModel(config::Field::tree("body", tree).child("model"), {&known});
+    return fail(resolved ? Error::internal("model " + *request.registeredModel + " resolved twice")
+                         : resolved.error());
+  }
+  for (model::PlacementRequest& r : request.requests) r.model = it->second;
+  return {};
 }
-
 
 const char* phaseName(sched::ReplicaPhase p) {
   return p == sched::ReplicaPhase::kLoaded ? "loaded" : "reserved";
@@ -260,14 +259,28 @@ Result<void> ControlPlane::loadCluster(const config::ClusterFile& file, const st
 // ---- nodes ---------------------------------------------------------------------------------
 
 Result<model::NodeSpec> ControlPlane::parseNode(const json& body) const {
-  if (!body.is_object()) return fail(Error::invalid("body: expected a node object"));
-  const YAML::Node tree = config::jsonToYaml(body);  // see decodeModel
-  return config::parseNodeEntry(config::Field::tree(kBody, tree), catalog_);
+  auto node = json_api::decodeRegisterNode(body, catalog_);
+  if (!node) return fail(node.error());
+  return std::move(node->spec);
 }
 
-Result<json> ControlPlane::registerNode(const json& body) {
-  auto spec = parseNode(body);
-  if (!spec) return fail(spec.error());
+std::optional<Error> ControlPlane::unknownNode(std::string_view node) const {
+  if (nodeSpecs_.contains(node)) return std::nullopt;
+  return Error::notFound("node " + std::string(node) + " is not registered");
+}
+
+std::optional<Error> ControlPlane::unknownReplica(std::string_view id) const {
+  if (state_.findReplica(id)) return std::nullopt;
+  return Error::notFound("replica " + std::string(id) + " is not placed");
+}
+
+std::optional<Error> ControlPlane::unknownDeployment(std::string_view name) const {
+  if (deployments_.contains(name)) return std::nullopt;
+  return Error::notFound("deployment " + std::string(name) + " does not exist");
+}
+
+Result<json> ControlPlane::registerNode(RegisterNode request) {
+  model::NodeSpec* spec = &request.spec;
   if (nodeSpecs_.contains(spec->name)) {
     return fail(Error::exists("node " + spec->name + " is already registered"));
   }
@@ -288,88 +301,51 @@ Result<json> ControlPlane::registerNode(const json& body) {
   return nodeJson(*state_.findNode(name));
 }
 
-Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
+Result<json> ControlPlane::heartbeat(std::string_view node, Heartbeat request) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"gpus", "cachedModels", "healthy", "devicePool"}));
-  std::optional<json> devicePool;
-  if (const json* pool = member(body, "devicePool"); pool != nullptr) {
-    auto parsed = parseDevicePool(*pool);
-    if (!parsed) return fail(parsed.error());
-    devicePool = std::move(*parsed);
-  }
-  // Validate everything before applying anything.
+  // Validate everything before applying anything: the codec checked the body's shape, the
+  // GPUs it names and their figures are checked against the node's cards here.
   std::vector<sched::GpuTelemetry> telemetry;
-  if (const json* gpus = member(body, "gpus"); gpus != nullptr) {
-    if (!gpus->is_array()) return fail(fieldError("gpus", "expected an array"));
-    for (std::size_t i = 0; i < gpus->size(); ++i) {
-      const json& g = (*gpus)[i];
-      const std::string path = "gpus[" + std::to_string(i) + "]";
-      TESSERA_RETURN_IF_ERROR(
-          onlyKeys(g, path, {"id", "usedMib", "utilization", "healthy", "replicaUsedMib"}));
-      sched::GpuTelemetry t;
-      t.node = std::string(node);
-      t.atMs = clock_.nowMs();
-      const auto id = g.find("id");
-      if (id == g.end() || !id->is_string()) return fail(fieldError(path + ".id", "required text"));
-      t.gpuId = id->get<std::string>();
-      const auto gid = state_.findGpu(node, t.gpuId);
-      if (!gid) {
-        return fail(fieldError(path + ".id",
-                               "node " + std::string(node) + " has no GPU \"" + t.gpuId + "\""));
-      }
-      // No slack: NVML's used never exceeds its total, which is the memory the agent registers
-      // the card with (a catalogue figure is the nominal size, at or above NVML's total). More
-      // than the card is a broken report, and would show as negative free memory.
-      const std::int64_t cardMib = state_.gpu(*gid).spec.memoryMib;
-      auto used = intField(g, "usedMib", path, 0, cardMib, 0);
-      if (!used) return fail(used.error());
-      t.usedMib = *used;
-      if (const auto u = g.find("utilization"); u != g.end()) {
-        if (!u->is_number() || u->get<double>() < 0 || u->get<double>() > 1) {
-          return fail(fieldError(path + ".utilization", "expected a number from 0 to 1"));
-        }
-        t.utilizationMilli = static_cast<std::int32_t>(u->get<double>() * 1000 + 0.5);
-      }
-      if (const auto h = g.find("healthy"); h != g.end()) {
-        if (!h->is_boolean()) return fail(fieldError(path + ".healthy", "expected true or false"));
-        t.healthy = h->get<bool>();
-      }
-      if (const auto r = g.find("replicaUsedMib"); r != g.end()) {
-        if (!r->is_object())
-          return fail(fieldError(path + ".replicaUsedMib", "expected an object"));
-        for (const auto& [rid, mib] : r->items()) {
-          if (!mib.is_number_integer() || mib.get<std::int64_t>() < 0 ||
-              mib.get<std::int64_t>() > cardMib) {
-            return fail(
-                fieldError(path + ".replicaUsedMib." + rid,
-                           "expected a MiB count from 0 to the card's " + std::to_string(cardMib)));
-          }
-          t.replicaUsedMib[rid] = mib.get<std::int64_t>();
-        }
-      }
-      telemetry.push_back(std::move(t));
+  for (std::size_t i = 0; i < request.gpus.size(); ++i) {
+    GpuReport& g = request.gpus[i];
+    const std::string path = "gpus[" + std::to_string(i) + "]";
+    sched::GpuTelemetry t;
+    t.node = std::string(node);
+    t.atMs = clock_.nowMs();
+    t.gpuId = std::move(g.id);
+    const auto gid = state_.findGpu(node, t.gpuId);
+    if (!gid) {
+      return fail(fieldError(path + ".id",
+                             "node " + std::string(node) + " has no GPU \"" + t.gpuId + "\""));
     }
+    // No slack: NVML's used never exceeds its total, which is the memory the agent registers
+    // the card with (a catalogue figure is the nominal size, at or above NVML's total). More
+    // than the card is a broken report, and would show as negative free memory.
+    const std::int64_t cardMib = state_.gpu(*gid).spec.memoryMib;
+    if (g.usedMib < 0 || g.usedMib > cardMib) {
+      return fail(fieldError(path + ".usedMib", "must be between 0 and " + std::to_string(cardMib) +
+                                                    ", got " + std::to_string(g.usedMib)));
+    }
+    t.usedMib = g.usedMib;
+    if (g.utilizationMilli) t.utilizationMilli = *g.utilizationMilli;
+    if (g.healthy) t.healthy = *g.healthy;
+    for (const auto& [rid, mib] : g.replicaUsedMib) {
+      if (!mib || *mib < 0 || *mib > cardMib) {
+        return fail(
+            fieldError(path + ".replicaUsedMib." + rid,
+                       "expected a MiB count from 0 to the card's " + std::to_string(cardMib)));
+      }
+      t.replicaUsedMib[rid] = *mib;
+    }
+    telemetry.push_back(std::move(t));
   }
   // Only what the heartbeat reports changes: a patch, not the registered spec put back.
   sched::NodePatched patch;
   patch.name = std::string(node);
-  if (const auto c = body.find("cachedModels"); c != body.end()) {
-    if (!c->is_array()) return fail(fieldError("cachedModels", "expected an array of names"));
-    patch.cachedModels.emplace();
-    for (std::size_t i = 0; i < c->size(); ++i) {
-      const json& m = (*c)[i];
-      if (!m.is_string()) {
-        return fail(fieldError("cachedModels[" + std::to_string(i) + "]", "expected a model name"));
-      }
-      patch.cachedModels->push_back(m.get<std::string>());
-    }
-  }
-  if (const auto h = body.find("healthy"); h != body.end()) {
-    if (!h->is_boolean()) return fail(fieldError("healthy", "expected true or false"));
-    patch.healthy = h->get<bool>();
-  }
+  patch.cachedModels = std::move(request.cachedModels);
+  patch.healthy = request.healthy;
   // Everything was checked above, so the events below cannot be refused half-way (the
   // books validate them again; a refusal there would be a bug, reported as such).
   if (patch.cachedModels || patch.healthy) {
@@ -389,9 +365,9 @@ Result<json> ControlPlane::heartbeat(std::string_view node, const json& body) {
     }
   }
   lastHeartbeatMs_[std::string(node)] = clock_.nowMs();
-  if (devicePool) {
-    (*devicePool)["reportedAtMs"] = clock_.nowMs();
-    devicePools_[std::string(node)] = std::move(*devicePool);
+  if (request.devicePool) {
+    (*request.devicePool)["reportedAtMs"] = clock_.nowMs();
+    devicePools_[std::string(node)] = std::move(*request.devicePool);
   }
   return json{{"node", std::string(node)}, {"gpus", telemetry.size()}};
 }
@@ -577,10 +553,8 @@ Result<json> ControlPlane::getNode(std::string_view node) const {
 
 // ---- models --------------------------------------------------------------------------------
 
-Result<json> ControlPlane::putModel(const json& body) {
-  auto decoded = decodeModel(body);
-  if (!decoded) return fail(decoded.error());
-  model::ModelProfile profile = std::move(*decoded);
+Result<json> ControlPlane::putModel(PutModel request) {
+  model::ModelProfile profile = std::move(request.profile);
   const std::string name = profile.name;
   const std::string message = std::to_string(profile.memoryPerGpuMib()) + " MiB per GPU";
   store::WriteSet batch;
@@ -656,12 +630,12 @@ json ControlPlane::listModels() const {
 
 // ---- replicas ------------------------------------------------------------------------------
 
-std::expected<json, DetailedError> ControlPlane::placeReplicas(const json& body) {
+std::expected<json, DetailedError> ControlPlane::placeReplicas(PlaceReplicas request) {
   auto bad = [](Error e) { return std::unexpected(DetailedError{std::move(e), nullptr}); };
-  std::vector<model::ModelProfile> known;
-  for (const auto& [name, p] : models_) known.push_back(p);
-  auto requests = decodeRequest(body, known, catalog_);
-  if (!requests) return bad(requests.error());
+  if (auto resolved = resolveRegisteredModel(request, models_); !resolved) {
+    return bad(resolved.error());
+  }
+  const std::vector<model::PlacementRequest>* requests = &request.requests;
   for (const auto& r : *requests) {
     if (state_.findReplica(r.replicaId)) {
       return bad(Error::exists("replica " + r.replicaId + " is already placed"));
@@ -788,12 +762,9 @@ Result<json> ControlPlane::getReplica(std::string_view id) const {
   return replicaJson(*r);
 }
 
-Result<json> ControlPlane::explain(const json& body) {
-  std::vector<model::ModelProfile> known;
-  for (const auto& [name, p] : models_) known.push_back(p);
-  auto requests = decodeRequest(body, known, catalog_);
-  if (!requests) return fail(requests.error());
-  const model::PlacementRequest& r = requests->front();
+Result<json> ControlPlane::explain(PlaceReplicas request) {
+  TESSERA_RETURN_IF_ERROR(resolveRegisteredModel(request, models_));
+  const model::PlacementRequest& r = request.requests.front();
   sched::DecideOptions opts;
   opts.explain = true;
   const sched::Decision d = engine_.decide(state_, r, opts);

@@ -1,14 +1,16 @@
 #pragma once
 // The control plane's state and operations, behind the HTTP API (api/http_server.h): the
 // cluster books (sched::ClusterState), the placement engine, model profiles, the Kubernetes
-// extender, a bounded event history and the metrics. Every operation takes and returns JSON
-// so that the API, the tests and `docs/api.md` speak one format.
+// extender, a bounded event history and the metrics.
 //
-// Bodies use the same keys as the YAML files (docs/configuration.md): a node is a `nodes[]`
-// entry, a model a `models[]` entry, a replica request a `requests[]` entry, each decoded from
-// its JSON value by the files' own decoders (config/items.h). Errors name the field relative
-// to the body ("gpus[1].type: unknown GPU type ...", "body: ..." for all of it). A refused
-// operation changes nothing.
+// Every mutating operation takes a typed request (api/requests.h), decoded from the API's JSON
+// body by the codec (api/json_api.h) before any lock is taken; the plane checks what depends
+// on its books (what a path names exists, a heartbeat's GPUs are the node's, a model named by
+// name is registered) with the API's error texts, naming the field relative to the body. It
+// answers with JSON views of what it changed, the same views as the reads (listNodes,
+// getNode, ...), built from the books while the caller holds the state lock: docs/api.md is
+// written in them, and a typed copy of the books would add a step and say nothing more. A
+// refused operation changes nothing.
 //
 // Threading: not thread-safe; api::Dispatcher (api/dispatcher.h) owns access from several
 // threads. Every mutating operation follows one write order: assume (apply the change to the
@@ -30,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/metrics.h"
+#include "api/requests.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "config/loaders.h"
@@ -95,8 +98,8 @@ class ControlPlane {
   Result<void> loadCluster(const config::ClusterFile& file, const std::string& source);
 
   // ---- nodes
-  Result<nlohmann::json> registerNode(const nlohmann::json& body);  // 201; 409 if it exists
-  Result<nlohmann::json> heartbeat(std::string_view node, const nlohmann::json& body);
+  Result<nlohmann::json> registerNode(RegisterNode request);  // 201; 409 if it exists
+  Result<nlohmann::json> heartbeat(std::string_view node, Heartbeat request);
   Result<nlohmann::json> setCordoned(std::string_view node, bool cordoned);
   // Cordons the node and drains every replica on it (drain, flush, free); deployments
   // replace them elsewhere at their next sync period.
@@ -106,7 +109,7 @@ class ControlPlane {
   Result<nlohmann::json> getNode(std::string_view node) const;
 
   // ---- models
-  Result<nlohmann::json> putModel(const nlohmann::json& body);
+  Result<nlohmann::json> putModel(PutModel request);
   nlohmann::json listModels() const;
   Result<nlohmann::json> getModel(std::string_view name) const;
   // Forgets a model profile; 409 while a deployment names it or a replica of it is placed.
@@ -114,15 +117,15 @@ class ControlPlane {
   std::optional<model::ModelProfile> findModel(std::string_view name) const;
 
   // ---- replicas
-  // Places every request the body expands to (a requests[] entry; `count` places several).
-  // All or nothing: when one does not fit, none is booked and the error's detail explains.
-  std::expected<nlohmann::json, DetailedError> placeReplicas(const nlohmann::json& body);
+  // Places every request (a requests[] entry expands to `count`). All or nothing: when one
+  // does not fit, none is booked and the error's detail explains.
+  std::expected<nlohmann::json, DetailedError> placeReplicas(PlaceReplicas request);
   Result<nlohmann::json> replicaLoaded(std::string_view id);
   Result<nlohmann::json> removeReplica(std::string_view id);
   nlohmann::json listReplicas() const;
   Result<nlohmann::json> getReplica(std::string_view id) const;
   // Why a request would or would not fit now, with every rejection; books nothing.
-  Result<nlohmann::json> explain(const nlohmann::json& body);
+  Result<nlohmann::json> explain(PlaceReplicas request);
 
   // ---- kube-scheduler extender (bind books, so it is persisted here)
   // With `outside` (the dispatcher's writeAround), the booking's store write and the Binding
@@ -155,7 +158,7 @@ class ControlPlane {
   // bookings swap GPUs (and devices) so that the books name the GPUs each pod really has;
   // with no such twin it is refused (409). 404: unknown node or replica; 409: the replica is on
   // another node or was not bound through the extender.
-  Result<nlohmann::json> confirmAllocation(std::string_view node, const nlohmann::json& body);
+  Result<nlohmann::json> confirmAllocation(std::string_view node, const ConfirmAllocation& request);
 
   // ---- deployments: replicas kept at what the autoscaler decides
   // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs, placedBy,
@@ -166,17 +169,18 @@ class ControlPlane {
   // controller's) the plane places and drains nothing itself: the autoscaler's count is what
   // the controller runs as pods, and the pods the extender binds with this deployment's name
   // (tessera.io/deployment) are its replicas; the ones not bound yet count as pending.
-  Result<nlohmann::json> putDeployment(const nlohmann::json& body);
+  Result<nlohmann::json> putDeployment(PutDeployment request);
   Result<nlohmann::json> deleteDeployment(std::string_view name);  // drains every replica
   nlohmann::json listDeployments() const;
   Result<nlohmann::json> getDeployment(std::string_view name) const;
   bool hasDeployment(std::string_view name) const { return deployments_.contains(name); }
   // Engine signals of one replica, as a scraper or the node agent reads them:
   // {waiting, running, kvCacheUsage, gpuUtilization, maxConcurrency, expectedReadyMs}.
-  Result<nlohmann::json> replicaSignals(std::string_view id, const nlohmann::json& body);
+  Result<nlohmann::json> replicaSignals(std::string_view id, const ReportReplicaSignals& request);
   // Deployment-wide signals from the router: {arrivalRatePerSec, meanServiceMs, ttftP99Ms,
   // meanPrefillMs, bufferedRequests}.
-  Result<nlohmann::json> deploymentSignals(std::string_view name, const nlohmann::json& body);
+  Result<nlohmann::json> deploymentSignals(std::string_view name,
+                                           const ReportDeploymentSignals& request);
 
   // ---- events, metrics, upkeep
   nlohmann::json events(std::int64_t after, std::size_t limit) const;
@@ -193,6 +197,14 @@ class ControlPlane {
   // OutsideLock is given); empty: in place. api::Dispatcher sets it to release its state lock
   // around the I/O when the caller is its writer.
   void setStoreIo(k8s::OutsideLock io) { storeIo_ = std::move(io); }
+
+  // The 404 an operation on this object answers before it looks at its request (the codec
+  // answers it too for a body that does not decode), or nullopt when it exists.
+  std::optional<Error> unknownNode(std::string_view node) const;
+  std::optional<Error> unknownReplica(std::string_view id) const;
+  std::optional<Error> unknownDeployment(std::string_view name) const;
+  // Immutable: the codec reads it with no lock held.
+  const model::GpuCatalog& catalog() const { return catalog_; }
 
   k8s::Extender& extender() { return *extender_; }
   const sched::ClusterState& state() const { return state_; }
@@ -248,7 +260,7 @@ class ControlPlane {
   void remember(std::int64_t seq, Millis timeMs, std::string type, std::string subject,
                 std::string message);
   std::int64_t rankOf(std::string_view node) const;
-  Result<model::NodeSpec> parseNode(const nlohmann::json& body) const;
+  Result<model::NodeSpec> parseNode(const nlohmann::json& body) const;  // a stored node
   nlohmann::json nodeJson(sched::NodeId id) const;
   nlohmann::json replicaJson(sched::ReplicaId id) const;
 
@@ -259,7 +271,7 @@ class ControlPlane {
     int priority = 0;
     std::optional<double> sloTtftMs;
     scale::AutoscalerConfig config;
-    nlohmann::json spec;  // as given: what the store keeps
+    DeploymentSpec spec;  // as given: what the store keeps
     std::unique_ptr<scale::Autoscaler> autoscaler;
     bool placedByKubernetes = false;  // placedBy: kubernetes (pods are the replicas)
     int desired = 0;
@@ -275,7 +287,9 @@ class ControlPlane {
         bufferedRequests;
     Millis signalsAtMs = -1;
   };
-  Result<std::unique_ptr<Deployment>> parseDeployment(const nlohmann::json& body) const;
+  // The deployment `spec` describes, its model registered.
+  Result<std::unique_ptr<Deployment>> makeDeployment(DeploymentSpec spec) const;
+  Result<std::unique_ptr<Deployment>> parseDeployment(const nlohmann::json& body) const;  // stored
   // Takes over the deployment's placed replicas (numbering); returns how many serve.
   int adopt(Deployment& d) const;
   void reconcile(Deployment& d, Millis now);

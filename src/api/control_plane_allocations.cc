@@ -56,32 +56,15 @@ Result<json> ControlPlane::nodeAllocations(std::string_view node) const {
   return json{{"node", std::string(node)}, {"allocations", std::move(out)}};
 }
 
-Result<json> ControlPlane::confirmAllocation(std::string_view node, const json& body) {
+Result<json> ControlPlane::confirmAllocation(std::string_view node,
+                                             const ConfirmAllocation& request) {
   const auto nodeId = state_.findNode(node);
   if (!nodeId || state_.node(*nodeId).removed) {
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
   }
-  if (!body.is_object()) return fail(Error::invalid("body: expected an object"));
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "", {"replica", "devices", "gpus"}));
-  const json* replica = member(body, "replica");
-  if (replica == nullptr || !replica->is_string() || replica->get<std::string>().empty()) {
-    return fail(fieldError("replica", "required text"));
-  }
-  auto names = [](const json* list, const char* field) -> Result<std::vector<std::string>> {
-    std::vector<std::string> out;
-    if (list == nullptr) return out;
-    if (!list->is_array()) return fail(fieldError(field, "expected an array of text"));
-    for (const json& x : *list) {
-      if (!x.is_string()) return fail(fieldError(field, "expected an array of text"));
-      out.push_back(x.get<std::string>());
-    }
-    return out;
-  };
-  auto devices = names(member(body, "devices"), "devices");
-  if (!devices) return fail(devices.error());
-  auto gpus = names(member(body, "gpus"), "gpus");
-  if (!gpus) return fail(gpus.error());
-  const std::string id = replica->get<std::string>();
+  const std::vector<std::string>* devices = &request.devices;
+  const std::vector<std::string>* gpus = &request.gpus;
+  const std::string id = request.replica;
   const auto rid = state_.findReplica(id);
   if (!rid) return fail(Error::notFound("replica " + id + " is not placed"));
   const auto alloc = podAllocations_.find(id);

@@ -9,8 +9,8 @@
 
 #include "api/codec.h"
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "api/json_fields.h"
-#include "common/names.h"
 #include "sched/state_json.h"
 
 namespace tessera::api {
@@ -18,27 +18,6 @@ namespace tessera::api {
 using nlohmann::json;
 
 namespace {
-
-Result<int> readInt(const json& obj, std::string_view key, int min, int max, int fallback) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer() || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max) {
-    return fail(fieldError(
-        key, "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max)));
-  }
-  return it->get<int>();
-}
-
-Result<std::optional<double>> readNumber(const json& obj, std::string_view key, double min,
-                                         double max) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return std::optional<double>();
-  if (!it->is_number() || it->get<double>() < min || it->get<double>() > max) {
-    return fail(fieldError(
-        key, "expected a number from " + std::to_string(min) + " to " + std::to_string(max)));
-  }
-  return std::optional<double>(it->get<double>());
-}
 
 // "<deployment>-<n>" → n, or -1.
 int replicaIndex(std::string_view deployment, std::string_view id) {
@@ -54,95 +33,35 @@ int replicaIndex(std::string_view deployment, std::string_view id) {
 
 }  // namespace
 
-Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
-    const json& body) const {
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "",
-                                   {"name", "model", "version", "minReplicas", "maxReplicas",
-                                    "priority", "sloTtftMs", "autoscaling", "placedBy"}));
-  auto d = std::make_unique<Deployment>();
-  const auto name = body.find("name");
-  if (name == body.end() || !name->is_string()) return fail(fieldError("name", "required text"));
-  // A subdomain of at most 63 characters: a label value on the pods it runs, and the stem of its
-  // replicas' ids.
-  if (auto why = checkName(name->get<std::string>(), NameKind::kSubdomain, 63)) {
-    return fail(fieldError("name", *why));
-  }
-  d->name = name->get<std::string>();
-  const auto model = body.find("model");
-  if (model == body.end() || !model->is_string()) return fail(fieldError("model", "required text"));
-  d->model = model->get<std::string>();
-  if (!models_.contains(d->model)) {
-    return fail(fieldError("model", "unknown model \"" + d->model +
+Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::makeDeployment(
+    DeploymentSpec spec) const {
+  const auto model = models_.find(spec.model);
+  if (model == models_.end()) {
+    return fail(fieldError("model", "unknown model \"" + spec.model +
                                         "\" (register it with POST /api/v1/models first)"));
   }
-  if (const auto v = body.find("version"); v != body.end()) {
-    if (!v->is_string()) return fail(fieldError("version", "expected text"));
-    d->version = v->get<std::string>();
-  }
-  if (const auto p = body.find("placedBy"); p != body.end() && !p->is_null()) {
-    if (!p->is_string() || (*p != "tessera" && *p != "kubernetes")) {
-      return fail(fieldError("placedBy", "expected \"tessera\" or \"kubernetes\""));
-    }
-    d->placedByKubernetes = *p == "kubernetes";
-  }
-  auto minR = readInt(body, "minReplicas", 0, 1000, 1);
-  if (!minR) return fail(minR.error());
-  auto maxR = readInt(body, "maxReplicas", 1, 1000, std::max(*minR, 10));
-  if (!maxR) return fail(maxR.error());
-  if (*maxR < *minR) return fail(fieldError("maxReplicas", "must be at least minReplicas"));
-  auto prio = readInt(body, "priority", -1000000, 1000000, models_.at(d->model).priority);
-  if (!prio) return fail(prio.error());
-  auto slo = readNumber(body, "sloTtftMs", 1, 3.6e6);
-  if (!slo) return fail(slo.error());
-  d->minReplicas = *minR;
-  d->maxReplicas = *maxR;
-  d->priority = *prio;
-  d->sloTtftMs = *slo;
-
-  scale::AutoscalerConfig& c = d->config;
-  c.minReplicas = d->minReplicas;
-  c.maxReplicas = d->maxReplicas;
-  if (const auto a = body.find("autoscaling"); a != body.end() && !a->is_null()) {
-    TESSERA_RETURN_IF_ERROR(
-        onlyKeys(*a, "autoscaling",
-                 {"recommender", "args", "warmReplicas", "syncPeriodSeconds",
-                  "scaleUpStabilizationSeconds", "scaleDownStabilizationSeconds"}));
-    if (const auto r = a->find("recommender"); r != a->end()) {
-      if (!r->is_string()) return fail(fieldError("autoscaling.recommender", "expected text"));
-      c.recommender = r->get<std::string>();
-    }
-    if (const auto args = a->find("args"); args != a->end()) {
-      if (!args->is_object()) return fail(fieldError("autoscaling.args", "expected an object"));
-      for (const auto& [k, v] : args->items()) {
-        if (!v.is_number()) return fail(fieldError("autoscaling.args." + k, "expected a number"));
-        c.args.emplace_back(k, v.get<double>());
-      }
-    }
-    auto warm = readInt(*a, "warmReplicas", 0, 1000, 0);
-    auto sync = readInt(*a, "syncPeriodSeconds", 1, 3600, 15);
-    auto up = readInt(*a, "scaleUpStabilizationSeconds", 0, 3600, -1);
-    auto down = readInt(*a, "scaleDownStabilizationSeconds", 0, 3600, -1);
-    for (auto* r : {&warm, &sync, &up, &down}) {
-      if (!*r) return fail(Error::invalid("autoscaling." + r->error().message));
-    }
-    c.warmReplicas = *warm;
-    c.syncPeriodSeconds = *sync;
-    if (*up >= 0) c.behavior.scaleUp.stabilizationWindowSeconds = *up;
-    if (*down >= 0) c.behavior.scaleDown.stabilizationWindowSeconds = *down;
-  }
-  // The deployment's SLO is what tessera's recommender sizes the prefill stage against, as the
-  // simulator tells it; an explicit argument wins.
-  const auto hasArg = [&](std::string_view key) {
-    return std::any_of(c.args.begin(), c.args.end(), [&](const auto& a) { return a.first == key; });
-  };
-  if (c.recommender == "tessera" && d->sloTtftMs && !hasArg("sloTtftMs")) {
-    c.args.emplace_back("sloTtftMs", *d->sloTtftMs);
-  }
-  auto scaler = scale::Autoscaler::create(c);
+  auto d = std::make_unique<Deployment>();
+  d->name = spec.name;
+  d->model = spec.model;
+  d->version = spec.version.value_or("");
+  d->placedByKubernetes = spec.placedByKubernetes;
+  d->minReplicas = spec.effectiveMinReplicas();
+  d->maxReplicas = spec.effectiveMaxReplicas();
+  d->priority = spec.priority.value_or(model->second.priority);
+  d->sloTtftMs = spec.sloTtftMs;
+  d->config = spec.autoscalerConfig();
+  auto scaler = scale::Autoscaler::create(d->config);
   if (!scaler) return fail(Error::invalid("autoscaling: " + scaler.error().message));
   d->autoscaler = std::move(*scaler);
-  d->spec = body;
+  d->spec = std::move(spec);
   return d;
+}
+
+Result<std::unique_ptr<ControlPlane::Deployment>> ControlPlane::parseDeployment(
+    const json& body) const {
+  auto request = json_api::decodePutDeployment(body);
+  if (!request) return fail(request.error());
+  return makeDeployment(std::move(request->spec));
 }
 
 int ControlPlane::adopt(Deployment& d) const {
@@ -156,15 +75,15 @@ int ControlPlane::adopt(Deployment& d) const {
   return serving;
 }
 
-Result<json> ControlPlane::putDeployment(const json& body) {
-  auto parsed = parseDeployment(body);
-  if (!parsed) return fail(parsed.error());
-  std::unique_ptr<Deployment> d = std::move(*parsed);
+Result<json> ControlPlane::putDeployment(PutDeployment request) {
+  auto made = makeDeployment(std::move(request.spec));
+  if (!made) return fail(made.error());
+  std::unique_ptr<Deployment> d = std::move(*made);
   const scale::AutoscalerConfig& c = d->config;
   const auto existing = deployments_.find(d->name);
   const bool update = existing != deployments_.end();
   store::WriteSet batch;
-  batch.put("deployment", d->name, body.dump());
+  batch.put("deployment", d->name, deploymentDocument(d->spec).dump());
   // Keep what the running deployment knows: its replica numbering and current target.
   const int serving = adopt(*d);
   d->desired =
@@ -447,63 +366,33 @@ void ControlPlane::advanceDrains(Millis now) {
   }
 }
 
-Result<json> ControlPlane::replicaSignals(std::string_view id, const json& body) {
-  if (!state_.findReplica(id)) {
-    return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
-  }
-  TESSERA_RETURN_IF_ERROR(
-      onlyKeys(body, "",
-               {"waiting", "running", "kvCacheUsage", "gpuUtilization", "computeActive",
-                "prefillsPerSec", "maxConcurrency", "expectedReadyMs"}));
-  auto waiting = readNumber(body, "waiting", 0, 1e9);
-  auto running = readNumber(body, "running", 0, 1e9);
-  auto kv = readNumber(body, "kvCacheUsage", 0, 1);
-  auto gpu = readNumber(body, "gpuUtilization", 0, 1);
-  auto compute = readNumber(body, "computeActive", 0, 1);
-  auto prefills = readNumber(body, "prefillsPerSec", 0, 1e9);
-  auto maxC = readInt(body, "maxConcurrency", 0, 1'000'000, -1);
-  auto ready = readNumber(body, "expectedReadyMs", 0, 9e15);
-  for (auto* r : {&waiting, &running, &kv, &gpu, &compute, &prefills, &ready}) {
-    if (!*r) return fail(r->error());
-  }
-  if (!maxC) return fail(maxC.error());
+Result<json> ControlPlane::replicaSignals(std::string_view id,
+                                          const ReportReplicaSignals& request) {
+  if (auto missing = unknownReplica(id)) return fail(std::move(*missing));
   ReplicaRuntime& rt = runtime_[std::string(id)];
-  rt.signals.waiting = *waiting;
-  rt.signals.running = *running;
-  rt.signals.kvCacheUsage = *kv;
-  rt.signals.gpuUtilization = *gpu;
-  rt.signals.computeActive = *compute;
-  rt.signals.prefillsPerSec = *prefills;
-  if (*maxC >= 0) rt.signals.maxConcurrency = *maxC;
-  if (*ready) rt.expectedReadyMs = static_cast<Millis>(**ready);
+  rt.signals.waiting = request.waiting;
+  rt.signals.running = request.running;
+  rt.signals.kvCacheUsage = request.kvCacheUsage;
+  rt.signals.gpuUtilization = request.gpuUtilization;
+  rt.signals.computeActive = request.computeActive;
+  rt.signals.prefillsPerSec = request.prefillsPerSec;
+  if (request.maxConcurrency) rt.signals.maxConcurrency = *request.maxConcurrency;
+  if (request.expectedReadyMs) rt.expectedReadyMs = static_cast<Millis>(*request.expectedReadyMs);
   rt.signalsAtMs = clock_.nowMs();
   return json{{"replica", std::string(id)}, {"accepted", true}};
 }
 
-Result<json> ControlPlane::deploymentSignals(std::string_view name, const json& body) {
+Result<json> ControlPlane::deploymentSignals(std::string_view name,
+                                             const ReportDeploymentSignals& request) {
   const auto it = deployments_.find(name);
-  if (it == deployments_.end()) {
-    return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
-  }
-  TESSERA_RETURN_IF_ERROR(onlyKeys(body, "body",
-                                   {"arrivalRatePerSec", "meanServiceMs", "ttftP99Ms",
-                                    "meanPrefillMs", "prefillP99Ms", "bufferedRequests"}));
-  auto rate = readNumber(body, "arrivalRatePerSec", 0, 1e9);
-  auto service = readNumber(body, "meanServiceMs", 0, 1e9);
-  auto ttft = readNumber(body, "ttftP99Ms", 0, 1e9);
-  auto prefill = readNumber(body, "meanPrefillMs", 0, 1e9);
-  auto prefillP99 = readNumber(body, "prefillP99Ms", 0, 1e9);
-  auto buffered = readNumber(body, "bufferedRequests", 0, 1e9);
-  for (auto* r : {&rate, &service, &ttft, &prefill, &prefillP99, &buffered}) {
-    if (!*r) return fail(r->error());
-  }
+  if (it == deployments_.end()) return fail(*unknownDeployment(name));
   Deployment& d = *it->second;
-  d.arrivalRatePerSec = *rate;
-  d.meanServiceMs = *service;
-  d.ttftP99Ms = *ttft;
-  d.meanPrefillMs = *prefill;
-  d.prefillP99Ms = *prefillP99;
-  d.bufferedRequests = *buffered;
+  d.arrivalRatePerSec = request.arrivalRatePerSec;
+  d.meanServiceMs = request.meanServiceMs;
+  d.ttftP99Ms = request.ttftP99Ms;
+  d.meanPrefillMs = request.meanPrefillMs;
+  d.prefillP99Ms = request.prefillP99Ms;
+  d.bufferedRequests = request.bufferedRequests;
   d.signalsAtMs = clock_.nowMs();
   return json{{"deployment", std::string(name)}, {"accepted", true}};
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
 #include "store/testing/temp_dir.h"
@@ -27,8 +28,8 @@ class DeploymentTest : public ::testing::Test {
     for (int n = 0; n < nodes; ++n) {
       json list = json::array();
       for (int g = 0; g < gpus; ++g) list.push_back({{"type", "A100-80GB"}});
-      ASSERT_TRUE(plane_->registerNode(
-          {{"name", "node-" + std::to_string(n)}, {"cpu", 128}, {"gpus", list}}));
+      ASSERT_TRUE(json_api::registerNode(
+          *plane_, {{"name", "node-" + std::to_string(n)}, {"cpu", 128}, {"gpus", list}}));
     }
   }
   json status(const std::string& d) { return (*plane_->getDeployment(d))["status"]; }
@@ -44,10 +45,11 @@ class DeploymentTest : public ::testing::Test {
       if (r["phase"] == "reserved") {
         ASSERT_TRUE(plane_->replicaLoaded(id));
       }
-      ASSERT_TRUE(plane_->replicaSignals(id, {{"waiting", waiting},
-                                              {"running", running},
-                                              {"kvCacheUsage", 0.3},
-                                              {"gpuUtilization", 0.6}}));
+      ASSERT_TRUE(json_api::replicaSignals(*plane_, id,
+                                           {{"waiting", waiting},
+                                            {"running", running},
+                                            {"kvCacheUsage", 0.3},
+                                            {"gpuUtilization", 0.6}}));
     }
   }
   // Ticks once a second for `seconds`.
@@ -73,8 +75,9 @@ json hpaDeployment(int min, int max) {
 
 TEST_F(DeploymentTest, QueueDepthScalesUpThenIdleScalesDownThroughDrains) {
   addNodes(2, 4);
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
-  auto created = plane_->putDeployment(hpaDeployment(2, 6));
+  ASSERT_TRUE(json_api::putModel(
+      *plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+  auto created = json_api::putDeployment(*plane_, hpaDeployment(2, 6));
   ASSERT_TRUE(created) << created.error().message;
   EXPECT_EQ(status("chat")["desired"], 2);
   EXPECT_EQ(status("chat")["loading"], 2);  // placed at once, weights loading
@@ -119,10 +122,11 @@ TEST_F(DeploymentTest, QueueDepthScalesUpThenIdleScalesDownThroughDrains) {
 // "-pending-" counts its replicas as placed and stays within maxReplicas.
 TEST_F(DeploymentTest, ANameHoldingPendingIsJustAName) {
   addNodes(4, 8);
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+  ASSERT_TRUE(json_api::putModel(
+      *plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
   json spec = hpaDeployment(1, 3);
   spec["name"] = "chat-pending-x";
-  ASSERT_TRUE(plane_->putDeployment(spec));
+  ASSERT_TRUE(json_api::putDeployment(*plane_, spec));
   for (int i = 0; i < 24; ++i) {
     everyReplicaLoadedAndReporting("chat-pending-x", 20, 8);
     run(5);
@@ -135,19 +139,20 @@ TEST_F(DeploymentTest, ANameHoldingPendingIsJustAName) {
 
 TEST_F(DeploymentTest, RouterPrefillTimeReachesTessera) {
   addNodes(2, 4);
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
-  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
-                                     {"model", "llama-8b"},
-                                     {"minReplicas", 1},
-                                     {"maxReplicas", 6},
-                                     {"autoscaling", {{"recommender", "tessera"}}}}));
+  ASSERT_TRUE(json_api::putModel(
+      *plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+  ASSERT_TRUE(json_api::putDeployment(*plane_, {{"name", "chat"},
+                                                {"model", "llama-8b"},
+                                                {"minReplicas", 1},
+                                                {"maxReplicas", 6},
+                                                {"autoscaling", {{"recommender", "tessera"}}}}));
   ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
   auto report = [&](std::optional<double> prefillMs) {
-    ASSERT_TRUE(plane_->replicaSignals("chat-0",
-                                       {{"waiting", 0}, {"running", 2}, {"maxConcurrency", 100}}));
+    ASSERT_TRUE(json_api::replicaSignals(
+        *plane_, "chat-0", {{"waiting", 0}, {"running", 2}, {"maxConcurrency", 100}}));
     json router = {{"arrivalRatePerSec", 2.6}, {"meanServiceMs", 2000}, {"ttftP99Ms", 1500}};
     if (prefillMs) router["meanPrefillMs"] = *prefillMs;
-    ASSERT_TRUE(plane_->deploymentSignals("chat", router));
+    ASSERT_TRUE(json_api::deploymentSignals(*plane_, "chat", router));
   };
   // Concurrency alone: 2.6/s × 2 s = 5.2 in service of 80 → 1.
   report(std::nullopt);
@@ -158,13 +163,13 @@ TEST_F(DeploymentTest, RouterPrefillTimeReachesTessera) {
   report(750);
   run(15);
   EXPECT_EQ(status("chat")["desired"], 5);
-  EXPECT_FALSE(plane_->deploymentSignals("chat", {{"meanPrefillMs", -1}}));
+  EXPECT_FALSE(json_api::deploymentSignals(*plane_, "chat", {{"meanPrefillMs", -1}}));
 }
 
 TEST_F(DeploymentTest, WhatDoesNotFitWaitsAsPendingWithAReason) {
   addNodes(1, 2);
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "60Gi"}}));
-  ASSERT_TRUE(plane_->putDeployment(hpaDeployment(3, 3)));
+  ASSERT_TRUE(json_api::putModel(*plane_, {{"name", "llama-8b"}, {"weights", "60Gi"}}));
+  ASSERT_TRUE(json_api::putDeployment(*plane_, hpaDeployment(3, 3)));
   EXPECT_EQ(status("chat")["pending"], 1);
   EXPECT_NE(status("chat")["pendingReason"].get<std::string>().find("MemoryFit"), std::string::npos)
       << status("chat");
@@ -176,8 +181,8 @@ TEST_F(DeploymentTest, WhatDoesNotFitWaitsAsPendingWithAReason) {
             std::string::npos);
   // Room appears: the next sync period places it.
   addNodes(0, 0);
-  ASSERT_TRUE(
-      plane_->registerNode({{"name", "late"}, {"cpu", 64}, {"gpus", {{{"type", "A100-80GB"}}}}}));
+  ASSERT_TRUE(json_api::registerNode(
+      *plane_, {{"name", "late"}, {"cpu", 64}, {"gpus", {{{"type", "A100-80GB"}}}}}));
   run(15);
   EXPECT_EQ(status("chat")["pending"], 0);
   EXPECT_EQ(replicasOf("chat").size(), 3u);
@@ -185,17 +190,17 @@ TEST_F(DeploymentTest, WhatDoesNotFitWaitsAsPendingWithAReason) {
 
 TEST_F(DeploymentTest, DeletingADeploymentDrainsItsReplicas) {
   addNodes(1, 2);
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
-  ASSERT_TRUE(plane_->putDeployment(hpaDeployment(2, 4)));
+  ASSERT_TRUE(json_api::putModel(*plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}}));
+  ASSERT_TRUE(json_api::putDeployment(*plane_, hpaDeployment(2, 4)));
   // One replica is still serving two requests: its flush waits for them.
-  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"running", 2}, {"waiting", 0}}));
+  ASSERT_TRUE(json_api::replicaSignals(*plane_, "chat-0", {{"running", 2}, {"waiting", 0}}));
   auto deleted = plane_->deleteDeployment("chat");
   ASSERT_TRUE(deleted);
   EXPECT_EQ((*deleted)["draining"], 2);
   run(12);  // drain 10 s, flush: chat-1 has nothing in flight, free 1 s
   EXPECT_FALSE(plane_->getReplica("chat-1"));
   EXPECT_TRUE(plane_->getReplica("chat-0"));  // still flushing two requests
-  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"running", 0}, {"waiting", 0}}));
+  ASSERT_TRUE(json_api::replicaSignals(*plane_, "chat-0", {{"running", 0}, {"waiting", 0}}));
   run(2);
   EXPECT_FALSE(plane_->getReplica("chat-0"));
   EXPECT_EQ(plane_->listDeployments()["deployments"].size(), 0u);
@@ -203,8 +208,8 @@ TEST_F(DeploymentTest, DeletingADeploymentDrainsItsReplicas) {
 
 TEST_F(DeploymentTest, DrainingANodeMovesItsReplicasElsewhere) {
   addNodes(3, 1);
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "30Gi"}}));
-  ASSERT_TRUE(plane_->putDeployment(hpaDeployment(2, 2)));
+  ASSERT_TRUE(json_api::putModel(*plane_, {{"name", "llama-8b"}, {"weights", "30Gi"}}));
+  ASSERT_TRUE(json_api::putDeployment(*plane_, hpaDeployment(2, 2)));
   const json before = *plane_->getDeployment("chat");
   const std::string victimNode = before["replicas"][0]["node"];
   auto drained = plane_->drainNode(victimNode);
@@ -226,8 +231,8 @@ TEST_F(DeploymentTest, DrainingANodeMovesItsReplicasElsewhere) {
 TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
   addNodes(2, 1);
   // The profile books a whole GPU's compute per replica.
-  ASSERT_TRUE(
-      plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 1000}}));
+  ASSERT_TRUE(json_api::putModel(
+      *plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 1000}}));
   for (const bool withSlo : {true, false}) {
     SCOPED_TRACE(withSlo ? "with sloTtftMs" : "without sloTtftMs");
     json spec = {{"name", "chat"},
@@ -236,18 +241,20 @@ TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
                  {"maxReplicas", 4},
                  {"autoscaling", {{"recommender", "tessera"}}}};
     if (withSlo) spec["sloTtftMs"] = 2000;
-    ASSERT_TRUE(plane_->putDeployment(spec));
+    ASSERT_TRUE(json_api::putDeployment(*plane_, spec));
     ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
-    ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 8},
-                                                  {"running", 4},
-                                                  {"kvCacheUsage", 0.3},
-                                                  {"gpuUtilization", 0.9},
-                                                  {"maxConcurrency", 64}}));
+    ASSERT_TRUE(json_api::replicaSignals(*plane_, "chat-0",
+                                         {{"waiting", 8},
+                                          {"running", 4},
+                                          {"kvCacheUsage", 0.3},
+                                          {"gpuUtilization", 0.9},
+                                          {"maxConcurrency", 64}}));
     // 20 prompts a second of 20 ms each (100 ms at p99) on a whole GPU.
-    ASSERT_TRUE(plane_->deploymentSignals("chat", {{"arrivalRatePerSec", 20},
-                                                   {"meanServiceMs", 8000},
-                                                   {"meanPrefillMs", 20},
-                                                   {"prefillP99Ms", 100}}));
+    ASSERT_TRUE(json_api::deploymentSignals(*plane_, "chat",
+                                            {{"arrivalRatePerSec", 20},
+                                             {"meanServiceMs", 8000},
+                                             {"meanPrefillMs", 20},
+                                             {"prefillP99Ms", 100}}));
     run(15);
     const json d = *plane_->getDeployment("chat");
     EXPECT_EQ(d["status"]["desired"], 4) << d;
@@ -279,29 +286,31 @@ TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
 
 TEST_F(DeploymentTest, ComputeActivityReachesTheRecommenderAsThePromptsOwnWork) {
   addNodes(1, 2);
-  ASSERT_TRUE(
-      plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 1000}}));
-  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
-                                     {"model", "llama-8b"},
-                                     {"minReplicas", 1},
-                                     {"maxReplicas", 2},
-                                     {"autoscaling", {{"recommender", "tessera"}}}}));
+  ASSERT_TRUE(json_api::putModel(
+      *plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 1000}}));
+  ASSERT_TRUE(json_api::putDeployment(*plane_, {{"name", "chat"},
+                                                {"model", "llama-8b"},
+                                                {"minReplicas", 1},
+                                                {"maxReplicas", 2},
+                                                {"autoscaling", {{"recommender", "tessera"}}}}));
   ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
   // Out of range: refused, naming the field; what was stored stays.
-  auto bad = plane_->replicaSignals("chat-0", {{"computeActive", 1.5}});
+  auto bad = json_api::replicaSignals(*plane_, "chat-0", {{"computeActive", 1.5}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("computeActive"), std::string::npos) << bad.error().message;
   // 2.6 prompts/s each reading 750 ms (the step its batch shared); the replica's compute units
   // worked 78 % of the time for 2.6 prefills/s: 0.3 s of its own work per prompt.
-  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 0},
-                                                {"running", 2},
-                                                {"maxConcurrency", 10},
-                                                {"computeActive", 0.78},
-                                                {"prefillsPerSec", 2.6}}));
-  ASSERT_TRUE(plane_->deploymentSignals("chat", {{"arrivalRatePerSec", 2.6},
-                                                 {"meanServiceMs", 2000},
-                                                 {"meanPrefillMs", 750},
-                                                 {"ttftP99Ms", 900}}));
+  ASSERT_TRUE(json_api::replicaSignals(*plane_, "chat-0",
+                                       {{"waiting", 0},
+                                        {"running", 2},
+                                        {"maxConcurrency", 10},
+                                        {"computeActive", 0.78},
+                                        {"prefillsPerSec", 2.6}}));
+  ASSERT_TRUE(json_api::deploymentSignals(*plane_, "chat",
+                                          {{"arrivalRatePerSec", 2.6},
+                                           {"meanServiceMs", 2000},
+                                           {"meanPrefillMs", 750},
+                                           {"ttftP99Ms", 900}}));
   run(15);
   const std::string why = status("chat")["lastDecision"];
   EXPECT_NE(why.find("prefill 0.78"), std::string::npos) << why;
@@ -310,7 +319,7 @@ TEST_F(DeploymentTest, ComputeActivityReachesTheRecommenderAsThePromptsOwnWork) 
 
 TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {
   addNodes(1, 1);
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
+  ASSERT_TRUE(json_api::putModel(*plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}}));
   struct Case {
     json body;
     std::string mention;
@@ -326,15 +335,15 @@ TEST_F(DeploymentTest, BadSpecsAreRefusedNamingTheField) {
         Case{{{"name", "Bad Name"}, {"model", "llama-8b"}}, "name"},
         Case{unknownArg, "queuePerReplicaa"}, Case{badRecommender, "magic"},
         Case{extra, "colour"}}) {
-    auto out = plane_->putDeployment(c.body);
+    auto out = json_api::putDeployment(*plane_, c.body);
     ASSERT_FALSE(out) << c.body;
     EXPECT_EQ(out.error().code, ErrorCode::kInvalidArgument);
     EXPECT_NE(out.error().message.find(c.mention), std::string::npos) << out.error().message;
   }
   EXPECT_EQ(plane_->listDeployments()["deployments"].size(), 0u);
   EXPECT_EQ(plane_->state().liveReplicaCount(), 0);
-  EXPECT_FALSE(plane_->replicaSignals("nobody", json::object()));
-  EXPECT_FALSE(plane_->deploymentSignals("nobody", json::object()));
+  EXPECT_FALSE(json_api::replicaSignals(*plane_, "nobody", json::object()));
+  EXPECT_FALSE(json_api::deploymentSignals(*plane_, "nobody", json::object()));
 }
 
 TEST(DeploymentRestart, DeploymentsAndTheirReplicasSurviveARestart) {
@@ -347,11 +356,12 @@ TEST(DeploymentRestart, DeploymentsAndTheirReplicasSurviveARestart) {
     ASSERT_TRUE(s);
     auto p = ControlPlane::create(catalog, clock, {}, s->get());
     ASSERT_TRUE(p);
-    ASSERT_TRUE((*p)->registerNode({{"name", "n"},
-                                    {"cpu", 64},
-                                    {"gpus", {{{"type", "H100-80GB"}}, {{"type", "H100-80GB"}}}}}));
-    ASSERT_TRUE((*p)->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
-    ASSERT_TRUE((*p)->putDeployment(hpaDeployment(3, 5)));
+    ASSERT_TRUE(json_api::registerNode(
+        *(*p), {{"name", "n"},
+                {"cpu", 64},
+                {"gpus", {{{"type", "H100-80GB"}}, {{"type", "H100-80GB"}}}}}));
+    ASSERT_TRUE(json_api::putModel(*(*p), {{"name", "llama-8b"}, {"weights", "16Gi"}}));
+    ASSERT_TRUE(json_api::putDeployment(*(*p), hpaDeployment(3, 5)));
     before = (*p)->getDeployment("chat")->at("replicas");
   }
   auto s = store::Store::open(dir.file("s.db"));

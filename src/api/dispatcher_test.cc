@@ -29,6 +29,7 @@
 #include "api/control_plane.h"
 #include "api/dispatcher.h"
 #include "api/http_server.h"
+#include "api/json_api.h"
 #include "common/clock.h"
 #include "model/gpu_catalog.h"
 #include "store/store.h"
@@ -271,6 +272,77 @@ TEST_F(DispatcherTest, ReadsAreAnsweredWhileAWritersCommitIsHeld) {
   EXPECT_EQ(store_->documents()["node/gpu-a"]["cordoned"], true);
 }
 
+// Bodies are decoded into typed requests before the dispatcher takes its writer lock: while a
+// writer's commit is held in the store (the writer lock taken), a malformed body to every route
+// that takes one is answered at once, with the error the API has always given (a 404 first
+// when what the path names does not exist, as before: a read). Decoded after the lock, each
+// would wait for the held commit and time out here.
+TEST_F(DispatcherTest, AMalformedBodyIsAnsweredWithoutWaitingForTheWriterLock) {
+  const int port = serve();
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5);
+  ASSERT_EQ(client.Post("/api/v1/nodes", nodeBody("gpu-a", 1).dump(), "application/json")->status,
+            201);
+  store_->holdNext();
+  int cordonStatus = 0;
+  std::thread writer([&] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30);
+    auto r = c.Post("/api/v1/nodes/gpu-a/cordon");
+    cordonStatus = r ? r->status : -1;
+  });
+  JoinOnExit joinWriter{writer, [&] { store_->release(); }};
+  ASSERT_TRUE(store_->waitUntilHeld()) << "the cordon never reached the store";
+
+  struct Case {
+    std::string path;
+    json body;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"/api/v1/nodes",
+       {{"name", "gpu-b"}, {"gpus", {{{"type", "A100-80GB"}}, {{"type", "B9000"}}}}},
+       400,
+       "gpus[1].type: "},
+      {"/api/v1/nodes", json::array(), 400, "body: expected a node object"},
+      {"/api/v1/nodes/gpu-a/heartbeat",
+       {{"gpus", {{{"id", "0"}, {"utilization", 2}}}}},
+       400,
+       "gpus[0].utilization: expected a number from 0 to 1"},
+      {"/api/v1/nodes/gpu-z/heartbeat", {{"nope", 1}}, 404, "node gpu-z is not registered"},
+      {"/api/v1/nodes/gpu-a/allocations", {{"replica", 5}}, 400, "replica: required text"},
+      {"/api/v1/models", {{"name", "m"}, {"weightsMib", -1}}, 400, "weightsMib: "},
+      {"/api/v1/replicas", {{"replicaId", "r-0"}}, 400, "model: required"},
+      {"/api/v1/explain", {{"replicaId", "r-0"}, {"model", 7.5}, {"count", 2}}, 400, "count: "},
+      {"/api/v1/deployments", {{"name", "chat"}}, 400, "model: required text"},
+      {"/api/v1/deployments",
+       {{"name", "chat"}, {"model", "m"}, {"autoscaling", {{"recommender", "nope"}}}},
+       400,
+       "autoscaling: "},
+      {"/api/v1/replicas/r-9/signals", {{"waiting", -1}}, 404, "replica r-9 is not placed"},
+      {"/api/v1/deployments/chat/signals", {{"late", 1}}, 404, "deployment chat does not exist"},
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (const Case& c : cases) {
+    auto r = client.Post(c.path, c.body.dump(), "application/json");
+    ASSERT_TRUE(r) << c.path << " " << c.body.dump() << ": no answer while a write was held";
+    EXPECT_EQ(r->status, c.status) << c.path << ": " << r->body;
+    const std::string message = json::parse(r->body)["error"].value("message", "");
+    EXPECT_TRUE(message.starts_with(c.message)) << c.path << ": " << message;
+  }
+  EXPECT_TRUE(store_->held()) << "the commit was let go before the bodies were answered";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+
+  store_->release();
+  writer.join();
+  EXPECT_EQ(cordonStatus, 200);
+  // Nothing the malformed bodies said reached the books or the store.
+  EXPECT_EQ(client.Get("/api/v1/nodes/gpu-b")->status, 404);
+  EXPECT_EQ(client.Get("/api/v1/models")->body, R"({"models":[]})");
+  EXPECT_EQ(view(*plane_), view(*restart()));
+}
+
 // A commit the store refuses is forgotten before the writer returns, and the next writer (held
 // behind it on the writer lock, never in between) works on the state as it was.
 TEST_F(DispatcherTest, ARefusedPersistIsForgottenBeforeTheNextWriterApplies) {
@@ -317,17 +389,17 @@ TEST_F(DispatcherTest, ARefusedPersistIsForgottenBeforeTheNextWriterApplies) {
 // For each kind of mutating operation: the store refuses its commit, and memory and the store
 // are exactly as before (nothing half-applied), and a restart rebuilds the same state.
 TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
-  ASSERT_TRUE(plane_->registerNode(nodeBody("gpu-a", 2)));
-  ASSERT_TRUE(plane_->registerNode(nodeBody("gpu-b", 2)));
-  ASSERT_TRUE(plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}}));
-  ASSERT_TRUE(plane_->putModel({{"name", "spare"}, {"weights", "8Gi"}}));
-  ASSERT_TRUE(plane_->placeReplicas({{"replicaId", "r-0"}, {"model", "llama-8b"}}));
-  ASSERT_TRUE(plane_->placeReplicas({{"replicaId", "r-1"}, {"model", "llama-8b"}}));
-  ASSERT_TRUE(plane_->putDeployment({{"name", "chat"},
-                                     {"model", "llama-8b"},
-                                     {"minReplicas", 1},
-                                     {"maxReplicas", 3},
-                                     {"autoscaling", {{"recommender", "hpa"}}}}));
+  ASSERT_TRUE(json_api::registerNode(*plane_, nodeBody("gpu-a", 2)));
+  ASSERT_TRUE(json_api::registerNode(*plane_, nodeBody("gpu-b", 2)));
+  ASSERT_TRUE(json_api::putModel(*plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}}));
+  ASSERT_TRUE(json_api::putModel(*plane_, {{"name", "spare"}, {"weights", "8Gi"}}));
+  ASSERT_TRUE(json_api::placeReplicas(*plane_, {{"replicaId", "r-0"}, {"model", "llama-8b"}}));
+  ASSERT_TRUE(json_api::placeReplicas(*plane_, {{"replicaId", "r-1"}, {"model", "llama-8b"}}));
+  ASSERT_TRUE(json_api::putDeployment(*plane_, {{"name", "chat"},
+                                                {"model", "llama-8b"},
+                                                {"minReplicas", 1},
+                                                {"maxReplicas", 3},
+                                                {"autoscaling", {{"recommender", "hpa"}}}}));
   std::string nodeOfR0 = (*plane_->getReplica("r-0"))["node"];
 
   struct Op {
@@ -342,23 +414,24 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
       {"remove node (force)",
        [&](ControlPlane& p) { return p.removeNode(nodeOfR0, true).has_value(); }, "NodeRemoved"},
       {"register node",
-       [](ControlPlane& p) { return p.registerNode(nodeBody("gpu-c", 1)).has_value(); },
+       [](ControlPlane& p) { return json_api::registerNode(p, nodeBody("gpu-c", 1)).has_value(); },
        "NodeRegistered"},
       {"update model",
        [](ControlPlane& p) {
-         return p.putModel({{"name", "llama-8b"}, {"weights", "20Gi"}}).has_value();
+         return json_api::putModel(p, {{"name", "llama-8b"}, {"weights", "20Gi"}}).has_value();
        },
        "ModelUpdated"},
       {"new model",
        [](ControlPlane& p) {
-         return p.putModel({{"name", "new"}, {"weights", "4Gi"}}).has_value();
+         return json_api::putModel(p, {{"name", "new"}, {"weights", "4Gi"}}).has_value();
        },
        "ModelRegistered"},
       {"delete model", [](ControlPlane& p) { return p.deleteModel("spare").has_value(); },
        "ModelDeleted"},
       {"place",
        [](ControlPlane& p) {
-         return p.placeReplicas({{"replicaId", "r-9"}, {"model", "llama-8b"}}).has_value();
+         return json_api::placeReplicas(p, {{"replicaId", "r-9"}, {"model", "llama-8b"}})
+             .has_value();
        },
        "ReplicaPlaced"},
       {"loaded", [](ControlPlane& p) { return p.replicaLoaded("r-0").has_value(); },
@@ -367,18 +440,18 @@ TEST_F(DispatcherTest, ARefusedCommitLeavesMemoryAndStoreAsTheyWere) {
        "ReplicaRemoved"},
       {"new deployment",
        [](ControlPlane& p) {
-         return p.putDeployment({{"name", "other"}, {"model", "spare"}, {"minReplicas", 0}})
+         return json_api::putDeployment(p,
+                                        {{"name", "other"}, {"model", "spare"}, {"minReplicas", 0}})
              .has_value();
        },
        "DeploymentCreated"},
       {"update deployment",
        [](ControlPlane& p) {
-         return p
-             .putDeployment({{"name", "chat"},
-                             {"model", "llama-8b"},
-                             {"minReplicas", 1},
-                             {"maxReplicas", 5},
-                             {"autoscaling", {{"recommender", "hpa"}}}})
+         return json_api::putDeployment(p, {{"name", "chat"},
+                                            {"model", "llama-8b"},
+                                            {"minReplicas", 1},
+                                            {"maxReplicas", 5},
+                                            {"autoscaling", {{"recommender", "hpa"}}}})
              .has_value();
        },
        "DeploymentUpdated"},

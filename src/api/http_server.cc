@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/http_helpers.h"
+#include "api/json_api.h"
 #include "api/json_body.h"
 #include "api/ui.h"
 #include "common/listen_socket.h"
@@ -318,14 +319,31 @@ void HttpServer::routes() {
     if (!*out) return sendError(res, out->error());
     sendJson(res, okStatus, **out);
   };
-  // fn(plane, request, body)
-  auto withBody = [run, answer](int okStatus, auto fn, bool read = false) {
-    return [run, answer, okStatus, fn, read](const Req& req, Res& res) {
+  // Operations on a body: `decode(body)` makes it the typed request before any lock is taken
+  // (a malformed body never waits for or holds up a writer); `fn(plane, request, decoded)`
+  // then runs through the dispatcher. A body that does not decode is answered with its error,
+  // unless `missing(plane, request)` (a read) says what the path names does not exist: the 404
+  // that the plane answers before it looks at a body.
+  auto decoding = [this, run, answer](int okStatus, auto decode, auto missing, auto fn,
+                                      bool read = false) {
+    return [this, run, answer, okStatus, decode, missing, fn, read](const Req& req, Res& res) {
       auto parsed = body(req, res);
       if (!parsed) return;
-      answer(res, okStatus, run(read, [&](ControlPlane& p) { return fn(p, req, *parsed); }));
+      auto decoded = decode(*parsed);
+      if (!decoded) {
+        const std::optional<Error> absent =
+            dispatcher_.read([&](ControlPlane& p) { return missing(p, req); });
+        return sendError(res, absent ? *absent : decoded.error());
+      }
+      answer(res, okStatus, run(read, [&](ControlPlane& p) { return fn(p, req, *decoded); }));
     };
   };
+  auto anywhere = [](const ControlPlane&, const Req&) -> std::optional<Error> {
+    return std::nullopt;
+  };
+  auto node = [](const ControlPlane& p, const Req& r) { return p.unknownNode(r.matches[1].str()); };
+  // The catalogue is immutable: read with no lock.
+  auto catalog = [this]() -> const model::GpuCatalog& { return dispatcher_.current().catalog(); };
   // fn(plane, request)
   auto reading = [run, answer](auto fn) {
     return [run, answer, fn](const Req& req, Res& res) {
@@ -344,10 +362,12 @@ void HttpServer::routes() {
   on("GET", R"(/api/v1/nodes/([^/]+))",
      reading([](P& p, const Req& r) { return p.getNode(r.matches[1].str()); }));
   on("POST", "/api/v1/nodes",
-     withBody(201, [](P& p, const Req&, const json& b) { return p.registerNode(b); }));
+     decoding(
+         201, [catalog](const json& b) { return json_api::decodeRegisterNode(b, catalog()); },
+         anywhere, [](P& p, const Req&, RegisterNode& n) { return p.registerNode(std::move(n)); }));
   on("POST", R"(/api/v1/nodes/([^/]+)/heartbeat)",
-     withBody(200, [](P& p, const Req& r, const json& b) {
-       return p.heartbeat(r.matches[1].str(), b);
+     decoding(200, json_api::decodeHeartbeat, node, [](P& p, const Req& r, Heartbeat& h) {
+       return p.heartbeat(r.matches[1].str(), std::move(h));
      }));
   on("POST", R"(/api/v1/nodes/([^/]+)/cordon)",
      writing(200, [](P& p, const Req& r) { return p.setCordoned(r.matches[1].str(), true); }));
@@ -358,9 +378,10 @@ void HttpServer::routes() {
   on("GET", R"(/api/v1/nodes/([^/]+)/allocations)",
      reading([](P& p, const Req& r) { return p.nodeAllocations(r.matches[1].str()); }));
   on("POST", R"(/api/v1/nodes/([^/]+)/allocations)",
-     withBody(200, [](P& p, const Req& r, const json& b) {
-       return p.confirmAllocation(r.matches[1].str(), b);
-     }));
+     decoding(200, json_api::decodeConfirmAllocation, node,
+              [](P& p, const Req& r, const ConfirmAllocation& a) {
+                return p.confirmAllocation(r.matches[1].str(), a);
+              }));
   on("DELETE", R"(/api/v1/nodes/([^/]+))", writing(200, [](P& p, const Req& r) {
        return p.removeNode(r.matches[1].str(), r.get_param_value("force") == "true");
      }));
@@ -369,15 +390,18 @@ void HttpServer::routes() {
   on("GET", R"(/api/v1/models/([^/]+))",
      reading([](P& p, const Req& r) { return p.getModel(r.matches[1].str()); }));
   on("POST", "/api/v1/models",
-     withBody(200, [](P& p, const Req&, const json& b) { return p.putModel(b); }));
+     decoding(200, json_api::decodePutModel, anywhere,
+              [](P& p, const Req&, PutModel& m) { return p.putModel(std::move(m)); }));
   on("DELETE", R"(/api/v1/models/([^/]+))",
      writing(200, [](P& p, const Req& r) { return p.deleteModel(r.matches[1].str()); }));
 
   on("GET", "/api/v1/replicas", reading([](P& p, const Req&) -> R { return p.listReplicas(); }));
-  on("POST", "/api/v1/replicas", [this](const Req& req, Res& res) {
+  on("POST", "/api/v1/replicas", [this, catalog](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
-    auto out = dispatcher_.write([&](P& p) { return p.placeReplicas(*parsed); });
+    auto request = json_api::decodePlaceReplicas(*parsed, catalog());
+    if (!request) return sendError(res, request.error());
+    auto out = dispatcher_.write([&](P& p) { return p.placeReplicas(std::move(*request)); });
     if (!out) return sendNotLeader(res, out.error());
     if (!*out) return sendError(res, out->error().error, out->error().detail);
     sendJson(res, 201, **out);
@@ -395,11 +419,12 @@ void HttpServer::routes() {
   on("POST", "/api/v1/deployments", [this](const Req& req, Res& res) {
     auto parsed = body(req, res);
     if (!parsed) return;
+    auto request = json_api::decodePutDeployment(*parsed);
+    if (!request) return sendError(res, request.error());
     bool existed = false;
     auto out = dispatcher_.write([&](P& p) {
-      existed = parsed->is_object() && parsed->contains("name") && (*parsed)["name"].is_string() &&
-                p.hasDeployment((*parsed)["name"].get<std::string>());
-      return p.putDeployment(*parsed);
+      existed = p.hasDeployment(request->spec.name);
+      return p.putDeployment(std::move(*request));
     });
     if (!out) return sendNotLeader(res, out.error());
     if (!*out) return sendError(res, out->error());
@@ -408,17 +433,25 @@ void HttpServer::routes() {
   on("DELETE", R"(/api/v1/deployments/([^/]+))",
      writing(200, [](P& p, const Req& r) { return p.deleteDeployment(r.matches[1].str()); }));
   on("POST", R"(/api/v1/deployments/([^/]+)/signals)",
-     withBody(200, [](P& p, const Req& r, const json& b) {
-       return p.deploymentSignals(r.matches[1].str(), b);
-     }));
+     decoding(
+         200, json_api::decodeDeploymentSignals,
+         [](const P& p, const Req& r) { return p.unknownDeployment(r.matches[1].str()); },
+         [](P& p, const Req& r, const ReportDeploymentSignals& s) {
+           return p.deploymentSignals(r.matches[1].str(), s);
+         }));
   on("POST", R"(/api/v1/replicas/(.+)/signals)",
-     withBody(200, [](P& p, const Req& r, const json& b) {
-       return p.replicaSignals(r.matches[1].str(), b);
-     }));
+     decoding(
+         200, json_api::decodeReplicaSignals,
+         [](const P& p, const Req& r) { return p.unknownReplica(r.matches[1].str()); },
+         [](P& p, const Req& r, const ReportReplicaSignals& s) {
+           return p.replicaSignals(r.matches[1].str(), s);
+         }));
   // A POST that books nothing: a read.
   on("POST", "/api/v1/explain",
-     withBody(
-         200, [](P& p, const Req&, const json& b) { return p.explain(b); }, /*read=*/true));
+     decoding(
+         200, [catalog](const json& b) { return json_api::decodePlaceReplicas(b, catalog()); },
+         anywhere, [](P& p, const Req&, PlaceReplicas& r) { return p.explain(std::move(r)); },
+         /*read=*/true));
   on("GET", "/api/v1/events", [this](const Req& req, Res& res) {
     std::int64_t after = 0;
     std::size_t limit = 500;

@@ -1,21 +1,28 @@
 #include "api/kube_fleet.h"
 
+#include "api/json_api.h"
+
 namespace tessera::api {
 
 using nlohmann::json;
 
+// The bodies are decoded before the write runs, as the API's are.
 Result<void> PlaneFleet::putModel(const json& profile) {
+  auto request = json_api::decodePutModel(profile);
+  if (!request) return fail(request.error());
   Result<void> out;
   run_([&](ControlPlane& plane) {
-    if (auto r = plane.putModel(profile); !r) out = fail(r.error());
+    if (auto r = plane.putModel(std::move(*request)); !r) out = fail(r.error());
   });
   return out;
 }
 
 Result<void> PlaneFleet::putDeployment(const json& body) {
+  auto request = json_api::decodePutDeployment(body);
+  if (!request) return fail(request.error());
   Result<void> out;
   run_([&](ControlPlane& plane) {
-    if (auto r = plane.putDeployment(body); !r) out = fail(r.error());
+    if (auto r = plane.putDeployment(std::move(*request)); !r) out = fail(r.error());
   });
   return out;
 }

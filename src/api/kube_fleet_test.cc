@@ -4,6 +4,7 @@
 // Ready marks them loaded, deleted pods free their bookings, node cordons carry over, and
 // deleting the ModelDeployment deletes the deployment.
 #include "api/kube_fleet.h"
+#include "api/json_api.h"
 
 #include <gtest/gtest.h>
 
@@ -28,7 +29,8 @@ class KubeFleetTest : public ::testing::Test {
     ASSERT_TRUE(p) << p.error().message;
     plane_ = std::move(*p);
     for (const char* n : {"gpu-1", "gpu-2"}) {
-      ASSERT_TRUE(plane_->registerNode(
+      ASSERT_TRUE(json_api::registerNode(
+          *plane_,
           {{"name", n},
            {"cpu", 64},
            {"gpus", json::array({{{"type", "A100-80GB"}, {"uuid", std::string("GPU-") + n}}})}}));
@@ -107,7 +109,8 @@ TEST_F(KubeFleetTest, TheControllerRunsTheDeploymentsReplicasAsPods) {
   const std::string id = "ml/" + pod["metadata"]["name"].get<std::string>();
   ASSERT_EQ(pod["metadata"]["annotations"]["tessera.io/deployment"], "ml.chat");
   auto placed = withPlane<bool>([&](ControlPlane& p) {
-    return p.placeReplicas({{"replicaId", id}, {"model", "llama-8b"}, {"deployment", "ml.chat"}})
+    return json_api::placeReplicas(
+               p, {{"replicaId", id}, {"model", "llama-8b"}, {"deployment", "ml.chat"}})
         .has_value();
   });
   ASSERT_TRUE(placed);
@@ -179,10 +182,12 @@ TEST_F(KubeFleetTest, ASpecTesseraRefusesIsReportedOnTheObject) {
 }
 
 TEST_F(KubeFleetTest, ADeploymentWhoseModelDeploymentIsGoneIsDeleted) {
-  ASSERT_TRUE(plane_->putModel({{"name", "m"}, {"weights", "1Gi"}}));
-  ASSERT_TRUE(plane_->putDeployment(
+  ASSERT_TRUE(json_api::putModel(*plane_, {{"name", "m"}, {"weights", "1Gi"}}));
+  ASSERT_TRUE(json_api::putDeployment(
+      *plane_,
       {{"name", "ml.gone"}, {"model", "m"}, {"minReplicas", 0}, {"placedBy", "kubernetes"}}));
-  ASSERT_TRUE(plane_->putDeployment({{"name", "native"}, {"model", "m"}, {"minReplicas", 0}}));
+  ASSERT_TRUE(
+      json_api::putDeployment(*plane_, {{"name", "native"}, {"model", "m"}, {"minReplicas", 0}}));
   controller_->start();
   ASSERT_TRUE(eventually([&] {
     return !withPlane<bool>([](ControlPlane& p) { return p.hasDeployment("ml.gone"); });

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "k8s/kube_client.h"
 #include "k8s/kube_state_store.h"
 #include "k8s/testing/fake_apiserver.h"
@@ -92,7 +93,7 @@ TEST_F(KubeStateTest, TheBookingIsOnThePodBeforeItsBindingAndComesBackWithNothin
   auto plane = start();
   ASSERT_TRUE(plane);
   // Three cards; a 40 GiB pod takes one to itself (two would not fit 80 GB with the margin).
-  ASSERT_TRUE(plane->registerNode(node("gpu-a", 3)));
+  ASSERT_TRUE(json_api::registerNode(*plane, node("gpu-a", 3)));
   auto binds = client();
   bool bookedFirst = false;
   plane->setBinder([&](const std::string& ns, const std::string& name, const std::string& uid,
@@ -150,7 +151,7 @@ TEST_F(KubeStateTest, TheBookingIsOnThePodBeforeItsBindingAndComesBackWithNothin
 TEST_F(KubeStateTest, ANewLeaderChargesALapsedReservationAsLapsed) {
   auto plane = start();
   ASSERT_TRUE(plane);
-  ASSERT_TRUE(plane->registerNode(node("gpu-a", 1)));
+  ASSERT_TRUE(json_api::registerNode(*plane, node("gpu-a", 1)));
   auto binds = client();
   plane->setBinder([&](const std::string& ns, const std::string& name, const std::string& uid,
                        const std::string& to) { return binds->bindPod(ns, name, uid, to); });
@@ -172,7 +173,7 @@ TEST_F(KubeStateTest, ANewLeaderChargesALapsedReservationAsLapsed) {
 TEST_F(KubeStateTest, AFailedBindingForgetsTheBookingInMemoryAndOnThePod) {
   auto plane = start();
   ASSERT_TRUE(plane);
-  ASSERT_TRUE(plane->registerNode(node("gpu-a", 1)));
+  ASSERT_TRUE(json_api::registerNode(*plane, node("gpu-a", 1)));
   plane->setBinder([](const std::string&, const std::string&, const std::string&,
                       const std::string&) -> Result<void> {
     return fail(Error::internal("503 ServiceUnavailable"));
@@ -188,7 +189,7 @@ TEST_F(KubeStateTest, AFailedBindingForgetsTheBookingInMemoryAndOnThePod) {
 TEST_F(KubeStateTest, ABookingTheApiServerRefusesIsNeitherKeptNorBound) {
   auto plane = start();
   ASSERT_TRUE(plane);
-  ASSERT_TRUE(plane->registerNode(node("gpu-a", 1)));
+  ASSERT_TRUE(json_api::registerNode(*plane, node("gpu-a", 1)));
   int bindings = 0;
   plane->setBinder([&](const std::string&, const std::string&, const std::string&,
                        const std::string&) -> Result<void> {
@@ -211,7 +212,7 @@ TEST_F(KubeStateTest, ABookingTheApiServerRefusesIsNeitherKeptNorBound) {
 TEST_F(KubeStateTest, ABookingWhoseNodeIsGoneIsSkippedNotFatal) {
   auto plane = start();
   ASSERT_TRUE(plane);
-  ASSERT_TRUE(plane->registerNode(node("gpu-a", 1)));
+  ASSERT_TRUE(json_api::registerNode(*plane, node("gpu-a", 1)));
   auto binds = client();
   plane->setBinder([&](const std::string& ns, const std::string& name, const std::string& uid,
                        const std::string& to) { return binds->bindPod(ns, name, uid, to); });
@@ -243,7 +244,7 @@ TEST_F(KubeStateTest, ABookingWhoseNodeIsGoneIsSkippedNotFatal) {
 TEST_F(KubeStateTest, AClaimBookingTravelsOnThePodItIsCreatedWith) {
   auto plane = start();
   ASSERT_TRUE(plane);
-  ASSERT_TRUE(plane->registerNode(node("gpu-a", 2)));
+  ASSERT_TRUE(json_api::registerNode(*plane, node("gpu-a", 2)));
   json pod = {
       {"metadata", {{"name", "d0"}, {"namespace", "ml"}}},
       {"spec",

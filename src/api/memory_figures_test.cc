@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "model/gpu_catalog.h"
 
 namespace tessera::api {
@@ -24,7 +25,8 @@ class MemoryFiguresTest : public ::testing::Test {
     auto p = ControlPlane::create(catalog_, clock_, config);
     ASSERT_TRUE(p) << p.error().message;
     plane_ = std::move(*p);
-    ASSERT_TRUE(plane_->registerNode(
+    ASSERT_TRUE(json_api::registerNode(
+        *plane_,
         {{"name", "gpu-a"}, {"cpu", 64}, {"gpus", json::array({{{"type", "H100-80GB"}}})}}));
   }
   json gpu() const {
@@ -38,8 +40,9 @@ class MemoryFiguresTest : public ::testing::Test {
 };
 
 TEST_F(MemoryFiguresTest, AReplicaIsChargedTheSameFigureItsGpuAddsUp) {
-  ASSERT_TRUE(plane_->putModel({{"name", "m"}, {"weights", "40Gi"}, {"sharing", {"shared"}}}));
-  ASSERT_TRUE(plane_->placeReplicas({{"replicaId", "r-0"}, {"model", "m"}}));
+  ASSERT_TRUE(
+      json_api::putModel(*plane_, {{"name", "m"}, {"weights", "40Gi"}, {"sharing", {"shared"}}}));
+  ASSERT_TRUE(json_api::placeReplicas(*plane_, {{"replicaId", "r-0"}, {"model", "m"}}));
   json r = *plane_->getReplica("r-0");
   const std::int64_t reserved = r["gpus"][0]["reservedMib"];
   EXPECT_EQ(reserved, 49152);  // 40 GiB x 1.2
@@ -49,10 +52,10 @@ TEST_F(MemoryFiguresTest, AReplicaIsChargedTheSameFigureItsGpuAddsUp) {
   // Loaded, and telemetry names it at 30 GiB: the reservation settles, the charge follows the
   // observed use on the replica and on the GPU alike; the reservation is still shown as such.
   ASSERT_TRUE(plane_->replicaLoaded("r-0"));
-  ASSERT_TRUE(plane_->heartbeat(
-      "gpu-a", {{"gpus", json::array({{{"id", "0"},
-                                        {"usedMib", 30720},
-                                        {"replicaUsedMib", {{"r-0", 30720}}}}})}}));
+  ASSERT_TRUE(json_api::heartbeat(
+      *plane_, "gpu-a",
+      {{"gpus",
+        json::array({{{"id", "0"}, {"usedMib", 30720}, {"replicaUsedMib", {{"r-0", 30720}}}}})}}));
   r = *plane_->getReplica("r-0");
   EXPECT_FALSE(r["reservationActive"].get<bool>());
   EXPECT_EQ(r["gpus"][0]["reservedMib"], reserved);
@@ -63,15 +66,16 @@ TEST_F(MemoryFiguresTest, AReplicaIsChargedTheSameFigureItsGpuAddsUp) {
 }
 
 TEST_F(MemoryFiguresTest, AnExclusiveCardIsChargedWholeWhateverItsReplicaUses) {
-  ASSERT_TRUE(plane_->putModel({{"name", "big"}, {"weights", "20Gi"}, {"sharing", {"exclusive"}}}));
-  ASSERT_TRUE(plane_->placeReplicas({{"replicaId", "x-0"}, {"model", "big"}}));
+  ASSERT_TRUE(json_api::putModel(
+      *plane_, {{"name", "big"}, {"weights", "20Gi"}, {"sharing", {"exclusive"}}}));
+  ASSERT_TRUE(json_api::placeReplicas(*plane_, {{"replicaId", "x-0"}, {"model", "big"}}));
   ASSERT_TRUE(plane_->replicaLoaded("x-0"));
   // It uses a third of the card, and something unattributed shows up too: the card is still
   // the replica's whole, with nothing free and nothing foreign.
-  ASSERT_TRUE(plane_->heartbeat(
-      "gpu-a", {{"gpus", json::array({{{"id", "0"},
-                                        {"usedMib", 30000},
-                                        {"replicaUsedMib", {{"x-0", 25000}}}}})}}));
+  ASSERT_TRUE(json_api::heartbeat(
+      *plane_, "gpu-a",
+      {{"gpus",
+        json::array({{{"id", "0"}, {"usedMib", 30000}, {"replicaUsedMib", {{"x-0", 25000}}}}})}}));
   clock_.advance(31'000);
   plane_->tick();
   const json r = *plane_->getReplica("x-0");
@@ -93,7 +97,7 @@ TEST_F(MemoryFiguresTest, TheDevicePoolAHeartbeatReportsIsShownOnTheNode) {
                      {"freeBlocks", 60},
                      {"resident", {{{"model", "m"}, {"version", "v1"}, {"blocks", 40}}}},
                      {"loading", json::array()}};
-  ASSERT_TRUE(plane_->heartbeat("gpu-a", {{"devicePool", pool}}));
+  ASSERT_TRUE(json_api::heartbeat(*plane_, "gpu-a", {{"devicePool", pool}}));
   const json shown = plane_->listNodes()["nodes"][0]["devicePool"];
   EXPECT_EQ(shown["freeBlocks"], 60);
   EXPECT_EQ(shown["resident"][0]["version"], "v1");
@@ -102,7 +106,7 @@ TEST_F(MemoryFiguresTest, TheDevicePoolAHeartbeatReportsIsShownOnTheNode) {
                           json{{"blockBytes", 1}, {"blocks", 4}, {"extra", 1}},
                           json{{"blockBytes", 1}, {"blocks", 4}, {"resident", {{{"blocks", 1}}}}},
                           json("nope")}) {
-    auto refused = plane_->heartbeat("gpu-a", {{"devicePool", bad}});
+    auto refused = json_api::heartbeat(*plane_, "gpu-a", {{"devicePool", bad}});
     ASSERT_FALSE(refused) << bad.dump();
     EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
     EXPECT_NE(refused.error().message.find("devicePool"), std::string::npos)

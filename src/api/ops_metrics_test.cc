@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "model/gpu_catalog.h"
 
 namespace tessera::api {
@@ -37,11 +38,12 @@ class OpsMetricsTest : public ::testing::Test {
     ASSERT_TRUE(p) << p.error().message;
     plane_ = std::move(*p);
     for (const char* node : {"gpu-a", "gpu-b"}) {
-      ASSERT_TRUE(plane_->registerNode(
+      ASSERT_TRUE(json_api::registerNode(
+          *plane_,
           {{"name", node}, {"cpu", 64}, {"gpus", json::array({{{"type", "A100-80GB"}}})}}));
     }
-    ASSERT_TRUE(
-        plane_->putModel({{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
+    ASSERT_TRUE(json_api::putModel(
+        *plane_, {{"name", "llama-8b"}, {"weights", "16Gi"}, {"computeMilli", 500}}));
   }
   std::string metrics() const { return plane_->metricsText(); }
 
@@ -52,7 +54,8 @@ class OpsMetricsTest : public ::testing::Test {
 
 TEST_F(OpsMetricsTest, HeartbeatAgeGrowsUntilTheAgentReportsAndGoesWithTheNode) {
   clock_.advance(90'000);
-  ASSERT_TRUE(plane_->heartbeat("gpu-a", {{"gpus", json::array({{{"id", "0"}, {"usedMib", 0}}})}}));
+  ASSERT_TRUE(json_api::heartbeat(*plane_, "gpu-a",
+                                  {{"gpus", json::array({{{"id", "0"}, {"usedMib", 0}}})}}));
   clock_.advance(15'000);
   EXPECT_EQ(sampleValue(metrics(), "tessera_node_heartbeat_age_seconds{node=\"gpu-a\"}"), 15);
   EXPECT_EQ(sampleValue(metrics(), "tessera_node_heartbeat_age_seconds{node=\"gpu-b\"}"), 105);
@@ -61,14 +64,14 @@ TEST_F(OpsMetricsTest, HeartbeatAgeGrowsUntilTheAgentReportsAndGoesWithTheNode) 
 }
 
 TEST_F(OpsMetricsTest, QueueDepthSumsFreshReplicaQueuesAndTheRouterBuffer) {
-  ASSERT_TRUE(plane_->putDeployment(
-      {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 2}, {"maxReplicas", 2}}));
+  ASSERT_TRUE(json_api::putDeployment(
+      *plane_, {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 2}, {"maxReplicas", 2}}));
   const std::string series =
       "tessera_deployment_queue_depth{deployment=\"chat\",model=\"llama-8b\"}";
   EXPECT_EQ(sampleValue(metrics(), series), 0);
-  ASSERT_TRUE(plane_->replicaSignals("chat-0", {{"waiting", 7}, {"running", 3}}));
-  ASSERT_TRUE(plane_->replicaSignals("chat-1", {{"waiting", 4}, {"running", 3}}));
-  ASSERT_TRUE(plane_->deploymentSignals("chat", {{"bufferedRequests", 2}}));
+  ASSERT_TRUE(json_api::replicaSignals(*plane_, "chat-0", {{"waiting", 7}, {"running", 3}}));
+  ASSERT_TRUE(json_api::replicaSignals(*plane_, "chat-1", {{"waiting", 4}, {"running", 3}}));
+  ASSERT_TRUE(json_api::deploymentSignals(*plane_, "chat", {{"bufferedRequests", 2}}));
   EXPECT_EQ(sampleValue(metrics(), series), 13);
   clock_.advance(61'000);  // past the signal TTL: stale signals count as missing
   EXPECT_EQ(sampleValue(metrics(), series), 0);
@@ -82,14 +85,15 @@ TEST_F(OpsMetricsTest, ReservationsLapsingWithoutTelemetryAreCountedBySilence) {
   // Two replicas; only chat-0's node reports, and its agent does not attribute memory to
   // replicas. Whatever is on the other node lapses with no telemetry at all.
   // 60 % of a card's compute each: the two cannot share a GPU, so they are on both nodes.
-  ASSERT_TRUE(plane_->putModel({{"name", "busy-8b"}, {"weights", "16Gi"}, {"computeMilli", 600}}));
-  ASSERT_TRUE(plane_->putDeployment(
-      {{"name", "chat"}, {"model", "busy-8b"}, {"minReplicas", 2}, {"maxReplicas", 2}}));
+  ASSERT_TRUE(json_api::putModel(
+      *plane_, {{"name", "busy-8b"}, {"weights", "16Gi"}, {"computeMilli", 600}}));
+  ASSERT_TRUE(json_api::putDeployment(
+      *plane_, {{"name", "chat"}, {"model", "busy-8b"}, {"minReplicas", 2}, {"maxReplicas", 2}}));
   EXPECT_EQ(sampleValue(metrics(), "tessera_reservations"), 2);
   const std::string reporting = (*plane_->getReplica("chat-0"))["node"];
   ASSERT_NE((*plane_->getReplica("chat-1"))["node"], reporting);
-  ASSERT_TRUE(
-      plane_->heartbeat(reporting, {{"gpus", json::array({{{"id", "0"}, {"usedMib", 20000}}})}}));
+  ASSERT_TRUE(json_api::heartbeat(*plane_, reporting,
+                                  {{"gpus", json::array({{{"id", "0"}, {"usedMib", 20000}}})}}));
   clock_.advance(31'000);
   plane_->tick();
   EXPECT_EQ(sampleValue(metrics(), "tessera_reservations"), 0);
@@ -98,15 +102,16 @@ TEST_F(OpsMetricsTest, ReservationsLapsingWithoutTelemetryAreCountedBySilence) {
 }
 
 TEST_F(OpsMetricsTest, AReservationConfirmedByTelemetryIsNotCounted) {
-  ASSERT_TRUE(plane_->putDeployment(
-      {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 1}, {"maxReplicas", 1}}));
+  ASSERT_TRUE(json_api::putDeployment(
+      *plane_, {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 1}, {"maxReplicas", 1}}));
   const json replica = *plane_->getReplica("chat-0");
   const std::string node = replica["node"];
   ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
-  ASSERT_TRUE(plane_->heartbeat(
-      node, {{"gpus",
-              json::array(
-                  {{{"id", "0"}, {"usedMib", 17000}, {"replicaUsedMib", {{"chat-0", 17000}}}}})}}));
+  ASSERT_TRUE(json_api::heartbeat(
+      *plane_, node,
+      {{"gpus",
+        json::array(
+            {{{"id", "0"}, {"usedMib", 17000}, {"replicaUsedMib", {{"chat-0", 17000}}}}})}}));
   EXPECT_EQ(sampleValue(metrics(), "tessera_reservations"), 0);  // settled
   clock_.advance(31'000);
   plane_->tick();
@@ -116,8 +121,8 @@ TEST_F(OpsMetricsTest, AReservationConfirmedByTelemetryIsNotCounted) {
 }
 
 TEST_F(OpsMetricsTest, LoadDurationIsObservedOnceFromPlacementToLoaded) {
-  ASSERT_TRUE(plane_->putDeployment(
-      {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 1}, {"maxReplicas", 1}}));
+  ASSERT_TRUE(json_api::putDeployment(
+      *plane_, {{"name", "chat"}, {"model", "llama-8b"}, {"minReplicas", 1}, {"maxReplicas", 1}}));
   clock_.advance(12'000);
   ASSERT_TRUE(plane_->replicaLoaded("chat-0"));
   ASSERT_TRUE(plane_->replicaLoaded("chat-0"));  // a repeated report is not a second load

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "api/control_plane.h"
+#include "api/json_api.h"
 #include "model/gpu_catalog.h"
 #include "store/event_sink.h"
 #include "store/store.h"
@@ -87,22 +88,25 @@ TEST_F(PersistenceTest, ARestartRestoresExactlyWhatWasAcknowledged) {
   {
     auto p = open();
     ASSERT_TRUE(p);
-    ASSERT_TRUE(p->registerNode(node("b-node", 4, "H100-80GB")));
-    ASSERT_TRUE(p->registerNode(node("a-node", 2, "A100-80GB")));
-    ASSERT_TRUE(p->registerNode(node("c-node", 1, "L4")));
-    ASSERT_TRUE(p->putModel({{"name", "llama-70b"},
-                             {"weights", "130Gi"},
-                             {"gpusPerReplica", 2},
-                             {"priority", 5},
-                             {"sharing", "exclusive"}}));
-    ASSERT_TRUE(p->putModel({{"name", "small"}, {"weightsMib", 9000}, {"computeMilli", 300}}));
-    ASSERT_TRUE(p->placeReplicas({{"name", "chat"}, {"count", 2}, {"model", "llama-70b"}}));
+    ASSERT_TRUE(json_api::registerNode(*p, node("b-node", 4, "H100-80GB")));
+    ASSERT_TRUE(json_api::registerNode(*p, node("a-node", 2, "A100-80GB")));
+    ASSERT_TRUE(json_api::registerNode(*p, node("c-node", 1, "L4")));
+    ASSERT_TRUE(json_api::putModel(*p, {{"name", "llama-70b"},
+                                        {"weights", "130Gi"},
+                                        {"gpusPerReplica", 2},
+                                        {"priority", 5},
+                                        {"sharing", "exclusive"}}));
+    ASSERT_TRUE(
+        json_api::putModel(*p, {{"name", "small"}, {"weightsMib", 9000}, {"computeMilli", 300}}));
+    ASSERT_TRUE(
+        json_api::placeReplicas(*p, {{"name", "chat"}, {"count", 2}, {"model", "llama-70b"}}));
     clock_.advance(1);  // placed a millisecond apart: the order survives the restart
-    ASSERT_TRUE(p->placeReplicas({{"name", "tiny"}, {"count", 5}, {"model", "small"}}));
+    ASSERT_TRUE(json_api::placeReplicas(*p, {{"name", "tiny"}, {"count", 5}, {"model", "small"}}));
     ASSERT_TRUE(p->replicaLoaded("chat-0"));
     ASSERT_TRUE(p->removeReplica("tiny-3"));
     ASSERT_TRUE(p->setCordoned("c-node", true));
-    EXPECT_FALSE(p->placeReplicas({{"name", "huge"}, {"count", 9}, {"model", "llama-70b"}}));
+    EXPECT_FALSE(
+        json_api::placeReplicas(*p, {{"name", "huge"}, {"count", 9}, {"model", "llama-70b"}}));
     before = view(*p);
     lastSeq = p->events(0, 10000)["lastSeq"];
     ASSERT_TRUE(p->state().checkInvariants());
@@ -129,13 +133,13 @@ TEST_F(PersistenceTest, ARestartChargesALapsedReservationAsLapsed) {
   {
     auto p = open();
     ASSERT_TRUE(p);
-    ASSERT_TRUE(p->registerNode({{"name", "n1"}, {"gpus", {{{"type", "L4"}}}}}));
-    ASSERT_TRUE(p->putModel({{"name", "m"}, {"weights", "10.5Gi"}}));
-    ASSERT_TRUE(p->placeReplicas({{"replicaId", "a-0"}, {"model", "m"}}));
+    ASSERT_TRUE(json_api::registerNode(*p, {{"name", "n1"}, {"gpus", {{{"type", "L4"}}}}}));
+    ASSERT_TRUE(json_api::putModel(*p, {{"name", "m"}, {"weights", "10.5Gi"}}));
+    ASSERT_TRUE(json_api::placeReplicas(*p, {{"replicaId", "a-0"}, {"model", "m"}}));
     clock_.advance(32'000);
     p->tick();
     EXPECT_EQ(p->getNode("n1").value()["gpus"][0]["chargedMib"], 10752);
-    ASSERT_TRUE(p->placeReplicas({{"replicaId", "b-0"}, {"model", "m"}}));
+    ASSERT_TRUE(json_api::placeReplicas(*p, {{"replicaId", "b-0"}, {"model", "m"}}));
     EXPECT_EQ(p->getNode("n1").value()["gpus"][0]["chargedMib"], 10752 + 12903);
     clock_.advance(5'000);
     before = {{"nodes", p->listNodes()}, {"replicas", p->listReplicas()}};
@@ -157,10 +161,10 @@ TEST_F(PersistenceTest, AStoredStateThatWouldOverBookComputeIsRefusedNamingTheRe
   {
     auto p = open();
     ASSERT_TRUE(p);
-    ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
-    ASSERT_TRUE(p->placeReplicas(
-        {{"replicaId", "r1"},
-         {"model", {{"name", "m"}, {"weightsMib", 5000}, {"computeMilli", 600}}}}));
+    ASSERT_TRUE(json_api::registerNode(*p, node("n", 1, "A100-80GB")));
+    ASSERT_TRUE(json_api::placeReplicas(
+        *p, {{"replicaId", "r1"},
+             {"model", {{"name", "m"}, {"weightsMib", 5000}, {"computeMilli", 600}}}}));
   }
   // Someone copies r1's document under another name: both cannot have 60 % of the one GPU.
   copyReplicaDocument("r1", "r2");
@@ -180,9 +184,9 @@ TEST_F(PersistenceTest, RestoredReplicasThatOverCommitMemoryAreRestoredAndReport
   {
     auto p = open();
     ASSERT_TRUE(p);
-    ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
-    ASSERT_TRUE(
-        p->placeReplicas({{"replicaId", "r1"}, {"model", {{"name", "m"}, {"weightsMib", 50000}}}}));
+    ASSERT_TRUE(json_api::registerNode(*p, node("n", 1, "A100-80GB")));
+    ASSERT_TRUE(json_api::placeReplicas(
+        *p, {{"replicaId", "r1"}, {"model", {{"name", "m"}, {"weightsMib", 50000}}}}));
   }
   copyReplicaDocument("r1", "r2");
   auto p = open();
@@ -194,19 +198,19 @@ TEST_F(PersistenceTest, RestoredReplicasThatOverCommitMemoryAreRestoredAndReport
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["type"], "GpuOverCommitted");
   EXPECT_EQ(events.back()["subject"], "n/0");
-  EXPECT_FALSE(
-      p->placeReplicas({{"replicaId", "r3"}, {"model", {{"name", "m3"}, {"weightsMib", 100}}}}));
+  EXPECT_FALSE(json_api::placeReplicas(
+      *p, {{"replicaId", "r3"}, {"model", {{"name", "m3"}, {"weightsMib", 100}}}}));
 }
 
 TEST_F(PersistenceTest, RefusedChangesWriteNothing) {
   auto p = open();
   ASSERT_TRUE(p);
-  ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
+  ASSERT_TRUE(json_api::registerNode(*p, node("n", 1, "A100-80GB")));
   auto rev = store_->loadAll();
   ASSERT_TRUE(rev);
-  EXPECT_FALSE(p->registerNode(node("n", 1, "A100-80GB")));        // exists
-  EXPECT_FALSE(p->registerNode({{"name", "x"}, {"gpus", 3}}));     // malformed
-  EXPECT_FALSE(p->putModel({{"name", "m"}, {"weightsMib", -1}}));  // bad value
+  EXPECT_FALSE(json_api::registerNode(*p, node("n", 1, "A100-80GB")));        // exists
+  EXPECT_FALSE(json_api::registerNode(*p, {{"name", "x"}, {"gpus", 3}}));     // malformed
+  EXPECT_FALSE(json_api::putModel(*p, {{"name", "m"}, {"weightsMib", -1}}));  // bad value
   EXPECT_FALSE(p->removeReplica("nobody"));
   auto after = store_->loadAll();
   ASSERT_TRUE(after);
@@ -229,7 +233,7 @@ TEST_F(PersistenceTest, EventsAreRetainedByCountAndByAge) {
   auto created = ControlPlane::create(catalog_, clock_, config, store_.get(), sink_.get());
   ASSERT_TRUE(created) << created.error().message;
   auto plane = std::move(*created);
-  ASSERT_TRUE(plane->registerNode(node("n1", 1, "L4")));
+  ASSERT_TRUE(json_api::registerNode(*plane, node("n1", 1, "L4")));
   // 2,500 cordon/uncordon events, one a minute: about 42 hours.
   for (int i = 0; i < 2500; ++i) {
     calendar += 60'000;
@@ -306,8 +310,8 @@ TEST_F(PersistenceTest, AnEventTheSinkRefusesLeavesTheOperationDoneAndCounted) {
   ASSERT_TRUE(created) << created.error().message;
   auto& p = **created;
   sink.refuse = 1;
-  ASSERT_TRUE(p.registerNode(node("n", 1, "A100-80GB")));  // its event is refused
-  EXPECT_TRUE(store_->get("node", "n").value());           // the document is stored
+  ASSERT_TRUE(json_api::registerNode(p, node("n", 1, "A100-80GB")));  // its event is refused
+  EXPECT_TRUE(store_->get("node", "n").value());                       // the document is stored
   EXPECT_NE(p.metricsText().find("tessera_event_sink_errors_total 1"), std::string::npos)
       << p.metricsText();
   // The event is in memory (GET /events), with a seq of its own.
@@ -333,10 +337,10 @@ TEST_F(PersistenceTest, AnEventTheSinkRefusesLeavesTheOperationDoneAndCounted) {
 TEST_F(PersistenceTest, EventsAreWrittenApartFromTheDocuments) {
   auto p = open();
   ASSERT_TRUE(p);
-  ASSERT_TRUE(p->registerNode(node("n", 1, "A100-80GB")));
+  ASSERT_TRUE(json_api::registerNode(*p, node("n", 1, "A100-80GB")));
   // An event that changes no document (a replica that does not fit) is no commit at all.
-  ASSERT_FALSE(p->placeReplicas(
-      {{"replicaId", "giant-0"}, {"model", {{"name", "giant"}, {"weightsMib", 400000}}}}));
+  ASSERT_FALSE(json_api::placeReplicas(
+      *p, {{"replicaId", "giant-0"}, {"model", {{"name", "giant"}, {"weightsMib", 400000}}}}));
   auto snapshot = store_->loadAll();
   ASSERT_TRUE(snapshot);
   EXPECT_EQ(snapshot->revision, 1);  // the node's document: one commit
@@ -351,9 +355,9 @@ TEST_F(PersistenceTest, ARestartRestoresTheSinksEventsInOrderAndSeqsContinue) {
   {
     auto p = open();
     ASSERT_TRUE(p);
-    ASSERT_TRUE(p->registerNode(node("n", 2, "A100-80GB")));
-    ASSERT_TRUE(p->putModel({{"name", "small"}, {"weightsMib", 9000}}));
-    ASSERT_TRUE(p->placeReplicas({{"name", "r"}, {"count", 1}, {"model", "small"}}));
+    ASSERT_TRUE(json_api::registerNode(*p, node("n", 2, "A100-80GB")));
+    ASSERT_TRUE(json_api::putModel(*p, {{"name", "small"}, {"weightsMib", 9000}}));
+    ASSERT_TRUE(json_api::placeReplicas(*p, {{"name", "r"}, {"count", 1}, {"model", "small"}}));
     ASSERT_TRUE(p->removeReplica("r-0"));
     before = seqAndType(p->events(0, 100));
   }
@@ -378,11 +382,11 @@ TEST_F(PersistenceTest, ARefusedCommitRecordsNoEvent) {
   auto created = ControlPlane::create(catalog_, clock_, config_, &state, &sink);
   ASSERT_TRUE(created) << created.error().message;
   auto& p = **created;
-  ASSERT_TRUE(p.registerNode(node("n", 1, "A100-80GB")));
+  ASSERT_TRUE(json_api::registerNode(p, node("n", 1, "A100-80GB")));
   const json before = p.events(0, 100);
   const int appends = sink.appends;
   state.broken = true;
-  EXPECT_FALSE(p.registerNode(node("m", 1, "A100-80GB")));
+  EXPECT_FALSE(json_api::registerNode(p, node("m", 1, "A100-80GB")));
   EXPECT_FALSE(p.setCordoned("n", true));
   EXPECT_EQ(sink.appends, appends);
   EXPECT_EQ(p.events(0, 100), before);
@@ -449,15 +453,15 @@ TEST_F(PersistenceTest, AChangeWrittenObjectByObjectIsUndoneWhenALaterWriteFails
     auto created = ControlPlane::create(catalog_, clock_, config_, &state, nullptr);
     ASSERT_TRUE(created) << created.error().message;
     auto& p = **created;
-    ASSERT_TRUE(p.registerNode(node("n", 2, "A100-80GB")));
-    ASSERT_TRUE(p.putModel({{"name", "small"}, {"weightsMib", 9000}, {"computeMilli", 300}}));
-    ASSERT_TRUE(p.placeReplicas({{"name", "tiny"}, {"count", 3}, {"model", "small"}}));
+    ASSERT_TRUE(json_api::registerNode(p, node("n", 2, "A100-80GB")));
+    ASSERT_TRUE(json_api::putModel(p, {{"name", "small"}, {"weightsMib", 9000}, {"computeMilli", 300}}));
+    ASSERT_TRUE(json_api::placeReplicas(p, {{"name", "tiny"}, {"count", 3}, {"model", "small"}}));
     before = view(p);
     stored = documents();
     ASSERT_EQ(stored.size(), 5u);  // the node, the model, three replicas
 
     state.failAt = 2;  // the second of three replicas
-    EXPECT_FALSE(p.placeReplicas({{"name", "more"}, {"count", 3}, {"model", "small"}}));
+    EXPECT_FALSE(json_api::placeReplicas(p, {{"name", "more"}, {"count", 3}, {"model", "small"}}));
     EXPECT_EQ(view(p), before);
     EXPECT_EQ(documents(), stored);
 

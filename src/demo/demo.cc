@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_api.h"
+
 namespace tessera::demo {
 
 using nlohmann::json;
@@ -192,17 +194,17 @@ Result<void> seedFleet(api::ControlPlane& plane) {
     return Error{e.code, "demo: " + what + ": " + e.message};
   };
   for (const NodeShape& n : kNodes) {
-    if (auto r = plane.registerNode(nodeBody(n)); !r) {
+    if (auto r = api::json_api::registerNode(plane, nodeBody(n)); !r) {
       return fail(named("node " + std::string(n.name), r.error()));
     }
   }
   for (const json& m : modelBodies()) {
-    if (auto r = plane.putModel(m); !r) {
+    if (auto r = api::json_api::putModel(plane, m); !r) {
       return fail(named("model " + m["name"].get<std::string>(), r.error()));
     }
   }
   for (const Workload& w : kWorkloads) {
-    if (auto r = plane.putDeployment(deploymentBody(w)); !r) {
+    if (auto r = api::json_api::putDeployment(plane, deploymentBody(w)); !r) {
       return fail(named("deployment " + std::string(w.deployment), r.error()));
     }
   }
@@ -297,13 +299,13 @@ StepReport Simulation::step(api::ControlPlane& plane, Millis nowMs) {
         signals = {{"maxConcurrency", w->maxConcurrency}};
         busy[id] = 0.3;  // loading weights keeps the copy engines, not the SMs, busy
       }
-      count(plane.replicaSignals(id, signals));
+      count(api::json_api::replicaSignals(plane, id, signals));
       ++report.signals;
     }
     json router = {{"arrivalRatePerSec", std::round(rate * 100) / 100},
                    {"meanServiceMs", w->serviceMs},
                    {"bufferedRequests", readyIds.empty() ? std::round(demand) : 0.0}};
-    count(plane.deploymentSignals(name, router));
+    count(api::json_api::deploymentSignals(plane, name, router));
     ++report.signals;
   }
 
@@ -350,7 +352,7 @@ StepReport Simulation::step(api::ControlPlane& plane, Millis nowMs) {
     const std::size_t before = cached.size();
     for (const std::string& m : modelsOn[node]) cached.insert(m);
     if (cached.size() != before) body["cachedModels"] = cached;
-    count(plane.heartbeat(node, body));
+    count(api::json_api::heartbeat(plane, node, body));
     ++report.heartbeats;
   }
   return report;
