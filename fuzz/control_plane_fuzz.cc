@@ -3,7 +3,8 @@
 // body, and the same document is handed to each operation in turn on a fresh control plane
 // (nodes n1: 2 × A100-80GB, n2: T4, n3: 4 × H100 NVLink; models llama-7b and llama-70b; one
 // replica placed): registerNode, heartbeat (for the node the body names, else n1), putModel,
-// placeReplicas, explain. These bodies go through nlohmann, then the YAML loaders of config/.
+// placeReplicas, explain, each through the codec (api/json_api.h) as a route calls it: these
+// bodies go through nlohmann, then the YAML loaders of config/, then the typed operation.
 //
 // Checks beyond "no crash, no sanitizer report, no exception":
 //  - a refused operation changes nothing: the node, model and replica listings are unchanged,
