@@ -289,8 +289,7 @@ class Fleet {
     const std::string name = "node-" + std::to_string(i);
     auto drained = plane_->drainNode(name);
     if (!drained) return;
-    for (const json& r : (*drained)["draining"]) {
-      const std::string id = r.get<std::string>();
+    for (const std::string& id : drained->draining) {
       intent('R', id);
       if (timed(removeMs_, [&] { return plane_->removeReplica(id).has_value(); })) ack('R', id);
       std::erase(live_, id);

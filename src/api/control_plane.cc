@@ -301,7 +301,7 @@ Result<json> ControlPlane::registerNode(RegisterNode request) {
   return nodeJson(*state_.findNode(name));
 }
 
-Result<json> ControlPlane::heartbeat(std::string_view node, Heartbeat request) {
+Result<HeartbeatAccepted> ControlPlane::heartbeat(std::string_view node, Heartbeat request) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
@@ -369,7 +369,7 @@ Result<json> ControlPlane::heartbeat(std::string_view node, Heartbeat request) {
     (*request.devicePool)["reportedAtMs"] = clock_.nowMs();
     devicePools_[std::string(node)] = std::move(*request.devicePool);
   }
-  return json{{"node", std::string(node)}, {"gpus", telemetry.size()}};
+  return HeartbeatAccepted{std::string(node), telemetry.size()};
 }
 
 Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
@@ -398,7 +398,7 @@ Result<json> ControlPlane::setCordoned(std::string_view node, bool cordoned) {
   return nodeJson(*state_.findNode(node));
 }
 
-Result<json> ControlPlane::drainNode(std::string_view node) {
+Result<NodeDraining> ControlPlane::drainNode(std::string_view node) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end()) {
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
@@ -420,7 +420,7 @@ Result<json> ControlPlane::drainNode(std::string_view node) {
     it->second = std::move(spec);
   }
   const Millis now = clock_.nowMs();
-  json draining = json::array();
+  std::vector<std::string> draining;
   std::vector<std::string> started;
   for (sched::ReplicaId r : state_.node(*state_.findNode(node)).replicas) {
     const std::string& id = state_.replica(r).placement.replicaId;
@@ -448,10 +448,10 @@ Result<json> ControlPlane::drainNode(std::string_view node) {
   }
   // Deployments replace what drains at their next sync period (a draining replica is not
   // capacity), on other nodes since this one is cordoned.
-  return json{{"node", std::string(node)}, {"cordoned", true}, {"draining", std::move(draining)}};
+  return NodeDraining{std::string(node), std::move(draining)};
 }
 
-Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
+Result<Removed> ControlPlane::removeNode(std::string_view node, bool force) {
   const auto it = nodeSpecs_.find(node);
   if (it == nodeSpecs_.end())
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
@@ -511,7 +511,7 @@ Result<json> ControlPlane::removeNode(std::string_view node, bool force) {
     if (pool) devicePools_[name] = std::move(*pool);
     return fail(saved.error());
   }
-  return json{{"node", name}, {"removed", true}};
+  return Removed{.kind = "node", .name = name};
 }
 
 json ControlPlane::nodeJson(sched::NodeId id) const {
@@ -575,7 +575,7 @@ Result<json> ControlPlane::putModel(PutModel request) {
   return getModel(name);
 }
 
-Result<json> ControlPlane::deleteModel(std::string_view name) {
+Result<Removed> ControlPlane::deleteModel(std::string_view name) {
   if (!models_.contains(name)) {
     return fail(Error::notFound("model " + std::string(name) + " is not registered"));
   }
@@ -602,7 +602,7 @@ Result<json> ControlPlane::deleteModel(std::string_view name) {
     models_.emplace(std::string(name), std::move(profile));  // forgotten
     return fail(saved.error());
   }
-  return json{{"model", std::string(name)}, {"deleted", true}};
+  return Removed{.kind = "model", .name = std::string(name), .deleted = true};
 }
 
 std::optional<model::ModelProfile> ControlPlane::findModel(std::string_view name) const {
@@ -706,7 +706,7 @@ Result<json> ControlPlane::replicaLoaded(std::string_view id) {
   return replicaJson(*state_.findReplica(id));
 }
 
-Result<json> ControlPlane::removeReplica(std::string_view id) {
+Result<Removed> ControlPlane::removeReplica(std::string_view id) {
   if (!state_.findReplica(id))
     return fail(Error::notFound("replica " + std::string(id) + " is not placed"));
   // Assume, persist, then confirm or forget (the replica back as it was booked, with its pod
@@ -736,7 +736,7 @@ Result<json> ControlPlane::removeReplica(std::string_view id) {
     if (pod) pods_.insert(name);
     return fail(saved.error());
   }
-  return json{{"replica", name}, {"removed", true}};
+  return Removed{.kind = "replica", .name = name};
 }
 
 json ControlPlane::replicaJson(sched::ReplicaId id) const {

@@ -6,11 +6,12 @@
 // Every mutating operation takes a typed request (api/requests.h), decoded from the API's JSON
 // body by the codec (api/json_api.h) before any lock is taken; the plane checks what depends
 // on its books (what a path names exists, a heartbeat's GPUs are the node's, a model named by
-// name is registered) with the API's error texts, naming the field relative to the body. It
-// answers with JSON views of what it changed, the same views as the reads (listNodes,
-// getNode, ...), built from the books while the caller holds the state lock: docs/api.md is
-// written in them, and a typed copy of the books would add a step and say nothing more. A
-// refused operation changes nothing.
+// name is registered) with the API's error texts, naming the field relative to the body. An
+// operation that answers with an object answers with its JSON view, the same view as the reads
+// (listNodes, getNode, ...), built from the books while the caller holds the state lock:
+// docs/api.md is written in them, and a typed copy of the books would add a step and say
+// nothing more. The others (heartbeats, signals, drains, removals, allocations) return typed
+// results (api/requests.h), which the codec encodes. A refused operation changes nothing.
 //
 // Threading: not thread-safe; api::Dispatcher (api/dispatcher.h) owns access from several
 // threads. Every mutating operation follows one write order: assume (apply the change to the
@@ -99,12 +100,12 @@ class ControlPlane {
 
   // ---- nodes
   Result<nlohmann::json> registerNode(RegisterNode request);  // 201; 409 if it exists
-  Result<nlohmann::json> heartbeat(std::string_view node, Heartbeat request);
+  Result<HeartbeatAccepted> heartbeat(std::string_view node, Heartbeat request);
   Result<nlohmann::json> setCordoned(std::string_view node, bool cordoned);
   // Cordons the node and drains every replica on it (drain, flush, free); deployments
   // replace them elsewhere at their next sync period.
-  Result<nlohmann::json> drainNode(std::string_view node);
-  Result<nlohmann::json> removeNode(std::string_view node, bool force);
+  Result<NodeDraining> drainNode(std::string_view node);
+  Result<Removed> removeNode(std::string_view node, bool force);
   nlohmann::json listNodes() const;
   Result<nlohmann::json> getNode(std::string_view node) const;
 
@@ -113,7 +114,7 @@ class ControlPlane {
   nlohmann::json listModels() const;
   Result<nlohmann::json> getModel(std::string_view name) const;
   // Forgets a model profile; 409 while a deployment names it or a replica of it is placed.
-  Result<nlohmann::json> deleteModel(std::string_view name);
+  Result<Removed> deleteModel(std::string_view name);
   std::optional<model::ModelProfile> findModel(std::string_view name) const;
 
   // ---- replicas
@@ -121,7 +122,7 @@ class ControlPlane {
   // does not fit, none is booked and the error's detail explains.
   std::expected<nlohmann::json, DetailedError> placeReplicas(PlaceReplicas request);
   Result<nlohmann::json> replicaLoaded(std::string_view id);
-  Result<nlohmann::json> removeReplica(std::string_view id);
+  Result<Removed> removeReplica(std::string_view id);
   nlohmann::json listReplicas() const;
   Result<nlohmann::json> getReplica(std::string_view id) const;
   // Why a request would or would not fit now, with every rejection; books nothing.
@@ -158,7 +159,8 @@ class ControlPlane {
   // bookings swap GPUs (and devices) so that the books name the GPUs each pod really has;
   // with no such twin it is refused (409). 404: unknown node or replica; 409: the replica is on
   // another node or was not bound through the extender.
-  Result<nlohmann::json> confirmAllocation(std::string_view node, const ConfirmAllocation& request);
+  Result<AllocationConfirmed> confirmAllocation(std::string_view node,
+                                                const ConfirmAllocation& request);
 
   // ---- deployments: replicas kept at what the autoscaler decides
   // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs, placedBy,
@@ -170,17 +172,17 @@ class ControlPlane {
   // the controller runs as pods, and the pods the extender binds with this deployment's name
   // (tessera.io/deployment) are its replicas; the ones not bound yet count as pending.
   Result<nlohmann::json> putDeployment(PutDeployment request);
-  Result<nlohmann::json> deleteDeployment(std::string_view name);  // drains every replica
+  Result<Removed> deleteDeployment(std::string_view name);  // drains every replica
   nlohmann::json listDeployments() const;
   Result<nlohmann::json> getDeployment(std::string_view name) const;
   bool hasDeployment(std::string_view name) const { return deployments_.contains(name); }
   // Engine signals of one replica, as a scraper or the node agent reads them:
   // {waiting, running, kvCacheUsage, gpuUtilization, maxConcurrency, expectedReadyMs}.
-  Result<nlohmann::json> replicaSignals(std::string_view id, const ReportReplicaSignals& request);
+  Result<SignalsAccepted> replicaSignals(std::string_view id, const ReportReplicaSignals& request);
   // Deployment-wide signals from the router: {arrivalRatePerSec, meanServiceMs, ttftP99Ms,
   // meanPrefillMs, bufferedRequests}.
-  Result<nlohmann::json> deploymentSignals(std::string_view name,
-                                           const ReportDeploymentSignals& request);
+  Result<SignalsAccepted> deploymentSignals(std::string_view name,
+                                            const ReportDeploymentSignals& request);
 
   // ---- events, metrics, upkeep
   nlohmann::json events(std::int64_t after, std::size_t limit) const;

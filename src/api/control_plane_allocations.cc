@@ -56,8 +56,8 @@ Result<json> ControlPlane::nodeAllocations(std::string_view node) const {
   return json{{"node", std::string(node)}, {"allocations", std::move(out)}};
 }
 
-Result<json> ControlPlane::confirmAllocation(std::string_view node,
-                                             const ConfirmAllocation& request) {
+Result<AllocationConfirmed> ControlPlane::confirmAllocation(std::string_view node,
+                                                            const ConfirmAllocation& request) {
   const auto nodeId = state_.findNode(node);
   if (!nodeId || state_.node(*nodeId).removed) {
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
@@ -203,12 +203,11 @@ Result<json> ControlPlane::confirmAllocation(std::string_view node,
     return fail(saved.error());
   }
   extender_->allocationConfirmed(id);
-  json out = {{"replica", id},
-              {"node", std::string(node)},
-              {"confirmed", true},
-              {"devices", updated.devices},
-              {"gpus", gpuIdsOf(rec.placement)}};
-  if (!swappedWith.empty()) out["swappedWith"] = swappedWith;
+  AllocationConfirmed out{.replica = id,
+                          .node = std::string(node),
+                          .devices = updated.devices,
+                          .gpus = gpuIdsOf(rec.placement)};
+  if (!swappedWith.empty()) out.swappedWith = swappedWith;
   return out;
 }
 

@@ -113,7 +113,7 @@ Result<json> ControlPlane::putDeployment(PutDeployment request) {
   return getDeployment(ref.name);
 }
 
-Result<json> ControlPlane::deleteDeployment(std::string_view name) {
+Result<Removed> ControlPlane::deleteDeployment(std::string_view name) {
   const auto it = deployments_.find(name);
   if (it == deployments_.end()) {
     return fail(Error::notFound("deployment " + std::string(name) + " does not exist"));
@@ -145,9 +145,10 @@ Result<json> ControlPlane::deleteDeployment(std::string_view name) {
     deployments_.emplace(std::string(name), std::move(gone));
     return fail(saved.error());
   }
-  return json{{"deployment", std::string(name)},
-              {"deleted", true},
-              {"draining", static_cast<int>(started.size())}};
+  return Removed{.kind = "deployment",
+                 .name = std::string(name),
+                 .deleted = true,
+                 .draining = static_cast<int>(started.size())};
 }
 
 Result<void> ControlPlane::addReplicas(Deployment& d, int count, Millis now,
@@ -366,8 +367,8 @@ void ControlPlane::advanceDrains(Millis now) {
   }
 }
 
-Result<json> ControlPlane::replicaSignals(std::string_view id,
-                                          const ReportReplicaSignals& request) {
+Result<SignalsAccepted> ControlPlane::replicaSignals(std::string_view id,
+                                                     const ReportReplicaSignals& request) {
   if (auto missing = unknownReplica(id)) return fail(std::move(*missing));
   ReplicaRuntime& rt = runtime_[std::string(id)];
   rt.signals.waiting = request.waiting;
@@ -379,11 +380,11 @@ Result<json> ControlPlane::replicaSignals(std::string_view id,
   if (request.maxConcurrency) rt.signals.maxConcurrency = *request.maxConcurrency;
   if (request.expectedReadyMs) rt.expectedReadyMs = static_cast<Millis>(*request.expectedReadyMs);
   rt.signalsAtMs = clock_.nowMs();
-  return json{{"replica", std::string(id)}, {"accepted", true}};
+  return SignalsAccepted{"replica", std::string(id)};
 }
 
-Result<json> ControlPlane::deploymentSignals(std::string_view name,
-                                             const ReportDeploymentSignals& request) {
+Result<SignalsAccepted> ControlPlane::deploymentSignals(std::string_view name,
+                                                        const ReportDeploymentSignals& request) {
   const auto it = deployments_.find(name);
   if (it == deployments_.end()) return fail(*unknownDeployment(name));
   Deployment& d = *it->second;
@@ -394,7 +395,7 @@ Result<json> ControlPlane::deploymentSignals(std::string_view name,
   d.prefillP99Ms = request.prefillP99Ms;
   d.bufferedRequests = request.bufferedRequests;
   d.signalsAtMs = clock_.nowMs();
-  return json{{"deployment", std::string(name)}, {"accepted", true}};
+  return SignalsAccepted{"deployment", std::string(name)};
 }
 
 json ControlPlane::deploymentJson(const Deployment& d) const {

@@ -196,7 +196,7 @@ TEST_F(DeploymentTest, DeletingADeploymentDrainsItsReplicas) {
   ASSERT_TRUE(json_api::replicaSignals(*plane_, "chat-0", {{"running", 2}, {"waiting", 0}}));
   auto deleted = plane_->deleteDeployment("chat");
   ASSERT_TRUE(deleted);
-  EXPECT_EQ((*deleted)["draining"], 2);
+  EXPECT_EQ(deleted->draining, 2);
   run(12);  // drain 10 s, flush: chat-1 has nothing in flight, free 1 s
   EXPECT_FALSE(plane_->getReplica("chat-1"));
   EXPECT_TRUE(plane_->getReplica("chat-0"));  // still flushing two requests
@@ -215,7 +215,7 @@ TEST_F(DeploymentTest, DrainingANodeMovesItsReplicasElsewhere) {
   auto drained = plane_->drainNode(victimNode);
   ASSERT_TRUE(drained) << drained.error().message;
   const json onNode = (*plane_->getNode(victimNode))["replicas"];
-  EXPECT_EQ((*drained)["draining"], onNode);  // every replica there, however many
+  EXPECT_EQ(json(drained->draining), onNode);  // every replica there, however many
   EXPECT_TRUE((*plane_->getNode(victimNode))["cordoned"]);
   run(15);  // the next sync period replaces the draining replica on the free node
   const json after = *plane_->getDeployment("chat");

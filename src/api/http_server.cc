@@ -307,17 +307,20 @@ void HttpServer::routes() {
 
   // Handlers that return a Result<json>: `read` ones through the dispatcher's read path, the
   // others through its write path (the leadership gate, the writer lock).
-  auto run = [this](bool read, const auto& fn) -> std::expected<Result<json>, NotLeader> {
+  // fn(plane) returns a Result<T>: a JSON view, or a typed result that `answer` encodes once the
+  // locks are let go.
+  auto run = [this](bool read, const auto& fn) {
+    using Out = std::invoke_result_t<decltype(fn), ControlPlane&>;
     if (read) {
-      return std::expected<Result<json>, NotLeader>(
-          std::in_place, dispatcher_.read([&](ControlPlane& p) -> Result<json> { return fn(p); }));
+      return std::expected<Out, NotLeader>(
+          std::in_place, dispatcher_.read([&](ControlPlane& p) -> Out { return fn(p); }));
     }
-    return dispatcher_.write([&](ControlPlane& p) -> Result<json> { return fn(p); });
+    return dispatcher_.write([&](ControlPlane& p) -> Out { return fn(p); });
   };
-  auto answer = [](Res& res, int okStatus, const std::expected<Result<json>, NotLeader>& out) {
+  auto answer = [](Res& res, int okStatus, const auto& out) {
     if (!out) return sendNotLeader(res, out.error());
     if (!*out) return sendError(res, out->error());
-    sendJson(res, okStatus, **out);
+    sendJson(res, okStatus, json_api::encode(**out));
   };
   // Operations on a body: `decode(body)` makes it the typed request before any lock is taken
   // (a malformed body never waits for or holds up a writer); `fn(plane, request, decoded)`

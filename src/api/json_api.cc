@@ -316,9 +316,46 @@ Result<ConfirmAllocation> decodeConfirmAllocation(const json& body) {
   return ConfirmAllocation{replica->get<std::string>(), std::move(*devices), std::move(*gpus)};
 }
 
+// ---- encoders
+
+json encode(const HeartbeatAccepted& accepted) {
+  return {{"node", accepted.node}, {"gpus", accepted.gpus}};
+}
+
+json encode(const SignalsAccepted& accepted) {
+  return {{accepted.kind, accepted.name}, {"accepted", true}};
+}
+
+json encode(const NodeDraining& draining) {
+  return {{"node", draining.node}, {"cordoned", true}, {"draining", draining.draining}};
+}
+
+json encode(const Removed& removed) {
+  json out = {{removed.kind, removed.name}, {removed.deleted ? "deleted" : "removed", true}};
+  if (removed.draining) out["draining"] = *removed.draining;
+  return out;
+}
+
+json encode(const AllocationConfirmed& confirmed) {
+  json out = {{"replica", confirmed.replica},
+              {"node", confirmed.node},
+              {"confirmed", true},
+              {"devices", confirmed.devices},
+              {"gpus", confirmed.gpus}};
+  if (confirmed.swappedWith) out["swappedWith"] = *confirmed.swappedWith;
+  return out;
+}
+
 // ---- a plane's operations on JSON bodies
 
 namespace {
+
+// The answer's JSON: the view as it is, or the typed result encoded.
+template <typename T>
+Result<json> encoded(Result<T> result) {
+  if (!result) return fail(std::move(result.error()));
+  return encode(*result);
+}
 
 // `decoded`'s error, unless `missing` (what the path names does not exist): the 404 the plane
 // answers before it looks at a body.
@@ -338,7 +375,7 @@ Result<json> registerNode(ControlPlane& plane, const json& body) {
 Result<json> heartbeat(ControlPlane& plane, std::string_view node, const json& body) {
   auto request = decodeHeartbeat(body);
   if (!request) return fail(refusal(request, plane.unknownNode(node)));
-  return plane.heartbeat(node, std::move(*request));
+  return encoded(plane.heartbeat(node, std::move(*request)));
 }
 
 Result<json> putModel(ControlPlane& plane, const json& body) {
@@ -368,19 +405,19 @@ Result<json> putDeployment(ControlPlane& plane, const json& body) {
 Result<json> replicaSignals(ControlPlane& plane, std::string_view id, const json& body) {
   auto request = decodeReplicaSignals(body);
   if (!request) return fail(refusal(request, plane.unknownReplica(id)));
-  return plane.replicaSignals(id, *request);
+  return encoded(plane.replicaSignals(id, *request));
 }
 
 Result<json> deploymentSignals(ControlPlane& plane, std::string_view name, const json& body) {
   auto request = decodeDeploymentSignals(body);
   if (!request) return fail(refusal(request, plane.unknownDeployment(name)));
-  return plane.deploymentSignals(name, *request);
+  return encoded(plane.deploymentSignals(name, *request));
 }
 
 Result<json> confirmAllocation(ControlPlane& plane, std::string_view node, const json& body) {
   auto request = decodeConfirmAllocation(body);
   if (!request) return fail(refusal(request, plane.unknownNode(node)));
-  return plane.confirmAllocation(node, *request);
+  return encoded(plane.confirmAllocation(node, *request));
 }
 
 }  // namespace tessera::api::json_api

@@ -12,7 +12,8 @@
 // for all of it).
 //
 // The plane answers with JSON views of the objects it changed (the same views as the GET
-// routes), built under its state lock; the codec sends them as they are.
+// routes), built under its state lock, which the codec sends as they are, or with a typed
+// result (an acknowledgement, a removal), which it encodes once the locks are let go.
 //
 // Also here, for the tests, the demo, the benchmarks and the fuzzers that drive a plane without
 // the HTTP server: each operation on a JSON body, decoded and then called as the route does
@@ -43,6 +44,16 @@ Result<PutDeployment> decodePutDeployment(const nlohmann::json& body);
 Result<ReportReplicaSignals> decodeReplicaSignals(const nlohmann::json& body);
 Result<ReportDeploymentSignals> decodeDeploymentSignals(const nlohmann::json& body);
 Result<ConfirmAllocation> decodeConfirmAllocation(const nlohmann::json& body);
+
+// ---- encoders: the API's answer for each result
+inline const nlohmann::json& encode(const nlohmann::json& view) {
+  return view;
+}
+nlohmann::json encode(const HeartbeatAccepted& accepted);
+nlohmann::json encode(const SignalsAccepted& accepted);
+nlohmann::json encode(const NodeDraining& draining);
+nlohmann::json encode(const Removed& removed);
+nlohmann::json encode(const AllocationConfirmed& confirmed);
 
 // ---- a plane's operations on JSON bodies (no dispatcher: the caller owns the plane)
 Result<nlohmann::json> registerNode(ControlPlane& plane, const nlohmann::json& body);

@@ -1,7 +1,9 @@
 #pragma once
 // What the control plane's operations take: typed requests, decoded from the API's JSON bodies
 // by the codec (api/json_api.h) before the dispatcher takes any lock, so that a malformed body
-// is answered without waiting for (or holding up) a writer.
+// is answered without waiting for (or holding up) a writer. And what the operations that do not
+// answer with an object's view return: typed results, which the codec encodes after the locks
+// are let go (bottom of this file).
 //
 // A request holds what its body said, checked for shape and range as far as that needs nothing
 // but the body (and the immutable GPU catalogue). What depends on the books is checked by the
@@ -113,6 +115,41 @@ struct ReportDeploymentSignals {
 struct ConfirmAllocation {
   std::string replica;
   std::vector<std::string> devices, gpus;
+};
+
+// ---- results (the others answer with the object's JSON view, as the reads do)
+
+// A heartbeat taken: the node, and how many GPUs reported.
+struct HeartbeatAccepted {
+  std::string node;
+  std::size_t gpus = 0;
+};
+
+// Signals taken for a replica or a deployment.
+struct SignalsAccepted {
+  std::string kind;  // "replica" or "deployment"
+  std::string name;
+};
+
+// A node being drained: cordoned, and the replicas on it now draining.
+struct NodeDraining {
+  std::string node;
+  std::vector<std::string> draining;
+};
+
+// A node, model, replica or deployment removed.
+struct Removed {
+  std::string kind;  // "node", "model", "replica" or "deployment"
+  std::string name;
+  bool deleted = false;  // said "deleted" (models, deployments), else "removed"
+  std::optional<int> draining = std::nullopt;  // a deployment's replicas left draining
+};
+
+// A device plugin's allocation confirmed; `swappedWith` names the twin whose GPUs it took.
+struct AllocationConfirmed {
+  std::string replica, node;
+  std::vector<std::string> devices, gpus;
+  std::optional<std::string> swappedWith = std::nullopt;
 };
 
 }  // namespace tessera::api
