@@ -280,23 +280,23 @@ std::optional<Error> ControlPlane::unknownDeployment(std::string_view name) cons
 }
 
 Result<json> ControlPlane::registerNode(RegisterNode request) {
-  model::NodeSpec* spec = &request.spec;
-  if (nodeSpecs_.contains(spec->name)) {
-    return fail(Error::exists("node " + spec->name + " is already registered"));
+  model::NodeSpec& spec = request.spec;
+  if (nodeSpecs_.contains(spec.name)) {
+    return fail(Error::exists("node " + spec.name + " is already registered"));
   }
-  TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeAdded{*spec}));
-  const std::string name = spec->name;
+  TESSERA_RETURN_IF_ERROR(state_.apply(sched::NodeAdded{spec}));
+  const std::string name = spec.name;
   store::WriteSet batch;
-  batch.put("node", name, nodeDocument(*spec, rankOf(name)).dump(),
+  batch.put("node", name, nodeDocument(spec, rankOf(name)).dump(),
             store::Precondition::mustNotExist());
   if (auto saved =
           commit(std::move(batch), "NodeRegistered", name,
-                 std::to_string(spec->gpus.size()) + " GPU" + (spec->gpus.size() == 1 ? "" : "s"));
+                 std::to_string(spec.gpus.size()) + " GPU" + (spec.gpus.size() == 1 ? "" : "s"));
       !saved) {
     undo(sched::NodeRemoved{name, true}, "register-rollback");
     return fail(saved.error());
   }
-  nodeSpecs_.emplace(name, std::move(*spec));
+  nodeSpecs_.emplace(name, std::move(spec));
   lastHeartbeatMs_[name] = clock_.nowMs();
   return nodeJson(*state_.findNode(name));
 }
@@ -635,15 +635,15 @@ std::expected<json, DetailedError> ControlPlane::placeReplicas(PlaceReplicas req
   if (auto resolved = resolveRegisteredModel(request, models_); !resolved) {
     return bad(resolved.error());
   }
-  const std::vector<model::PlacementRequest>* requests = &request.requests;
-  for (const auto& r : *requests) {
+  const std::vector<model::PlacementRequest>& requests = request.requests;
+  for (const auto& r : requests) {
     if (state_.findReplica(r.replicaId)) {
       return bad(Error::exists("replica " + r.replicaId + " is already placed"));
     }
   }
   // All or nothing: place one by one, and unload the ones already placed when one fails.
   std::vector<std::string> placed;
-  for (const auto& r : *requests) {
+  for (const auto& r : requests) {
     const auto start = std::chrono::steady_clock::now();
     sched::Decision d = engine_.place(state_, r);
     decisionLatency_.observe(

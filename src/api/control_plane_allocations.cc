@@ -62,8 +62,8 @@ Result<AllocationConfirmed> ControlPlane::confirmAllocation(std::string_view nod
   if (!nodeId || state_.node(*nodeId).removed) {
     return fail(Error::notFound("node " + std::string(node) + " is not registered"));
   }
-  const std::vector<std::string>* devices = &request.devices;
-  const std::vector<std::string>* gpus = &request.gpus;
+  const std::vector<std::string>& devices = request.devices;
+  const std::vector<std::string>& gpus = request.gpus;
   const std::string id = request.replica;
   const auto rid = state_.findReplica(id);
   if (!rid) return fail(Error::notFound("replica " + id + " is not placed"));
@@ -85,7 +85,7 @@ Result<AllocationConfirmed> ControlPlane::confirmAllocation(std::string_view nod
   };
   const sched::Placement mine = state_.replica(*rid).placement;
   std::string swappedWith;
-  if (!gpus->empty() && *gpus != gpuIdsOf(mine)) {
+  if (!gpus.empty() && gpus != gpuIdsOf(mine)) {
     // The plugin gave this pod a twin's booking: find the twin and swap their GPUs.
     auto sameShape = [this](const sched::Placement& a, const sched::Placement& b) {
       if (a.mode != b.mode || a.gpus.size() != b.gpus.size()) return false;
@@ -116,10 +116,10 @@ Result<AllocationConfirmed> ControlPlane::confirmAllocation(std::string_view nod
         continue;
       }
       if (a->second.confirmed &&
-          (devices->empty() || sortedIds(a->second.devices) != sortedIds(*devices))) {
+          (devices.empty() || sortedIds(a->second.devices) != sortedIds(devices))) {
         continue;
       }
-      if (gpuIdsOf(p) == *gpus && sameShape(p, mine)) {
+      if (gpuIdsOf(p) == gpus && sameShape(p, mine)) {
         twin = p;
         break;
       }
@@ -157,7 +157,7 @@ Result<AllocationConfirmed> ControlPlane::confirmAllocation(std::string_view nod
   }
   PodAllocation updated = alloc->second;
   updated.confirmed = true;
-  updated.devices = *devices;
+  updated.devices = devices;
   const PodAllocation before = alloc->second;
   std::optional<PodAllocation> twinBefore;
   if (!swappedWith.empty()) {
