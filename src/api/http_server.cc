@@ -305,10 +305,9 @@ void HttpServer::routes() {
                     "text/plain; version=0.0.4; charset=utf-8");
   });
 
-  // Handlers that return a Result<json>: `read` ones through the dispatcher's read path, the
-  // others through its write path (the leadership gate, the writer lock).
-  // fn(plane) returns a Result<T>: a JSON view, or a typed result that `answer` encodes once the
-  // locks are let go.
+  // Handlers that return a Result<T>: `read` ones through the dispatcher's read path, the others
+  // through its write path (the leadership gate, the writer lock). T is a JSON view, or a typed
+  // result that `answer` encodes once the locks are let go.
   auto run = [this](bool read, const auto& fn) {
     using Out = std::invoke_result_t<decltype(fn), ControlPlane&>;
     if (read) {
@@ -325,8 +324,8 @@ void HttpServer::routes() {
   // Operations on a body: `decode(body)` makes it the typed request before any lock is taken
   // (a malformed body never waits for or holds up a writer); `fn(plane, request, decoded)`
   // then runs through the dispatcher. A body that does not decode is answered with its error,
-  // unless `missing(plane, request)` (a read) says what the path names does not exist: the 404
-  // that the plane answers before it looks at a body.
+  // unless `missing(plane, request)` (a read; nullptr for a path that names nothing) says what
+  // the path names does not exist: the 404 that the plane answers before it looks at a body.
   auto decoding = [this, run, answer](int okStatus, auto decode, auto missing, auto fn,
                                       bool read = false) {
     return [this, run, answer, okStatus, decode, missing, fn, read](const Req& req, Res& res) {
@@ -334,15 +333,15 @@ void HttpServer::routes() {
       if (!parsed) return;
       auto decoded = decode(*parsed);
       if (!decoded) {
-        const std::optional<Error> absent =
-            dispatcher_.read([&](ControlPlane& p) { return missing(p, req); });
-        return sendError(res, absent ? *absent : decoded.error());
+        if constexpr (!std::is_null_pointer_v<decltype(missing)>) {
+          const std::optional<Error> absent =
+              dispatcher_.read([&](ControlPlane& p) { return missing(p, req); });
+          if (absent) return sendError(res, *absent);
+        }
+        return sendError(res, decoded.error());
       }
       answer(res, okStatus, run(read, [&](ControlPlane& p) { return fn(p, req, *decoded); }));
     };
-  };
-  auto anywhere = [](const ControlPlane&, const Req&) -> std::optional<Error> {
-    return std::nullopt;
   };
   auto node = [](const ControlPlane& p, const Req& r) { return p.unknownNode(r.matches[1].str()); };
   // The catalogue is immutable: read with no lock.
@@ -367,7 +366,7 @@ void HttpServer::routes() {
   on("POST", "/api/v1/nodes",
      decoding(
          201, [catalog](const json& b) { return json_api::decodeRegisterNode(b, catalog()); },
-         anywhere, [](P& p, const Req&, RegisterNode& n) { return p.registerNode(std::move(n)); }));
+         nullptr, [](P& p, const Req&, RegisterNode& n) { return p.registerNode(std::move(n)); }));
   on("POST", R"(/api/v1/nodes/([^/]+)/heartbeat)",
      decoding(200, json_api::decodeHeartbeat, node, [](P& p, const Req& r, Heartbeat& h) {
        return p.heartbeat(r.matches[1].str(), std::move(h));
@@ -393,7 +392,7 @@ void HttpServer::routes() {
   on("GET", R"(/api/v1/models/([^/]+))",
      reading([](P& p, const Req& r) { return p.getModel(r.matches[1].str()); }));
   on("POST", "/api/v1/models",
-     decoding(200, json_api::decodePutModel, anywhere,
+     decoding(200, json_api::decodePutModel, nullptr,
               [](P& p, const Req&, PutModel& m) { return p.putModel(std::move(m)); }));
   on("DELETE", R"(/api/v1/models/([^/]+))",
      writing(200, [](P& p, const Req& r) { return p.deleteModel(r.matches[1].str()); }));
@@ -453,7 +452,7 @@ void HttpServer::routes() {
   on("POST", "/api/v1/explain",
      decoding(
          200, [catalog](const json& b) { return json_api::decodePlaceReplicas(b, catalog()); },
-         anywhere, [](P& p, const Req&, PlaceReplicas& r) { return p.explain(std::move(r)); },
+         nullptr, [](P& p, const Req&, PlaceReplicas& r) { return p.explain(std::move(r)); },
          /*read=*/true));
   on("GET", "/api/v1/events", [this](const Req& req, Res& res) {
     std::int64_t after = 0;
