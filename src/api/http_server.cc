@@ -4,6 +4,7 @@
 #include <chrono>
 #include <regex>
 #include <thread>
+#include <type_traits>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
