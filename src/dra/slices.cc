@@ -64,10 +64,15 @@ json gpuDevice(const GpuDevice& gpu, const SliceOptions& o) {
   attrs["uuid"] = stringAttr(uuidOf(gpu, o));
   addCommon(attrs, gpu, o);
   json capacity = json::object();
-  capacity["memory"] = {
-      {"value", mib(gpu.memoryMib)},
-      {"requestPolicy",
-       {{"validRange", {{"min", mib(kMemoryStepMib)}, {"step", mib(kMemoryStepMib)}}}}}};
+  capacity["memory"] = {{"value", mib(gpu.memoryMib)}};
+  // A card whose memory is unknown (0: a type such as the traces' G2) takes no request policy:
+  // the API needs min <= value and min + step <= value, and a policy's min would round the
+  // "0Mi" that the engine books on it (an exclusive claim asks for the whole card) up to more
+  // than the card has. Without a policy a request is consumed as asked.
+  if (gpu.memoryMib >= 2 * kMemoryStepMib) {
+    capacity["memory"]["requestPolicy"] = {
+        {"validRange", {{"min", mib(kMemoryStepMib)}, {"step", mib(kMemoryStepMib)}}}};
+  }
   capacity["compute"] = {
       {"value", std::to_string(kComputeMilli)},
       {"requestPolicy",

@@ -68,6 +68,18 @@ TEST(ResourceSlices, AGpuIsOneSharableDeviceWithConsumableMemoryAndCompute) {
   EXPECT_FALSE(findDevice(inv, "gpu-7"));
 }
 
+// The API needs a memory policy's min, and min + step, within the value: a card of unknown
+// memory (0) publishes its memory without a policy.
+TEST(ResourceSlices, AGpuOfUnknownMemoryHasNoMemoryPolicy) {
+  deviceplugin::Inventory inv;
+  inv.gpus = {sliceGpu(0, 0)};
+  SliceOptions o;
+  o.nodeName = "node-a";
+  const json d = resourceSlices(inv, o)[0]["spec"]["devices"][0];
+  EXPECT_EQ(d["capacity"]["memory"], json({{"value", "0Mi"}}));
+  EXPECT_EQ(d["capacity"]["compute"]["value"], "1000");
+}
+
 TEST(ResourceSlices, AnUnhealthyGpuIsTaintedAndAVirtualOneGetsTheAgentsUuid) {
   deviceplugin::Inventory inv;
   inv.gpus = {sliceGpu(0)};
