@@ -48,7 +48,8 @@ json sliceOf(const std::string& node, int gpus) {
          {"capacity",
           {{"memory",
             {{"value", "81920Mi"},
-             {"requestPolicy", {{"validRange", {{"min", "1Mi"}, {"step", "1Mi"}}}}}}},
+             {"requestPolicy",
+              {{"default", "81920Mi"}, {"validRange", {{"min", "1Mi"}, {"step", "1Mi"}}}}}}},
            {"compute",
             {{"value", "1000"},
              {"requestPolicy",
@@ -179,7 +180,10 @@ class ClaimWebhookTest : public ::testing::Test {
   dra::testing::FirstFitAllocator allocator() const {
     dra::testing::FirstFitAllocator a;
     a.addClass(k8s::deviceClass());
-    for (const auto& [node, gpus] : kNodes) a.addSlice(sliceOf(node, gpus.second));
+    for (const auto& [node, gpus] : kNodes) {
+      const std::string refused = a.addSlice(sliceOf(node, gpus.second));
+      EXPECT_EQ(refused, "");
+    }
     return a;
   }
   json replica(const std::string& id) {

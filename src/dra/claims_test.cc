@@ -8,6 +8,7 @@
 #include "dra/slices.h"
 #include "k8s/dra_claims.h"
 
+#include <functional>
 #include <iostream>
 
 #include <gtest/gtest.h>
@@ -152,7 +153,9 @@ void runCase(std::uint64_t seed, const model::GpuCatalog& catalog, Tally& tally)
     SliceOptions so;
     so.nodeName = state.node(n).spec.name;
     so.catalog = &catalog;
-    for (const json& s : resourceSlices(inventoryOf(state, n), so)) allocator.addSlice(s);
+    for (const json& s : resourceSlices(inventoryOf(state, n), so)) {
+      ASSERT_EQ(allocator.addSlice(s), "");
+    }
   }
   sched::testkit::RequestShape rs;
   rs.invalidProbability = 0;
@@ -298,7 +301,7 @@ TEST(ClaimWriter, AnExclusiveClaimFitsACardOfUnknownMemory) {
   allocator.addClass(deviceClass());
   SliceOptions so;
   so.nodeName = "n";
-  for (const json& s : resourceSlices(inv, so)) allocator.addSlice(s);
+  for (const json& s : resourceSlices(inv, so)) ASSERT_EQ(allocator.addSlice(s), "");
   ClaimChoice c;
   c.ns = "d";
   c.name = "x";
@@ -308,6 +311,40 @@ TEST(ClaimWriter, AnExclusiveClaimFitsACardOfUnknownMemory) {
   EXPECT_TRUE(out.ok) << out.why;
   c.name = "y";
   EXPECT_FALSE(allocator.allocate(resourceClaim(c), "n").ok);
+}
+
+// The allocator refuses a slice as the API server's validation does, so the slices above are
+// checked against those rules: a validRange without a default (what the memory capacity
+// published before), a default outside the range, a min above the value.
+TEST(ClaimWriter, TheAllocatorRefusesASliceWhosePolicyTheApiServerWouldRefuse) {
+  deviceplugin::Inventory inv;
+  deviceplugin::GpuDevice g;
+  g.id = "0";
+  g.uuid = "GPU-0";
+  g.type = "H100-80GB";
+  g.memoryMib = 81920;
+  inv.gpus.push_back(g);
+  SliceOptions so;
+  so.nodeName = "n";
+  const std::vector<json> slices = resourceSlices(inv, so);
+  ASSERT_EQ(slices.size(), 1u);
+  const auto refusedAfter = [&](const std::function<void(json&)>& change) {
+    json s = slices[0];
+    change(s["spec"]["devices"][0]["capacity"]["memory"]["requestPolicy"]);
+    FirstFitAllocator allocator;
+    return allocator.addSlice(s);
+  };
+  EXPECT_EQ(refusedAfter([](json&) {}), "");
+  EXPECT_NE(refusedAfter([](json& p) { p.erase("default"); }).find("needs a default"),
+            std::string::npos);
+  EXPECT_NE(refusedAfter([](json& p) { p["default"] = "0"; }).find("outside the validRange"),
+            std::string::npos);
+  const auto minAboveValue = [](json& p) {
+    p["validRange"]["min"] = "90000Mi";
+    p["validRange"]["max"] = "90000Mi";
+    p["default"] = "90000Mi";
+  };
+  EXPECT_NE(refusedAfter(minAboveValue).find("must not exceed"), std::string::npos);
 }
 
 TEST(ClaimWriter, AClaimPinnedToAMissingAttributeFailsLikeACelError) {
@@ -324,7 +361,7 @@ TEST(ClaimWriter, AClaimPinnedToAMissingAttributeFailsLikeACelError) {
   allocator.addClass(deviceClass());
   SliceOptions so;
   so.nodeName = "n";
-  for (const json& s : resourceSlices(inv, so)) allocator.addSlice(s);
+  for (const json& s : resourceSlices(inv, so)) ASSERT_EQ(allocator.addSlice(s), "");
   ClaimChoice c;
   c.ns = "d";
   c.name = "x";

@@ -75,7 +75,7 @@ FirstFitRun replayAsClaims(const sim::FgdTrace& trace, const sim::ArrivalPlan& p
     }
     SliceOptions so;
     so.nodeName = n.name;
-    for (const json& s : resourceSlices(inv, so)) allocator.addSlice(s);
+    for (const json& s : resourceSlices(inv, so)) EXPECT_EQ(allocator.addSlice(s), "");
   }
   FirstFitRun out;
   std::int64_t arrived = 0, allocated = 0;

@@ -69,8 +69,11 @@ json gpuDevice(const GpuDevice& gpu, const SliceOptions& o) {
   // the API needs min <= value and min + step <= value, and a policy's min would round the
   // "0Mi" that the engine books on it (an exclusive claim asks for the whole card) up to more
   // than the card has. Without a policy a request is consumed as asked.
+  // A claim that does not say how much memory it needs takes the whole card (the API needs a
+  // default with a validRange): safer than a share of it that nobody asked for.
   if (gpu.memoryMib >= 2 * kMemoryStepMib) {
     capacity["memory"]["requestPolicy"] = {
+        {"default", mib(gpu.memoryMib)},
         {"validRange", {{"min", mib(kMemoryStepMib)}, {"step", mib(kMemoryStepMib)}}}};
   }
   capacity["compute"] = {

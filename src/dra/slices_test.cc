@@ -56,6 +56,8 @@ TEST(ResourceSlices, AGpuIsOneSharableDeviceWithConsumableMemoryAndCompute) {
   EXPECT_EQ(d["attributes"]["nvlinkGroup"], json({{"int", 0}}));
   EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
   EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["validRange"]["step"], "1Mi");
+  // The API needs a default with a validRange: a claim that names no memory takes the card.
+  EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"], "81920Mi");
   EXPECT_EQ(d["capacity"]["compute"]["value"], "1000");
   EXPECT_EQ(d["capacity"]["compute"]["requestPolicy"]["default"], "0");
   EXPECT_FALSE(d.contains("taints"));

@@ -46,8 +46,14 @@ class FirstFitAllocator {
     std::vector<Allocation> results;
   };
 
-  void addSlice(const nlohmann::json& slice) {
+  // Adds the slice's devices, or none when the API server would refuse the slice for a
+  // capacity's request policy (resource.k8s.io/v1 validation): the answer names the device and
+  // the capacity; empty when the slice is accepted. A policy needs allowMultipleAllocations; a
+  // validRange needs its min and a default within [min, max], with min and min + step at most
+  // the capacity's value.
+  [[nodiscard]] std::string addSlice(const nlohmann::json& slice) {
     const nlohmann::json& spec = slice.at("spec");
+    std::vector<Device> added;
     for (const nlohmann::json& d : spec.at("devices")) {
       Device dev;
       dev.driver = spec.at("driver").get<std::string>();
@@ -62,20 +68,38 @@ class FirstFitAllocator {
       }
       const nlohmann::json caps = d.value("capacity", nlohmann::json::object());
       for (const auto& [cap, c] : caps.items()) {
+        const std::string where = "device " + dev.name + ", capacity " + cap + ": ";
         Capacity x;
         x.value = quantity(c.at("value").get<std::string>());
         const nlohmann::json policy = c.value("requestPolicy", nlohmann::json::object());
+        if (!policy.empty() && !dev.multiple) {
+          return where + "a requestPolicy needs allowMultipleAllocations";
+        }
         if (policy.contains("default"))
           x.byDefault = quantity(policy["default"].get<std::string>());
         if (const auto range = policy.find("validRange"); range != policy.end()) {
-          if (range->contains("min")) x.min = quantity((*range)["min"].get<std::string>());
+          if (!range->contains("min")) return where + "validRange.min is required";
+          x.min = quantity((*range)["min"].get<std::string>());
           if (range->contains("step")) x.step = quantity((*range)["step"].get<std::string>());
+          const double max =
+              range->contains("max") ? quantity((*range)["max"].get<std::string>()) : x.value;
+          if (!x.byDefault) return where + "a validRange needs a default";
+          if (*x.byDefault < x.min || *x.byDefault > max) {
+            return where + "the default is outside the validRange";
+          }
+          if (x.min > x.value || x.min + x.step > x.value) {
+            return where + "validRange min (and min + step) must not exceed the value";
+          }
         }
         dev.capacity[cap] = x;
       }
+      added.push_back(std::move(dev));
+    }
+    for (Device& dev : added) {
       byPool_[dev.pool].push_back(devices_.size());
       devices_.push_back(std::move(dev));
     }
+    return {};
   }
   void addClass(const nlohmann::json& deviceClass) {
     classes_[deviceClass.at("metadata").at("name").get<std::string>()] = deviceClass;
