@@ -202,6 +202,17 @@ class DispatcherTest : public ::testing::Test {
     EXPECT_TRUE(port) << port.error().message;
     return port ? *port : 0;
   }
+  // A cordon of node gpu-a whose commit the store holds: posted from a thread of its own after
+  // holdNext(); the caller joins it (JoinOnExit) and waits until the store holds it.
+  std::thread cordonHeldInTheStore(int port, int& status) {
+    store_->holdNext();
+    return std::thread([port, &status] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(30);
+      auto r = c.Post("/api/v1/nodes/gpu-a/cordon");
+      status = r ? r->status : -1;
+    });
+  }
   // Event times from a calendar that stands still, so that stored placement times convert
   // back exactly.
   static ControlPlaneConfig config() {
@@ -234,14 +245,8 @@ TEST_F(DispatcherTest, ReadsAreAnsweredWhileAWritersCommitIsHeld) {
   auto reg = client.Post("/api/v1/nodes", nodeBody("gpu-a", 2).dump(), "application/json");
   ASSERT_TRUE(reg && reg->status == 201) << (reg ? reg->body : "no answer");
 
-  store_->holdNext();
   int cordonStatus = 0;
-  std::thread writer([&] {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(30);
-    auto r = c.Post("/api/v1/nodes/gpu-a/cordon");
-    cordonStatus = r ? r->status : -1;
-  });
+  std::thread writer = cordonHeldInTheStore(port, cordonStatus);
   JoinOnExit joinWriter{writer, [&] { store_->release(); }};
   ASSERT_TRUE(store_->waitUntilHeld()) << "the cordon never reached the store";
 
@@ -283,14 +288,8 @@ TEST_F(DispatcherTest, AMalformedBodyIsAnsweredWithoutWaitingForTheWriterLock) {
   client.set_read_timeout(5);
   ASSERT_EQ(client.Post("/api/v1/nodes", nodeBody("gpu-a", 1).dump(), "application/json")->status,
             201);
-  store_->holdNext();
   int cordonStatus = 0;
-  std::thread writer([&] {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(30);
-    auto r = c.Post("/api/v1/nodes/gpu-a/cordon");
-    cordonStatus = r ? r->status : -1;
-  });
+  std::thread writer = cordonHeldInTheStore(port, cordonStatus);
   JoinOnExit joinWriter{writer, [&] { store_->release(); }};
   ASSERT_TRUE(store_->waitUntilHeld()) << "the cordon never reached the store";
 
@@ -352,14 +351,8 @@ TEST_F(DispatcherTest, ARefusedPersistIsForgottenBeforeTheNextWriterApplies) {
   ASSERT_EQ(client.Post("/api/v1/nodes", nodeBody("gpu-a", 1).dump(), "application/json")->status,
             201);
   store_->refuse([](const store::WriteSet& b) { return touches(b, "node", "gpu-a"); });
-  store_->holdNext();
   int cordonStatus = 0;
-  std::thread cordon([&] {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(30);
-    auto r = c.Post("/api/v1/nodes/gpu-a/cordon");
-    cordonStatus = r ? r->status : -1;
-  });
+  std::thread cordon = cordonHeldInTheStore(port, cordonStatus);
   JoinOnExit joinCordon{cordon, [&] { store_->release(); }};
   ASSERT_TRUE(store_->waitUntilHeld());
   // A second writer arrives while the first one's persist is in flight: it waits.

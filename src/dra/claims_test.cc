@@ -119,6 +119,25 @@ deviceplugin::Inventory inventoryOf(const sched::ClusterState& state, sched::Nod
   return inv;
 }
 
+// Node "n" with one GPU "GPU-0" of `type` and `memoryMib`.
+deviceplugin::Inventory oneGpu(const std::string& type, std::int64_t memoryMib) {
+  deviceplugin::Inventory inv;
+  deviceplugin::GpuDevice g;
+  g.id = "0";
+  g.uuid = "GPU-0";
+  g.type = type;
+  g.memoryMib = memoryMib;
+  inv.gpus.push_back(g);
+  return inv;
+}
+
+// The slices of `inv` on node "n".
+std::vector<json> slicesOnN(const deviceplugin::Inventory& inv) {
+  SliceOptions so;
+  so.nodeName = "n";
+  return resourceSlices(inv, so);
+}
+
 struct Tally {
   int claims = 0, shared = 0, exclusive = 0, mig = 0, multiGpu = 0, dynamicMig = 0, refused = 0;
 };
@@ -262,9 +281,10 @@ TEST(ClaimWriter, EveryClaimOfTheEngineIsAcceptedByAFirstFitAllocator) {
   for (; ran < 8 * cases && !HasFatalFailure() && (ran < cases || !allKinds()); ++ran) {
     runCase(sched::testkit::caseSeed(seed, ran), catalog, t);
   }
-  std::cout << ran << " cases: claims " << t.claims << " (shared " << t.shared << ", exclusive " << t.exclusive
-            << ", MIG " << t.mig << ", multi-GPU " << t.multiGpu << "), over-commits refused "
-            << t.refused << ", placements on new MIG instances " << t.dynamicMig << "\n";
+  std::cout << ran << " cases: claims " << t.claims << " (shared " << t.shared << ", exclusive "
+            << t.exclusive << ", MIG " << t.mig << ", multi-GPU " << t.multiGpu
+            << "), over-commits refused " << t.refused << ", placements on new MIG instances "
+            << t.dynamicMig << "\n";
   // The generator must reach every kind, or the test says nothing about it.
   EXPECT_GT(t.shared, 0);
   EXPECT_GT(t.exclusive, 0);
@@ -290,18 +310,10 @@ TEST(ClaimWriter, EveryClaimOfTheEngineIsAcceptedOnOnceFailingSeeds) {
 // A card of unknown memory (0) takes an exclusive claim, which asks for its whole "0Mi", and
 // then no more claims.
 TEST(ClaimWriter, AnExclusiveClaimFitsACardOfUnknownMemory) {
-  deviceplugin::Inventory inv;
-  deviceplugin::GpuDevice g;
-  g.id = "0";
-  g.uuid = "GPU-0";
-  g.type = "G2";
-  g.memoryMib = 0;
-  inv.gpus.push_back(g);
+  const deviceplugin::Inventory inv = oneGpu("G2", 0);
   FirstFitAllocator allocator;
   allocator.addClass(deviceClass());
-  SliceOptions so;
-  so.nodeName = "n";
-  for (const json& s : resourceSlices(inv, so)) ASSERT_EQ(allocator.addSlice(s), "");
+  for (const json& s : slicesOnN(inv)) ASSERT_EQ(allocator.addSlice(s), "");
   ClaimChoice c;
   c.ns = "d";
   c.name = "x";
@@ -317,16 +329,8 @@ TEST(ClaimWriter, AnExclusiveClaimFitsACardOfUnknownMemory) {
 // checked against those rules: a validRange without a default (what the memory capacity
 // published before), a default outside the range, a min above the value.
 TEST(ClaimWriter, TheAllocatorRefusesASliceWhosePolicyTheApiServerWouldRefuse) {
-  deviceplugin::Inventory inv;
-  deviceplugin::GpuDevice g;
-  g.id = "0";
-  g.uuid = "GPU-0";
-  g.type = "H100-80GB";
-  g.memoryMib = 81920;
-  inv.gpus.push_back(g);
-  SliceOptions so;
-  so.nodeName = "n";
-  const std::vector<json> slices = resourceSlices(inv, so);
+  const deviceplugin::Inventory inv = oneGpu("H100-80GB", 81920);
+  const std::vector<json> slices = slicesOnN(inv);
   ASSERT_EQ(slices.size(), 1u);
   const auto refusedAfter = [&](const std::function<void(json&)>& change) {
     json s = slices[0];
@@ -350,18 +354,10 @@ TEST(ClaimWriter, TheAllocatorRefusesASliceWhosePolicyTheApiServerWouldRefuse) {
 TEST(ClaimWriter, AClaimPinnedToAMissingAttributeFailsLikeACelError) {
   // Pinning a MIG slice on a GPU without MIG: the type term is false on every device, so
   // the claim finds no device (and no CEL error leaks out of the conjunction).
-  deviceplugin::Inventory inv;
-  deviceplugin::GpuDevice g;
-  g.id = "0";
-  g.uuid = "GPU-0";
-  g.type = "H100-80GB";
-  g.memoryMib = 81920;
-  inv.gpus.push_back(g);
+  const deviceplugin::Inventory inv = oneGpu("H100-80GB", 81920);
   FirstFitAllocator allocator;
   allocator.addClass(deviceClass());
-  SliceOptions so;
-  so.nodeName = "n";
-  for (const json& s : resourceSlices(inv, so)) ASSERT_EQ(allocator.addSlice(s), "");
+  for (const json& s : slicesOnN(inv)) ASSERT_EQ(allocator.addSlice(s), "");
   ClaimChoice c;
   c.ns = "d";
   c.name = "x";
