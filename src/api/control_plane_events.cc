@@ -63,7 +63,10 @@ Error ControlPlane::storeRefused(const Error& e) {
   // A revision conflict means another writer got there first: a 409, like any conflict.
   const ErrorCode code = e.code == ErrorCode::kFailedPrecondition ? ErrorCode::kFailedPrecondition
                                                                   : ErrorCode::kInternal;
-  return Error{code, "the store refused the change (" + e.message + "); nothing was changed"};
+  // Said only when true: a change written one object at a time whose undo failed too is partly
+  // stored (the message names what), though the books forget all of it.
+  return Error{code, "the store refused the change (" + e.message + ")" +
+                         (store::leftPartlyWritten(e) ? "" : "; nothing was changed")};
 }
 
 Result<void> ControlPlane::commit(store::WriteSet batch, std::string type, std::string subject,

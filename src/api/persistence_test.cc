@@ -469,6 +469,9 @@ TEST_F(PersistenceTest, AChangeWrittenObjectByObjectIsUndoneWhenALaterWriteFails
     auto removed = p.removeNode("n", /*force=*/true);
     ASSERT_FALSE(removed);
     EXPECT_EQ(removed.error().code, ErrorCode::kInternal) << removed.error().message;
+    // Every earlier write was undone: the error says so (it would not if an undo had failed).
+    EXPECT_NE(removed.error().message.find("nothing was changed"), std::string::npos)
+        << removed.error().message;
     EXPECT_EQ(sorted(view(p)), sorted(before));
     EXPECT_EQ(documents(), stored);
     EXPECT_TRUE(p.state().checkInvariants());

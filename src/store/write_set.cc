@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,9 @@ namespace tessera::store {
 namespace {
 
 using Write = WriteSet::Write;
+
+// How an error of writeAll() says that it could not undo every earlier write.
+constexpr std::string_view kUndoFailed = "; undoing the earlier writes of this change failed too";
 
 std::string writeLabel(const Write& w) {
   return w.kind + " " + w.name;
@@ -66,8 +70,8 @@ Result<void> oneByOne(StateStore& store, const WriteSet& writes) {
       }
     }
     if (!left.empty()) {
-      e.message += "; undoing the earlier writes of this change failed too, so " +
-                   store.describe() + " holds part of it until those are written again: " + left;
+      e.message += std::string(kUndoFailed) + ", so " + store.describe() +
+                   " holds part of it until those are written again: " + left;
     }
     return fail(std::move(e));
   };
@@ -116,6 +120,10 @@ WriteSet& WriteSet::remove(std::string kind, std::string name, Precondition pre)
 
 Result<void> StateStore::commitAtomically(const WriteSet&) {
   return fail(Error::internal(describe() + " cannot write several documents in one transaction"));
+}
+
+bool leftPartlyWritten(const Error& e) {
+  return e.message.find(kUndoFailed) != std::string::npos;
 }
 
 Result<void> writeAll(StateStore& store, const WriteSet& writes) {

@@ -56,4 +56,8 @@ class WriteSet {
 // Writes `writes` through `store` (see above). An empty set writes nothing and succeeds.
 Result<void> writeAll(StateStore& store, const WriteSet& writes);
 
+// Whether an error of writeAll() says that writes before the failed one could not be undone:
+// the store holds part of the change (the message names those writes).
+bool leftPartlyWritten(const Error& e);
+
 }  // namespace tessera::store

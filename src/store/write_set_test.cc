@@ -175,6 +175,7 @@ TEST(WriteSet, OneObjectAtATimeUndoesTheWritesBeforeTheOneThatFails) {
   EXPECT_EQ(failed.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(failed.error().message.find("node c"), std::string::npos) << failed.error().message;
   EXPECT_EQ(failed.error().message.find("undoing"), std::string::npos) << failed.error().message;
+  EXPECT_FALSE(leftPartlyWritten(failed.error()));
   EXPECT_EQ(contents(*store), before);
   EXPECT_EQ(s.calls, 5);  // three writes, two undos
 }
@@ -197,6 +198,7 @@ TEST(WriteSet, AnUndoNeverOverwritesAnotherWritersLaterChange) {
   EXPECT_EQ(failed.error().code, ErrorCode::kInternal);
   const std::string& m = failed.error().message;
   EXPECT_NE(m.find("undoing the earlier writes of this change failed too"), std::string::npos) << m;
+  EXPECT_TRUE(leftPartlyWritten(failed.error()));
   EXPECT_NE(m.find("node a:"), std::string::npos) << m;
   EXPECT_EQ(m.find("node b:"), std::string::npos) << m;
   EXPECT_EQ(contents(*store), (Contents({{{"node", "a"}, R"({"other":true})"}})));
