@@ -138,6 +138,14 @@ std::vector<json> slicesOnN(const deviceplugin::Inventory& inv) {
   return resourceSlices(inv, so);
 }
 
+// An allocator holding the device class and the slices of `inv` on node "n".
+FirstFitAllocator allocatorOnN(const deviceplugin::Inventory& inv) {
+  FirstFitAllocator allocator;
+  allocator.addClass(deviceClass());
+  for (const json& s : slicesOnN(inv)) EXPECT_EQ(allocator.addSlice(s), "");
+  return allocator;
+}
+
 struct Tally {
   int claims = 0, shared = 0, exclusive = 0, mig = 0, multiGpu = 0, dynamicMig = 0, refused = 0;
 };
@@ -311,9 +319,7 @@ TEST(ClaimWriter, EveryClaimOfTheEngineIsAcceptedOnOnceFailingSeeds) {
 // then no more claims.
 TEST(ClaimWriter, AnExclusiveClaimFitsACardOfUnknownMemory) {
   const deviceplugin::Inventory inv = oneGpu("G2", 0);
-  FirstFitAllocator allocator;
-  allocator.addClass(deviceClass());
-  for (const json& s : slicesOnN(inv)) ASSERT_EQ(allocator.addSlice(s), "");
+  FirstFitAllocator allocator = allocatorOnN(inv);
   ClaimChoice c;
   c.ns = "d";
   c.name = "x";
@@ -355,9 +361,7 @@ TEST(ClaimWriter, AClaimPinnedToAMissingAttributeFailsLikeACelError) {
   // Pinning a MIG slice on a GPU without MIG: the type term is false on every device, so
   // the claim finds no device (and no CEL error leaks out of the conjunction).
   const deviceplugin::Inventory inv = oneGpu("H100-80GB", 81920);
-  FirstFitAllocator allocator;
-  allocator.addClass(deviceClass());
-  for (const json& s : slicesOnN(inv)) ASSERT_EQ(allocator.addSlice(s), "");
+  FirstFitAllocator allocator = allocatorOnN(inv);
   ClaimChoice c;
   c.ns = "d";
   c.name = "x";
