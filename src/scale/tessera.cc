@@ -84,10 +84,17 @@ struct TesseraParams {
 
 constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
 
-// The prefill stage's service variability for its M/M/c tail: exponential. Measured
-// variability (scale/queueing.h serviceCs2 from the prefill P99) was tried here: on the
-// robustness matrix it held more replicas on long-prompt traffic for no attainment.
+// The prefill stage's service variability for its tail: the measured one (scale/queueing.h
+// serviceCs2 from the prefill histogram's mean and P99) when it is below an exponential's, else
+// an exponential's. Prompts of even length wait less than the M/M/c tail says; above an
+// exponential the measured spread held more replicas on long-prompt traffic for no attainment
+// on the robustness matrix, so the exponential stays the ceiling.
 constexpr double kExponential = 1;
+
+double prefillCs2(const DeploymentSignals& signals) {
+  if (!signals.meanPrefillMs || !signals.prefillP99Ms) return kExponential;
+  return std::min(kExponential, serviceCs2(*signals.meanPrefillMs, *signals.prefillP99Ms));
+}
 
 // A prompt's own compute: Σ computeActive / Σ prefillsPerSec over the ready replicas that
 // report both over a window in which they prefilled (a replica that has just become ready has
@@ -223,7 +230,8 @@ class TesseraRecommender final : public Recommender {
     // The prefill stage as a queue of replicas: prompts arrive at prefill / P per second and
     // hold a replica for P; enough replicas that a prompt waits beyond its budget (the TTFT SLO
     // less the measured prefill step, at least P) with at most 1 - sloTarget probability
-    // (M/M/c), and at most prefillTargetUtilization occupancy. It adds replicas only while TTFT
+    // (M/G/c, the spread measured up to an exponential's), and at most
+    // prefillTargetUtilization occupancy. It adds replicas only while TTFT
     // shows pressure (p99 above half the SLO) unless P is the prompts' own compute: P as
     // engines report it is per request, so prompts batched in one step each count the whole
     // step, and without the gate short batched prompts read as a prefill load they are not. It
@@ -233,7 +241,7 @@ class TesseraRecommender final : public Recommender {
       if (occupancy <= 0 || service <= 0) return 0;
       // The wait a prompt may take is what its SLO leaves after the step it is prefilled in.
       const double budget = std::max(p_.sloTtftMs / 1000 - stepSec, service);
-      const int tail = serversForTail(occupancy / service, service, kExponential, budget,
+      const int tail = serversForTail(occupancy / service, service, prefillCs2(signals), budget,
                                       1 - p_.sloTarget, 100000);
       return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
     };

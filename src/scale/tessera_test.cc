@@ -256,6 +256,20 @@ TEST(Tessera, PrefillTailNeedsMoreThanTheOccupancyTargetOnFewReplicas) {
   EXPECT_EQ(tessera({{"sloTarget", 0.95}})->recommend(prefillSignals(0, 3, 2.2), 3).replicas, 3);
 }
 
+TEST(Tessera, PrefillTailUsesTheMeasuredSpreadUpToAnExponentials) {
+  // As above, with the prefill histogram's p99 at 2× the mean: cs² = 0.108 (log-normal), so the
+  // wait decays 2 / 1.108 times faster: c = 3 leaves 0.2932 × e^−1.8 × 1.25 × 1.805 = 0.0051
+  // ≤ 1 %, and the occupancy cap asks for 3 too: 3.
+  DeploymentSignals even = prefillSignals(0, 3, 2.2);
+  even.prefillP99Ms = 1500;
+  EXPECT_EQ(tessera()->recommend(even, 3).replicas, 3);
+  // A p99 of 10× the mean reads as a spread beyond an exponential's: the exponential stays the
+  // ceiling, 4 as without the p99.
+  DeploymentSignals spread = prefillSignals(0, 3, 2.2);
+  spread.prefillP99Ms = 7500;
+  EXPECT_EQ(tessera()->recommend(spread, 3).replicas, 4);
+}
+
 TEST(Tessera, PrefillScaleDownKeepsHeadroom) {
   auto r = tessera();
   // 6 ready at 2/s: prefill 1.5; down sizes for 2 / 0.9 = 2.22/s: ceil(1.5 / (0.6 × 0.9)) = 3,
