@@ -1,5 +1,6 @@
 #include "sim/serving_matrix.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -87,6 +88,44 @@ CellVerdict judgeCell(const MatrixCell& cell, double withinClairvoyant) {
   v.kind = misses.empty() ? CellVerdict::Kind::kPass : CellVerdict::Kind::kMiss;
   for (const auto& m : misses) v.why += (v.why.empty() ? "" : "; ") + m;
   return v;
+}
+
+MatrixSummary summarizeMatrix(const std::vector<MatrixCell>& cells, double withinClairvoyant) {
+  MatrixSummary m;
+  std::vector<double> ratios;
+  for (const MatrixCell& c : cells) {
+    ++m.cells;
+    m.passByTrace.try_emplace(c.trace, 0);
+    const CellVerdict v = judgeCell(c, withinClairvoyant);
+    switch (v.kind) {
+      case CellVerdict::Kind::kPass:
+        ++m.pass;
+        ++m.passByTrace[c.trace];
+        break;
+      case CellVerdict::Kind::kMiss:
+        ++m.miss;
+        break;
+      case CellVerdict::Kind::kNotApplicable:
+        ++m.notApplicable;
+        break;
+    }
+    const ServingPolicyResult* t = find(c.report, "tessera");
+    const ServingPolicyResult* cv = find(c.report, "clairvoyant");
+    if (t == nullptr || cv == nullptr || cv->sloAttainment < c.report.sloTarget) continue;
+    ++m.reachable;
+    if (t->sloAttainment >= c.report.sloTarget) ++m.tesseraAtTarget;
+    m.tesseraGpuHours += t->gpuHours;
+    if (cv->gpuHours <= 0) continue;
+    const double ratio = t->gpuHours / cv->gpuHours;
+    ratios.push_back(ratio);
+    if (ratio <= withinClairvoyant + 1e-9) ++m.withinClairvoyant;
+  }
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    const std::size_t n = ratios.size();
+    m.medianVsClairvoyant = n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  }
+  return m;
 }
 
 Result<std::vector<MatrixCell>> runServingMatrix(const std::vector<MatrixTrace>& traces,
@@ -181,10 +220,8 @@ Result<std::vector<MatrixCell>> runServingMatrix(const std::vector<MatrixTrace>&
 nlohmann::json matrixJson(const std::vector<MatrixCell>& cells, const MatrixOptions& o) {
   nlohmann::json out;
   nlohmann::json list = nlohmann::json::array();
-  std::map<std::string, int> counts{{"pass", 0}, {"miss", 0}, {"n/a", 0}};
   for (const MatrixCell& c : cells) {
     const CellVerdict v = judgeCell(c, o.withinClairvoyant);
-    ++counts[verdictName(v.kind)];
     nlohmann::json j = servingJson(c.report);
     j["rate"] = c.rate;
     j["warm_start"] = c.warmStart;
@@ -195,21 +232,28 @@ nlohmann::json matrixJson(const std::vector<MatrixCell>& cells, const MatrixOpti
     list.push_back(std::move(j));
   }
   out["cells"] = std::move(list);
-  out["summary"] = {{"cells", cells.size()},
-                    {"pass", counts["pass"]},
-                    {"miss", counts["miss"]},
-                    {"n/a", counts["n/a"]},
-                    {"within_clairvoyant", o.withinClairvoyant},
-                    {"model_error",
-                     {{"prefill_speed", o.base.actual.prefillSpeed},
-                      {"decode_speed", o.base.actual.decodeSpeed},
-                      {"cold_start", o.base.actual.coldStart}}}};
+  const MatrixSummary m = summarizeMatrix(cells, o.withinClairvoyant);
+  out["summary"] = {
+      {"cells", m.cells},
+      {"pass", m.pass},
+      {"miss", m.miss},
+      {"n/a", m.notApplicable},
+      {"pass_by_trace", m.passByTrace},
+      {"reachable", m.reachable},
+      {"tessera_at_target", m.tesseraAtTarget},
+      {"within_clairvoyant_cells", m.withinClairvoyant},
+      {"median_tessera_vs_clairvoyant", std::round(m.medianVsClairvoyant * 1000) / 1000},
+      {"tessera_gpu_hours_reachable", std::round(m.tesseraGpuHours * 10) / 10},
+      {"within_clairvoyant", o.withinClairvoyant},
+      {"model_error",
+       {{"prefill_speed", o.base.actual.prefillSpeed},
+        {"decode_speed", o.base.actual.decodeSpeed},
+        {"cold_start", o.base.actual.coldStart}}}};
   return out;
 }
 
 void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells,
                          const MatrixOptions& o) {
-  std::map<std::string, int> counts;
   std::vector<std::pair<const MatrixCell*, CellVerdict>> misses;
   std::string trace;
   for (const MatrixCell& c : cells) {
@@ -221,7 +265,6 @@ void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells
           << "|---|---|---|---|---|---|---|---|---|---|\n";
     }
     const CellVerdict v = judgeCell(c, o.withinClairvoyant);
-    ++counts[verdictName(v.kind)];
     if (v.kind == CellVerdict::Kind::kMiss) misses.emplace_back(&c, v);
     const ServingPolicyResult* t = find(c.report, "tessera");
     const ServingPolicyResult* cv = find(c.report, "clairvoyant");
@@ -239,9 +282,19 @@ void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells
                            : std::string("none"))
         << " | " << verdictName(v.kind) << " |\n";
   }
+  const MatrixSummary m = summarizeMatrix(cells, o.withinClairvoyant);
+  std::string byTrace;
+  for (const auto& [name, n] : m.passByTrace) {
+    byTrace += (byTrace.empty() ? "" : ", ") + name + " " + std::to_string(n);
+  }
   out << "\n"
-      << cells.size() << " cells: " << counts["pass"] << " pass, " << counts["miss"] << " miss, "
-      << counts["n/a"] << " n/a (the clairvoyant cannot reach the target).\n";
+      << m.cells << " cells: " << m.pass << " pass (" << byTrace << "), " << m.miss << " miss, "
+      << m.notApplicable << " n/a (the clairvoyant cannot reach the target).\n"
+      << "Where the clairvoyant reaches the target (" << m.reachable
+      << " cells): tessera reaches it in " << m.tesseraAtTarget << ", costs at most "
+      << matrixNum(o.withinClairvoyant, "%g") << "x the clairvoyant's GPU-hours in "
+      << m.withinClairvoyant << ", " << matrixNum(m.medianVsClairvoyant) << "x in the median cell, "
+      << matrixNum(m.tesseraGpuHours, "%.1f") << " GPU-hours in all.\n";
   if (!misses.empty()) {
     out << "\nMisses:\n\n";
     for (const auto& [c, v] : misses) {

@@ -10,6 +10,7 @@
 // Threading: cells run on `jobs` threads; each owns its runs (traces and catalogue are shared,
 // read only). Results do not depend on `jobs`.
 
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -57,15 +58,31 @@ struct CellVerdict {
 CellVerdict judgeCell(const MatrixCell& cell, double withinClairvoyant);
 const char* verdictName(CellVerdict::Kind kind);
 
+// What the matrix says of tessera as a whole. "Reachable" cells are those where the
+// clairvoyant reaches the target (every cell that is not n/a); the ratios are tessera's
+// GPU-hours over the clairvoyant's there.
+struct MatrixSummary {
+  int cells = 0, pass = 0, miss = 0, notApplicable = 0;
+  std::map<std::string, int> passByTrace;  // every trace of the matrix, 0 when none passes
+  int reachable = 0;
+  int tesseraAtTarget = 0;         // reachable cells where tessera reaches the target too
+  int withinClairvoyant = 0;       // reachable cells at most withinClairvoyant x the clairvoyant
+  double medianVsClairvoyant = 0;  // over the reachable cells (0: none)
+  double tesseraGpuHours = 0;      // summed over the reachable cells
+};
+MatrixSummary summarizeMatrix(const std::vector<MatrixCell>& cells, double withinClairvoyant);
+
 Result<std::vector<MatrixCell>> runServingMatrix(const std::vector<MatrixTrace>& traces,
                                                  const model::GpuCatalog& catalog,
                                                  const MatrixOptions& options);
 
 // {"cells": [{"trace", "rate", "warm_start", "gpu", "node_cache_hit", "verdict", "why",
 //   "best_baseline", "lower_bound_gpu_hours", "policies": {name: {"slo_attainment",
-//   "gpu_hours", ...}}}], "summary": {"cells", "pass", "miss", "n/a"}}
+//   "gpu_hours", ...}}}], "summary": {"cells", "pass", "miss", "n/a", "pass_by_trace",
+//   "reachable", "tessera_at_target", "within_clairvoyant_cells",
+//   "median_tessera_vs_clairvoyant", "tessera_gpu_hours_reachable", ...}}
 nlohmann::json matrixJson(const std::vector<MatrixCell>& cells, const MatrixOptions& options);
-// A Markdown table per trace, then the summary and the cells that miss.
+// A Markdown table per trace, then the summary (MatrixSummary) and the cells that miss.
 void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells,
                          const MatrixOptions& options);
 
