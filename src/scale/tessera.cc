@@ -230,13 +230,13 @@ class TesseraRecommender final : public Recommender {
     // The prefill stage as a queue of replicas: prompts arrive at prefill / P per second and
     // hold a replica for P; enough replicas that a prompt waits beyond its budget (the TTFT SLO
     // less the measured prefill step, at least P) with at most 1 - sloTarget probability
-    // (M/G/c, the spread measured up to an exponential's), and at most
-    // prefillTargetUtilization occupancy. It adds replicas only while TTFT
-    // shows pressure (p99 above half the SLO) unless P is the prompts' own compute: P as
-    // engines report it is per request, so prompts batched in one step each count the whole
-    // step, and without the gate short batched prompts read as a prefill load they are not. It
-    // always holds the replicas there on a scale-down (sized with the measured P), with the
-    // tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
+    // (M/G/c, the spread measured up to an exponential's), and at most prefillTargetUtilization
+    // occupancy. It adds replicas only while TTFT shows pressure (p99 above half the SLO)
+    // unless P is the prompts' own compute: P as engines report it is per request, so prompts
+    // batched in one step each count the whole step, and without the gate short batched
+    // prompts read as a prefill load they are not. It always holds the replicas there on a
+    // scale-down (sized with the measured P), with the tolerance's headroom (sized for a rate
+    // 1 / (1 - tol) higher).
     const auto prefillReplicas = [&](double occupancy, double service) {
       if (occupancy <= 0 || service <= 0) return 0;
       // The wait a prompt may take is what its SLO leaves after the step it is prefilled in.
