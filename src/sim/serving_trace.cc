@@ -86,19 +86,41 @@ bool parseDateTime(std::string_view s, Micros& out) {
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
     return false;
   }
+  std::size_t i = 19;
   std::int64_t micros = 0;
-  if (s.size() > 19) {
-    if (s[19] != '.' || s.size() == 20) return false;
+  if (i < s.size() && s[i] == '.') {
     std::int64_t scale = 100000;
-    for (std::size_t i = 20; i < s.size(); ++i) {
-      if (s[i] < '0' || s[i] > '9') return false;
+    const std::size_t first = ++i;
+    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
       micros += (s[i] - '0') * scale;
       scale /= 10;
     }
+    if (i == first) return false;  // a '.' with no digits
+  }
+  // An optional UTC offset, as the Azure 2024 traces write it ("+00:00"): Z, ±HH, ±HHMM or
+  // ±HH:MM. The time is moved to UTC, so rows with different offsets still order right.
+  std::int64_t offsetMinutes = 0;
+  if (i < s.size()) {
+    if (s[i] == 'Z') {
+      ++i;
+    } else if (s[i] == '+' || s[i] == '-') {
+      const int sign = s[i] == '-' ? -1 : 1;
+      int oh = 0, om = 0;
+      const std::string_view rest = s.substr(i + 1);
+      const bool read =
+          (rest.size() == 2 && digits(rest, 0, 2, oh)) ||
+          (rest.size() == 4 && digits(rest, 0, 2, oh) && digits(rest, 2, 2, om)) ||
+          (rest.size() == 5 && digits(rest, 0, 2, oh) && rest[2] == ':' && digits(rest, 3, 2, om));
+      if (!read || oh > 23 || om > 59) return false;
+      offsetMinutes = sign * (oh * 60 + om);
+      i = s.size();
+    }
+    if (i != s.size()) return false;
   }
   const std::int64_t days =
       daysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
-  out = ((days * 24 + hour) * 60 + minute) * 60'000'000LL + second * 1'000'000LL + micros;
+  out = ((days * 24 + hour) * 60 + minute - offsetMinutes) * 60'000'000LL + second * 1'000'000LL +
+        micros;
   return true;
 }
 
@@ -122,7 +144,10 @@ Result<ServingTrace> parseAzureLlmTrace(std::string_view text, std::string label
     const std::string& when = row.fields[static_cast<std::size_t>(*ts)];
     if (!parseDateTime(when, at)) {
       return fail(table->error(
-          row, *ts, "expected a time like 2023-11-16 18:15:46.6805900, got \"" + when + "\""));
+          row, *ts,
+          "expected a time like 2023-11-16 18:15:46.6805900 (a UTC offset such as +00:00 may "
+          "follow), got \"" +
+              when + "\""));
     }
     auto in = table->integer(row, *ctx, 0, kMaxTokens);
     if (!in) return fail(in.error());

@@ -70,8 +70,10 @@ Result<std::vector<QpsPoint>> parseQpsSeries(std::string_view text, const std::s
 Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path);
 // The text of a CSV file, or of the .csv member of a .tar.gz (read through `tar`).
 Result<std::string> readCsvOrTarGz(const std::string& path);
-// "2023-11-16 18:15:46.6805900" (or with a 'T') -> microseconds since the epoch, read as UTC;
-// fraction digits beyond the microsecond are truncated. False when it does not read as one.
+// "2023-11-16 18:15:46.6805900" (or with a 'T'), optionally followed by a UTC offset (Z, ±HH,
+// ±HHMM or ±HH:MM, as in the Azure 2024 traces' "2024-05-10 00:00:00.009930+00:00") ->
+// microseconds since the epoch in UTC (read as UTC without an offset); fraction digits beyond
+// the microsecond are truncated. False when it does not read as one.
 bool parseDateTime(std::string_view s, Micros& out);
 
 // A request trace shaped by a series: the series' time line stretched or compressed to

@@ -41,6 +41,34 @@ TEST(ServingTrace, AzureAcrossMidnightAndMonthEnds) {
   EXPECT_EQ(t->requests[1].arrivalUs, 750'000);
 }
 
+TEST(ServingTrace, AzureTimesWithAUtcOffsetAsThe2024TracesWriteThem) {
+  // The Azure 2024 week traces end every time with +00:00 and drop the fraction when it is 0.
+  auto t = parseAzureLlmTrace(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      "2024-05-10 00:00:00.009930+00:00,2048,28\n"
+      "2024-05-10 00:00:01+00:00,10,5\n"
+      "2024-05-10 02:00:02.5+02:00,10,5\n"  // 00:00:02.5 UTC
+      "2024-05-09T19:00:03-0500,10,5\n"     // 00:00:03 UTC
+      "2024-05-10 00:00:04Z,10,5\n",
+      "AzureLLMInferenceTrace_conv_1week.csv");
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_EQ(t->requests.size(), 5u);
+  EXPECT_EQ(t->requests[0].inputTokens, 2048);
+  EXPECT_EQ(t->requests[1].arrivalUs, 990'070);
+  EXPECT_EQ(t->requests[2].arrivalUs, 2'490'070);
+  EXPECT_EQ(t->requests[3].arrivalUs, 2'990'070);
+  EXPECT_EQ(t->requests[4].arrivalUs, 3'990'070);
+  for (const char* bad :
+       {"2024-05-10 00:00:00+0", "2024-05-10 00:00:00+25:00", "2024-05-10 00:00:00+00:00x",
+        "2024-05-10 00:00:00 UTC", "2024-05-10 00:00:00.+00:00", "2024-05-10 00:00:00+00:60"}) {
+    auto b = parseAzureLlmTrace(
+        std::string("TIMESTAMP,ContextTokens,GeneratedTokens\n") + bad + ",1,1\n", "t.csv");
+    ASSERT_FALSE(b) << bad;
+    EXPECT_NE(b.error().message.find("t.csv:2: column TIMESTAMP"), std::string::npos)
+        << b.error().message;
+  }
+}
+
 TEST(ServingTrace, TimeScaleStretchesInterArrivalTimes) {
   auto half = parseAzureLlmTrace(kAzure, "t.csv", 0.5);
   ASSERT_TRUE(half) << half.error().message;
@@ -221,8 +249,7 @@ TEST(QpsSeries, ShapedTraceFollowsTheSeriesAtTheMeanRateAndIsDeterministic) {
 }
 
 TEST(QpsSeries, GenTd26ArchiveReadThroughTar) {
-  const std::string path =
-      testing::sharedDir() + "/data/alibaba-gentd26-genai-serving/qps.tar.gz";
+  const std::string path = testing::sharedDir() + "/data/alibaba-gentd26-genai-serving/qps.tar.gz";
   if (!std::filesystem::exists(path)) {
     GTEST_SKIP() << path << " is not there (configure with -DTESSERA_SHARED_DIR=...)";
   }
