@@ -92,7 +92,12 @@ constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
 constexpr double kExponential = 1;
 
 double prefillCs2(const DeploymentSignals& signals) {
-  if (!signals.meanPrefillMs || !signals.prefillP99Ms) return kExponential;
+  // A p99 at or below the mean says no spread was seen (a window of one prompt, or of prompts
+  // all alike), which is too little to bet the tail on.
+  if (!signals.meanPrefillMs || !signals.prefillP99Ms ||
+      !(*signals.prefillP99Ms > *signals.meanPrefillMs)) {
+    return kExponential;
+  }
   return std::min(kExponential, serviceCs2(*signals.meanPrefillMs, *signals.prefillP99Ms));
 }
 

@@ -268,6 +268,10 @@ TEST(Tessera, PrefillTailUsesTheMeasuredSpreadUpToAnExponentials) {
   DeploymentSignals spread = prefillSignals(0, 3, 2.2);
   spread.prefillP99Ms = 7500;
   EXPECT_EQ(tessera()->recommend(spread, 3).replicas, 4);
+  // A p99 at the mean (one prompt in the window) is no measured spread: exponential, 4.
+  DeploymentSignals one = prefillSignals(0, 3, 2.2);
+  one.prefillP99Ms = 750;
+  EXPECT_EQ(tessera()->recommend(one, 3).replicas, 4);
 }
 
 TEST(Tessera, PrefillScaleDownKeepsHeadroom) {

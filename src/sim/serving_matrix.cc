@@ -95,12 +95,14 @@ MatrixSummary summarizeMatrix(const std::vector<MatrixCell>& cells, double withi
   std::vector<double> ratios;
   for (const MatrixCell& c : cells) {
     ++m.cells;
-    m.passByTrace.try_emplace(c.trace, 0);
+    auto trace = std::find_if(m.passByTrace.begin(), m.passByTrace.end(),
+                              [&](const auto& p) { return p.first == c.trace; });
+    if (trace == m.passByTrace.end()) trace = m.passByTrace.insert(trace, {c.trace, 0});
     const CellVerdict v = judgeCell(c, withinClairvoyant);
     switch (v.kind) {
       case CellVerdict::Kind::kPass:
         ++m.pass;
-        ++m.passByTrace[c.trace];
+        ++trace->second;
         break;
       case CellVerdict::Kind::kMiss:
         ++m.miss;
@@ -115,10 +117,9 @@ MatrixSummary summarizeMatrix(const std::vector<MatrixCell>& cells, double withi
     ++m.reachable;
     if (t->sloAttainment >= c.report.sloTarget) ++m.tesseraAtTarget;
     m.tesseraGpuHours += t->gpuHours;
-    if (cv->gpuHours <= 0) continue;
-    const double ratio = t->gpuHours / cv->gpuHours;
-    ratios.push_back(ratio);
-    if (ratio <= withinClairvoyant + 1e-9) ++m.withinClairvoyant;
+    // The same test as judgeCell's.
+    if (t->gpuHours <= withinClairvoyant * cv->gpuHours + 1e-9) ++m.withinClairvoyant;
+    if (cv->gpuHours > 0) ratios.push_back(t->gpuHours / cv->gpuHours);
   }
   if (!ratios.empty()) {
     std::sort(ratios.begin(), ratios.end());
@@ -233,16 +234,20 @@ nlohmann::json matrixJson(const std::vector<MatrixCell>& cells, const MatrixOpti
   }
   out["cells"] = std::move(list);
   const MatrixSummary m = summarizeMatrix(cells, o.withinClairvoyant);
+  nlohmann::json byTrace = nlohmann::json::object();
+  for (const auto& [name, n] : m.passByTrace) byTrace[name] = n;
   out["summary"] = {
       {"cells", m.cells},
       {"pass", m.pass},
       {"miss", m.miss},
       {"n/a", m.notApplicable},
-      {"pass_by_trace", m.passByTrace},
+      {"pass_by_trace", byTrace},
       {"reachable", m.reachable},
       {"tessera_at_target", m.tesseraAtTarget},
       {"within_clairvoyant_cells", m.withinClairvoyant},
-      {"median_tessera_vs_clairvoyant", std::round(m.medianVsClairvoyant * 1000) / 1000},
+      {"median_tessera_vs_clairvoyant",
+       m.medianVsClairvoyant ? nlohmann::json(std::round(*m.medianVsClairvoyant * 1000) / 1000)
+                             : nlohmann::json(nullptr)},
       {"tessera_gpu_hours_reachable", std::round(m.tesseraGpuHours * 10) / 10},
       {"within_clairvoyant", o.withinClairvoyant},
       {"model_error",
@@ -293,8 +298,9 @@ void writeMatrixMarkdown(std::ostream& out, const std::vector<MatrixCell>& cells
       << "Where the clairvoyant reaches the target (" << m.reachable
       << " cells): tessera reaches it in " << m.tesseraAtTarget << ", costs at most "
       << matrixNum(o.withinClairvoyant, "%g") << "x the clairvoyant's GPU-hours in "
-      << m.withinClairvoyant << ", " << matrixNum(m.medianVsClairvoyant) << "x in the median cell, "
-      << matrixNum(m.tesseraGpuHours, "%.1f") << " GPU-hours in all.\n";
+      << m.withinClairvoyant << ", "
+      << (m.medianVsClairvoyant ? matrixNum(*m.medianVsClairvoyant) + "x" : std::string("none"))
+      << " in the median cell, " << matrixNum(m.tesseraGpuHours, "%.1f") << " GPU-hours in all.\n";
   if (!misses.empty()) {
     out << "\nMisses:\n\n";
     for (const auto& [c, v] : misses) {

@@ -10,9 +10,10 @@
 // Threading: cells run on `jobs` threads; each owns its runs (traces and catalogue are shared,
 // read only). Results do not depend on `jobs`.
 
-#include <map>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,12 +64,14 @@ const char* verdictName(CellVerdict::Kind kind);
 // GPU-hours over the clairvoyant's there.
 struct MatrixSummary {
   int cells = 0, pass = 0, miss = 0, notApplicable = 0;
-  std::map<std::string, int> passByTrace;  // every trace of the matrix, 0 when none passes
+  // Every trace of the matrix in the order its cells come, 0 when none passes.
+  std::vector<std::pair<std::string, int>> passByTrace;
   int reachable = 0;
-  int tesseraAtTarget = 0;         // reachable cells where tessera reaches the target too
-  int withinClairvoyant = 0;       // reachable cells at most withinClairvoyant x the clairvoyant
-  double medianVsClairvoyant = 0;  // over the reachable cells (0: none)
-  double tesseraGpuHours = 0;      // summed over the reachable cells
+  int tesseraAtTarget = 0;    // reachable cells where tessera reaches the target too
+  int withinClairvoyant = 0;  // reachable cells at most withinClairvoyant x the clairvoyant
+  // Over the reachable cells where the clairvoyant used GPU-hours (nullopt: none).
+  std::optional<double> medianVsClairvoyant;
+  double tesseraGpuHours = 0;  // summed over the reachable cells
 };
 MatrixSummary summarizeMatrix(const std::vector<MatrixCell>& cells, double withinClairvoyant);
 

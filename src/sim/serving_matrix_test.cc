@@ -63,18 +63,28 @@ TEST(ServingMatrix, TheSummaryCountsOnlyCellsTheClairvoyantReaches) {
   EXPECT_EQ(m.pass, 1);
   EXPECT_EQ(m.miss, 2);
   EXPECT_EQ(m.notApplicable, 1);
-  EXPECT_EQ(m.passByTrace, (std::map<std::string, int>{{"a", 1}, {"b", 0}}));
+  EXPECT_EQ(m.passByTrace, (std::vector<std::pair<std::string, int>>{{"a", 1}, {"b", 0}}));
   EXPECT_EQ(m.reachable, 3);
   EXPECT_EQ(m.tesseraAtTarget, 2);
   EXPECT_EQ(m.withinClairvoyant, 1);
-  EXPECT_DOUBLE_EQ(m.medianVsClairvoyant, 1.5);
+  ASSERT_TRUE(m.medianVsClairvoyant);
+  EXPECT_DOUBLE_EQ(*m.medianVsClairvoyant, 1.5);
   EXPECT_DOUBLE_EQ(m.tesseraGpuHours, 8.5);
 
   // An even number of ratios: the mean of the middle two.
   std::vector<MatrixCell> even = cells;
   even.push_back(cell("a", 1.0, 3.0, 0.99, 1.0));  // 3.0x
-  EXPECT_DOUBLE_EQ(summarizeMatrix(even, 1.25).medianVsClairvoyant, (1.5 + 2.0) / 2);
-  EXPECT_DOUBLE_EQ(summarizeMatrix({}, 1.25).medianVsClairvoyant, 0);
+  EXPECT_DOUBLE_EQ(summarizeMatrix(even, 1.25).medianVsClairvoyant.value_or(0), (1.5 + 2.0) / 2);
+  EXPECT_FALSE(summarizeMatrix({}, 1.25).medianVsClairvoyant);
+
+  // "Within" is judged as the verdict judges it: a clairvoyant that needed no GPU-hours leaves
+  // no ratio for the median, and tessera is within it only at no GPU-hours too.
+  const MatrixSummary idle =
+      summarizeMatrix({cell("c", 1.0, 0.0, 1.0, 0.0), cell("c", 1.0, 0.5, 1.0, 0.0)}, 1.25);
+  EXPECT_EQ(idle.reachable, 2);
+  EXPECT_EQ(idle.withinClairvoyant, 1);
+  EXPECT_EQ(idle.pass, 1);
+  EXPECT_FALSE(idle.medianVsClairvoyant);
 }
 
 TEST(ServingMatrix, JsonAndMarkdownCarryTheSummary) {
@@ -89,6 +99,8 @@ TEST(ServingMatrix, JsonAndMarkdownCarryTheSummary) {
   EXPECT_EQ(s.at("within_clairvoyant_cells"), 1);
   EXPECT_DOUBLE_EQ(s.at("median_tessera_vs_clairvoyant").get<double>(), 1.5);
   EXPECT_EQ(s.at("pass_by_trace").at("b"), 0);
+
+  EXPECT_TRUE(matrixJson({}, o).at("summary").at("median_tessera_vs_clairvoyant").is_null());
 
   std::ostringstream md;
   writeMatrixMarkdown(md, cells, o);

@@ -101,7 +101,7 @@ bool parseDateTime(std::string_view s, Micros& out) {
   // ±HH:MM. The time is moved to UTC, so rows with different offsets still order right.
   std::int64_t offsetMinutes = 0;
   if (i < s.size()) {
-    if (s[i] == 'Z') {
+    if (s[i] == 'Z' || s[i] == 'z') {
       ++i;
     } else if (s[i] == '+' || s[i] == '-') {
       const int sign = s[i] == '-' ? -1 : 1;
@@ -204,8 +204,19 @@ Result<ServingTrace> parseMooncakeTrace(std::string_view text, std::string label
       return fail(Error::invalid(where + "field " + field +
                                  ": expected a non-negative integer, got " + v.dump()));
     };
-    auto ms = integer("timestamp", std::numeric_limits<std::int64_t>::max() / 1000);
-    if (!ms) return fail(ms.error());
+    // Milliseconds; a fraction (some converters write one) is kept to the microsecond.
+    // The bound keeps every arrival and every difference of two within 64 bits of microseconds.
+    constexpr double kMaxMs = 4e15;
+    const auto t = j.find("timestamp");
+    if (t == j.end()) return fail(Error::invalid(where + "field timestamp: missing"));
+    const double ms = t->is_number() ? t->get<double>() : -1;
+    if (!(ms >= 0 && ms <= kMaxMs)) {
+      return fail(Error::invalid(
+          where +
+          "field timestamp: expected a non-negative number of milliseconds (at most 4e15), got " +
+          t->dump()));
+    }
+    const Micros atUs = std::llround(ms * 1000);
     auto in = integer("input_length", kMaxTokens);
     if (!in) return fail(in.error());
     auto out = integer("output_length", kMaxTokens);
@@ -224,7 +235,7 @@ Result<ServingTrace> parseMooncakeTrace(std::string_view text, std::string label
         blocks.push_back(static_cast<std::uint32_t>(id.get<std::uint64_t>()));
       }
     }
-    raw.push_back(*ms * 1000);
+    raw.push_back(atUs);
     trace.requests.push_back({0, static_cast<std::int32_t>(*in), static_cast<std::int32_t>(*out),
                               lineNo, std::move(blocks)});
   }

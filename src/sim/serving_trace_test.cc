@@ -49,7 +49,7 @@ TEST(ServingTrace, AzureTimesWithAUtcOffsetAsThe2024TracesWriteThem) {
       "2024-05-10 00:00:01+00:00,10,5\n"
       "2024-05-10 02:00:02.5+02:00,10,5\n"  // 00:00:02.5 UTC
       "2024-05-09T19:00:03-0500,10,5\n"     // 00:00:03 UTC
-      "2024-05-10 00:00:04Z,10,5\n",
+      "2024-05-10 00:00:04z,10,5\n",
       "AzureLLMInferenceTrace_conv_1week.csv");
   ASSERT_TRUE(t) << t.error().message;
   ASSERT_EQ(t->requests.size(), 5u);
@@ -85,6 +85,28 @@ TEST(ServingTrace, TimeScaleStretchesInterArrivalTimes) {
   EXPECT_EQ(twice->requests[1].arrivalUs, 1'000'000);
   EXPECT_FALSE(parseAzureLlmTrace(kAzure, "t.csv", 0));
   EXPECT_FALSE(parseAzureLlmTrace(kAzure, "t.csv", -1));
+}
+
+TEST(ServingTrace, MooncakeTimestampsKeepAFractionOfAMillisecond) {
+  auto fraction = parseMooncakeTrace(
+      "{\"timestamp\": 0.25, \"input_length\": 5, \"output_length\": 2}\n"
+      "{\"timestamp\": 12.0, \"input_length\": 5, \"output_length\": 2}\n"
+      "{\"timestamp\": 1500.5, \"input_length\": 7, \"output_length\": 3}\n",
+      "m.jsonl");
+  ASSERT_TRUE(fraction) << fraction.error().message;
+  EXPECT_EQ(fraction->requests[1].arrivalUs, 11'750);
+  EXPECT_EQ(fraction->requests[2].arrivalUs, 1'500'250);
+  auto huge = parseMooncakeTrace(
+      "{\"timestamp\": 1e300, \"input_length\": 5, \"output_length\": 2}\n", "m.jsonl");
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().message.find("m.jsonl:1: field timestamp"), std::string::npos)
+      << huge.error().message;
+  auto text = parseMooncakeTrace(
+      "{\"timestamp\": \"12\", \"input_length\": 5, \"output_length\": 2}\n", "m.jsonl");
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.error().message.find("expected a non-negative number of milliseconds"),
+            std::string::npos)
+      << text.error().message;
 }
 
 TEST(ServingTrace, AzureMalformedRowsNameFileLineAndColumn) {
@@ -124,6 +146,8 @@ TEST(ServingTrace, MooncakeMalformedLinesNameFileLineAndField) {
             "m.jsonl:2: field input_length: expected a non-negative integer"},
            {"{\"timestamp\": -4, \"input_length\": 5, \"output_length\": 1}",
             "m.jsonl:2: field timestamp"},
+           {"{\"timestamp\": -0.5, \"input_length\": 5, \"output_length\": 1}",
+            "m.jsonl:2: field timestamp: expected a non-negative number of milliseconds"},
            {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1.5}",
             "m.jsonl:2: field output_length"},
            {"{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": 3}",
