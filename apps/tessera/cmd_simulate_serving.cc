@@ -88,6 +88,8 @@ Result<sim::ServingOptions> buildOptions(const SimulateServingOptions& o) {
   so.actual = *error;
   if (o.routerQueueDepth < 0) return fail(Error::invalid("--router-queue-depth must be >= 0"));
   so.routerQueueDepth = o.routerQueueDepth;
+  if (o.clairvoyantRuns < 1) return fail(Error::invalid("--clairvoyant-runs must be >= 1"));
+  so.clairvoyantMaxRuns = o.clairvoyantRuns;
   so.fleet.gpuType = o.gpuType;
   so.fleet.nodes = o.nodes;
   so.fleet.gpusPerNode = o.gpusPerNode;
@@ -323,7 +325,8 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                   "With --format qps: stretch or compress the series to this many seconds (0: "
                   "as recorded)")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the arrival draw: with --format qps, or of the built-in trace")
+  cmd->add_option("--seed", o.seed,
+                  "Seed of the arrival draw: with --format qps, or of the built-in trace")
       ->capture_default_str();
   cmd->add_option("--slo-target", o.sloTarget,
                   "Share of requests that must meet the TTFT SLO (the clairvoyant and the lower "
@@ -335,8 +338,11 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                   "Experiment: the replicas run at PREFILL,DECODE speed and COLDSTART time "
                   "multiples of the model's, the policies not told (e.g. 0.7,0.7,1.3)")
       ->capture_default_str();
-  cmd->add_option("--router-queue-depth", o.routerQueueDepth,
-                  kRouterQueueDepthHelp)
+  cmd->add_option("--router-queue-depth", o.routerQueueDepth, kRouterQueueDepthHelp)
+      ->capture_default_str();
+  cmd->add_option("--clairvoyant-runs", o.clairvoyantRuns,
+                  "Simulations the clairvoyant's search may take per GPU share (fewer: quicker on "
+                  "long traces, a reference that may cost more)")
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
                   "Policies, comma-separated: static-peak, hpa, weighted, littles-law, kpa, "

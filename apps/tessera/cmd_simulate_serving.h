@@ -25,6 +25,7 @@ struct SimulateServingOptions {
   bool nodeCache = false;            // every node's disk holds the weights at t = 0
   std::string modelError = "1,1,1";  // actual prefill speed, decode speed, cold start
   int routerQueueDepth = 0;          // the router's flow control (0: none)
+  int clairvoyantRuns = 60;          // simulations per GPU share the clairvoyant may take
   std::string policies = "all";
   std::string gpuType = "H100-80GB";
   std::optional<std::string> modelPath;  // a ServingModel YAML; default Llama-3.1-8B
@@ -57,7 +58,7 @@ struct SimulateMatrixOptions {
   int clairvoyantRuns = 16;
   int jobs = 1;
   std::vector<std::string> policyArgs;  // POLICY.KEY=VALUE, every cell
-  std::string format = "markdown";  // markdown | json
+  std::string format = "markdown";      // markdown | json
 };
 int runSimulateMatrix(const SimulateMatrixOptions& options, std::ostream& out, std::ostream& err);
 CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& options);

@@ -153,8 +153,8 @@ TEST_F(ServingCli, SimulateServingMatrixWithoutTracesExitsTwo) {
 TEST_F(ServingCli, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
   std::string csv = azureTrace(10);
   csv += "\n2023-11-16 18:20:00.0000000,12,many";
-  const Outcome azure =
-      tessera("simulate serving --trace " + quoted(write("bad.csv", csv)) + " --policy static-peak");
+  const Outcome azure = tessera("simulate serving --trace " + quoted(write("bad.csv", csv)) +
+                                " --policy static-peak");
   EXPECT_TRUE(exitedWith(azure, 2));
   EXPECT_NE(azure.err.find("bad.csv:" + std::to_string(2 + 20 + 480)), std::string::npos)
       << azure.err;
@@ -171,13 +171,36 @@ TEST_F(ServingCli, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
       << mooncake.err;
 }
 
+// --clairvoyant-runs bounds the reference's search: each share's search stops at that many
+// simulations, and a shorter search never finds a cheaper plan than a longer one (it is the
+// same deterministic search, stopped earlier).
+TEST_F(ServingCli, SimulateServingClairvoyantRunsBoundTheSearch) {
+  const std::string trace = quoted(write("azure.csv", azureTrace()));
+  auto clairvoyant = [&](int runs) {
+    const Outcome run = tessera("simulate serving -o json --policy clairvoyant --trace " + trace +
+                                " --clairvoyant-runs " + std::to_string(runs));
+    EXPECT_TRUE(exitedWith(run, 0)) << run.err;
+    return json::parse(run.out).at("policies").at("clairvoyant");
+  };
+  const json shortSearch = clairvoyant(2);
+  const json longSearch = clairvoyant(60);
+  // "<share> GPU shares, <n> simulations": at most 2 per share the model fits on (0.5, 0.75
+  // and 1 on the H100).
+  const std::string detail = shortSearch.at("detail").get<std::string>();
+  const std::size_t comma = detail.find(", ");
+  ASSERT_NE(comma, std::string::npos) << detail;
+  EXPECT_LE(std::stoi(detail.substr(comma + 2)), 2 * 3) << detail;
+  EXPECT_GE(shortSearch.at("gpu_hours").get<double>(),
+            longSearch.at("gpu_hours").get<double>() - 1e-9);
+}
+
 TEST_F(ServingCli, SimulateServingBadFlagsExitTwo) {
   const std::string trace = quoted(write("azure.csv", azureTrace(10)));
   for (const std::string& args :
        {"--policy hpa,nosuch --trace " + trace, "--time-scale 0 --trace " + trace,
         "--gpu K80 --trace " + trace, "--format xml --trace " + trace,
         "--slo-ttft-ms -5 --trace " + trace, "--router-queue-depth -1 --trace " + trace,
-        "--trace " + quoted(dir_ / "missing.csv"),
+        "--clairvoyant-runs 0 --trace " + trace, "--trace " + quoted(dir_ / "missing.csv"),
         "--model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) + " --trace " + trace,
         std::string("--policy hpa --format qps")}) {  // (no --trace: the built-in trace)
     const Outcome run = tessera("simulate serving " + args);
