@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <string>
+#include <vector>
 
 namespace tessera::k8s::testing::wire {
 
@@ -139,19 +141,30 @@ std::string apiVersionOf(const std::string& resource) {
   return resource == "modeldeployments" ? "tessera.io/v1alpha1" : "v1";
 }
 
+namespace {
+
+// A label or field selector's terms: its comma-separated parts, empty ones dropped.
+std::vector<std::string> selectorTerms(const std::string& selector) {
+  std::vector<std::string> terms;
+  std::size_t i = 0;
+  while (i <= selector.size()) {
+    std::size_t j = selector.find(',', i);
+    if (j == std::string::npos) j = selector.size();
+    if (j > i) terms.push_back(selector.substr(i, j - i));
+    i = j + 1;
+  }
+  return terms;
+}
+
+}  // namespace
+
 bool labelsMatch(const json& obj, const std::string& selector) {
   if (selector.empty()) return true;
   json labels = json::object();
   if (const auto m = obj.find("metadata"); m != obj.end()) {
     if (const auto l = m->find("labels"); l != m->end() && l->is_object()) labels = *l;
   }
-  std::size_t i = 0;
-  while (i <= selector.size()) {
-    std::size_t j = selector.find(',', i);
-    if (j == std::string::npos) j = selector.size();
-    std::string term = selector.substr(i, j - i);
-    i = j + 1;
-    if (term.empty()) continue;
+  for (const std::string& term : selectorTerms(selector)) {
     auto value = [&](const std::string& k) -> std::optional<std::string> {
       const auto it = labels.find(k);
       if (it == labels.end() || !it->is_string()) return std::nullopt;
@@ -173,13 +186,7 @@ bool labelsMatch(const json& obj, const std::string& selector) {
 
 bool fieldsMatch(const json& obj, const std::string& selector) {
   if (selector.empty()) return true;
-  std::size_t i = 0;
-  while (i <= selector.size()) {
-    std::size_t j = selector.find(',', i);
-    if (j == std::string::npos) j = selector.size();
-    std::string term = selector.substr(i, j - i);
-    i = j + 1;
-    if (term.empty()) continue;
+  for (const std::string& term : selectorTerms(selector)) {
     bool negate = false;
     std::size_t op = term.find("!=");
     std::size_t vAt = 0;
