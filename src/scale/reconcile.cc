@@ -17,14 +17,66 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+int wholeReplicas(double x) {
+  return static_cast<int>(std::ceil(x - 1e-9));
+}
+
 bool isPlaced(const ReplicaSignals& r) {
   return !r.unplaced && r.phase != ReplicaPhase::kDraining;
 }
 
 }  // namespace
 
-std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int replicasAfter,
-                                         const ShareRule& rule) {
+namespace {
+
+// What the deployment measured, as a whole GPU would serve it.
+struct Demand {
+  double lambda = 0;        // arrivals per second
+  double wholeMean = 0;     // a prompt's prefill on a whole GPU, s
+  double wholeTail = 0;     // the slow prompts' (P99), s
+  double cs2 = 1;           // the prefill time's squared coefficient of variation
+  double sloSec = 0;        // the TTFT target, s
+  double eps = 0.01;        // the share of prompts that may wait past their budget
+  double serviceWhole = 0;  // a request's time in service on a whole GPU, s (0: not measured)
+  double slots = 0;         // the ready replicas' mean maxConcurrency (0: not reported)
+  double kvAtMean = 1;      // kvScale at their mean share
+};
+
+// Replicas on share x (fractional) that the measured demand needs: enough that each replica's
+// prompts, an M/G/1 queue at λ / n, wait past what the slow prompt leaves of the target with at
+// most eps probability, and (where the replicas report their slots and the service time is
+// measured) that the requests in flight fit their slots at the concurrency target. nullopt: the
+// share cannot serve the slow prompts within half the target, or holds no KV cache.
+std::optional<double> replicasNeeded(const Demand& d, const ShareRule& rule, std::int32_t milli) {
+  const double x = milli / 1000.0;
+  if (2 * d.wholeTail / x > d.sloSec + 1e-12) return std::nullopt;
+  double need = 0;
+  const double service = d.wholeMean / x;
+  const double left = d.sloSec - d.wholeTail / x;
+  if (d.lambda > 0) {
+    // waitTail falls as n grows (each replica sees λ / n): bisect on n above saturation.
+    double lo = d.lambda * service, hi = std::max(2 * lo, 1e-6);
+    auto holds = [&](double n) { return waitTail(d.lambda / n, service, d.cs2, 1, left) <= d.eps; };
+    while (!holds(hi) && hi < 1e6) hi *= 2;
+    for (int i = 0; i < 50; ++i) {
+      const double mid = (lo + hi) / 2;
+      (holds(mid) ? hi : lo) = mid;
+    }
+    need = hi;
+  }
+  if (d.serviceWhole > 0 && d.slots > 0) {
+    const double slots = d.kvAtMean > 0 ? d.slots * rule.kvScale(milli) / d.kvAtMean : 0;
+    if (slots <= 0) return std::nullopt;
+    need =
+        std::max(need, d.lambda * d.serviceWhole / x / (slots * rule.concurrencyTargetUtilization));
+  }
+  return need;
+}
+
+}  // namespace
+
+std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int toPlace,
+                                         const ShareRule& rule, std::int32_t atLeastMilli) {
   if (!rule.sloTtftMs || *rule.sloTtftMs <= 0 || !s.arrivalRatePerSec || !s.meanPrefillMs ||
       *s.meanPrefillMs <= 0) {
     return std::nullopt;
@@ -42,49 +94,68 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int replica
   }
   if (ready == 0 || fractions <= 0) return std::nullopt;
   const double f = fractions / ready;
-  const double sloSec = *rule.sloTtftMs / 1000;
-  // A prompt's prefill and its slow prompts' on a whole GPU, s.
-  const double wholeMean = *s.meanPrefillMs * f / 1000;
-  const double wholeTail = s.prefillP99Ms.value_or(*s.meanPrefillMs) * f / 1000;
-  const double cs2 = serviceCs2(wholeMean, wholeTail);
-  const double perReplicaRate = *s.arrivalRatePerSec / std::max(1, replicasAfter);
-  const double eps = 1 - std::clamp(rule.sloTarget, 0.0, 1.0);
-  // On share x a prefill takes 1/x as long: the slow prompts must keep half the target, and
-  // a prompt may wait past what the slow prompt leaves of it with at most 1 - sloTarget
-  // probability (one replica's prompts as an M/G/1 queue, scale/queueing.h).
-  auto keepsTail = [&](double x) { return 2 * wholeTail / x <= sloSec + 1e-12; };
-  auto keepsWait = [&](double x) {
-    return waitTail(perReplicaRate, wholeMean / x, cs2, 1, sloSec - wholeTail / x) <= eps + 1e-12;
-  };
-  // Requests in flight per replica (Little's law) against the slots a share would have.
-  const bool memoryBound = rule.kvScale && s.meanServiceMs && reportingConcurrency > 0;
-  const double inFlight = memoryBound ? *s.arrivalRatePerSec * *s.meanServiceMs / 1000 /
-                                            std::max(1, replicasAfter)
-                                      : 0;
-  const double measuredKv =
-      memoryBound ? rule.kvScale(static_cast<std::int32_t>(std::lround(1000 * f))) : 1;
-  auto holds = [&](std::int32_t m) {
-    if (!memoryBound || measuredKv <= 0) return true;
-    const double slots = concurrency / reportingConcurrency * rule.kvScale(m) / measuredKv;
-    return slots * rule.concurrencyTargetUtilization + 1e-9 >= inFlight;
-  };
-  ShareDecision d;
-  for (std::int32_t m = std::max(1, rule.stepMilli); m < 1000; m += std::max(1, rule.stepMilli)) {
-    const double x = m / 1000.0;
-    if (m >= rule.minShareMilli && keepsTail(x) && keepsWait(x) && holds(m)) {
-      d.milli = m;
-      break;
+  const auto fMilli = static_cast<std::int32_t>(std::lround(1000 * f));
+  Demand d;
+  d.lambda = std::max(0.0, *s.arrivalRatePerSec);
+  d.wholeMean = *s.meanPrefillMs * f / 1000;
+  d.wholeTail = s.prefillP99Ms.value_or(*s.meanPrefillMs) * f / 1000;
+  d.cs2 = serviceCs2(d.wholeMean, d.wholeTail);
+  d.sloSec = *rule.sloTtftMs / 1000;
+  d.eps = 1 - std::clamp(rule.sloTarget, 0.0, 1.0);
+  // Memory only where the rule is told how a share's memory scales (kvScale): the server books
+  // the profile's memory on any share and sizes shares by their prefill alone.
+  if (rule.kvScale && s.meanServiceMs && *s.meanServiceMs > 0 && reportingConcurrency > 0) {
+    d.serviceWhole = *s.meanServiceMs * f / 1000;
+    d.slots = concurrency / reportingConcurrency;
+    d.kvAtMean = rule.kvScale(fMilli);
+  }
+  // The recommender counts in the deployment's replicas as they are (share f) and asks for
+  // toPlace more. A replica on share x is worth need(f) / need(x) of them, so
+  // toPlace × need(x) / need(f) replicas of share x give what was asked; below one replica's need
+  // a count is the recommender's floor, not capacity, and converts as one (need(f) taken as 1).
+  // On a larger share that is the count; on a share no larger than f the count stays what was
+  // asked (a smaller replica never replaces more than one), and the share serves only if the
+  // conversion fits in it. A share that takes more replicas than were asked is not taken (the
+  // reconciler places no more than that), except a whole GPU, the last resort. Where the
+  // deployment's own share cannot serve, nothing converts: at least what was asked, and what
+  // share x needs.
+  const std::optional<double> needHere = replicasNeeded(d, rule, fMilli);
+  const int asked = std::max(1, toPlace);
+  const std::int32_t step = std::max(1, rule.stepMilli);
+  ShareDecision best;
+  double bestCost = 0;
+  std::optional<double> bestNeed;
+  for (std::int32_t m = step; m <= 1000; m = m < 1000 ? std::min(1000, m + step) : m + 1) {
+    if (m < 1000 && (m < rule.minShareMilli || m < atLeastMilli)) continue;
+    const std::optional<double> need = replicasNeeded(d, rule, m);
+    if (!need && m < 1000) continue;
+    int count = asked;
+    if (need && needHere && *needHere > 0) {
+      count = std::max(1, wholeReplicas(asked * *need / std::max(1.0, *needHere)));
+      if (m <= fMilli && count <= asked) count = asked;
+    } else if (need) {
+      count = std::max(asked, wholeReplicas(*need));
+    }
+    if (count > asked && m < 1000) continue;
+    const double cost = count * m / 1000.0;
+    // The smallest share among the cheapest: finer steps to scale by later.
+    if (best.replicas == 0 || cost < bestCost - 1e-9) {
+      best.milli = m;
+      best.replicas = count;
+      bestCost = cost;
+      bestNeed = need;
     }
   }
-  const double x = d.milli / 1000.0;
-  d.reason = "share " + fixed(x, 2) + ": " + fixed(perReplicaRate, 2) + " prompts/s per replica of " +
-             fixed(1000 * wholeMean, 0) + " ms on a GPU (p99 " + fixed(1000 * wholeTail, 0) +
-             " ms), " + fixed(100 * perReplicaRate * wholeMean / x, 0) + " % busy, P(wait > " +
-             fixed(std::max(0.0, sloSec - wholeTail / x), 2) + " s) " +
-             fixed(100 * waitTail(perReplicaRate, wholeMean / x, cs2, 1, sloSec - wholeTail / x), 2) +
-             " %" +
-             (memoryBound ? ", " + fixed(inFlight, 1) + " requests in flight per replica" : "");
-  return d;
+  const double x = best.milli / 1000.0;
+  best.reason = "share " + fixed(x, 2) + " x " + std::to_string(best.replicas) + " for " +
+                std::to_string(asked) + " asked: " + fixed(d.lambda, 2) + " prompts/s of " +
+                fixed(1000 * d.wholeMean, 0) + " ms on a GPU (p99 " + fixed(1000 * d.wholeTail, 0) +
+                " ms)";
+  if (bestNeed) best.reason += ", " + fixed(*bestNeed, 2) + " replicas of it needed";
+  if (needHere) best.reason += " (" + fixed(*needHere, 2) + " of share " + fixed(f, 2) + ")";
+  if (d.slots > 0)
+    best.reason += ", " + fixed(d.lambda * d.serviceWhole / f, 1) + " requests in flight";
+  return best;
 }
 
 ReconcilePlan planReconcile(const Decision& decision, const DeploymentSignals& signals,
@@ -100,15 +171,15 @@ ReconcilePlan planReconcile(const Decision& decision, const DeploymentSignals& s
   }
   if (p.target > p.placed) {
     p.place = p.target - p.placed;
-    if (options.share) p.share = chooseShare(signals, p.target, *options.share);
     // Shares below a GPU only grow while a deployment runs: replicas of one size keep the
     // recommender's per-replica capacity true (it sizes from their mean concurrency and
     // prefill time). Whole-GPU replicas (the profile's, placed before anything was measured)
     // do not hold the rule back.
     const auto held = static_cast<std::int32_t>(std::lround(1000 * largest));
-    if (p.share && held < 1000 && held > p.share->milli) {
-      p.share->reason += "; kept at " + fixed(held / 1000.0, 2) + ", the deployment's largest";
-      p.share->milli = held;
+    if (options.share) {
+      p.share = chooseShare(signals, p.place, *options.share, held < 1000 ? held : 0);
+      // A larger share than the deployment's holds more: fewer replicas give what was asked.
+      if (p.share) p.place = std::min(p.place, p.share->replicas);
     }
     return p;
   }

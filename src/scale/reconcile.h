@@ -6,27 +6,37 @@
 //
 //   target  = min(limit, desired + warm)        (the warm pool is held as placed replicas)
 //   placed  = replicas placed and not draining   (unplaced ones are capacity asked for, not held)
-//   place   = target - placed, when positive
+//   place   = target - placed, when positive (fewer when the share rule picks a larger share
+//             than the deployment's: see below)
 //   retire  = placed - target, when positive: the decision's victims first, in its order, then
 //             scale::chooseVictims over the rest (priority, load, newest)
 //
-// The share rule (ShareRule) picks the GPU share new replicas hold, from what the deployment
-// measured: a share s stretches a replica's prefill by 1/s (prefill is compute-bound), so s is
-// the smallest allowed share on which
-//   - the deployment's slow prompts keep half of the TTFT target:   2 × P99 × f / s <= sloTtft
-//   - a prompt waits past what a slow prompt leaves of the target (sloTtft − P99 × f / s) with
-//     at most 1 − sloTarget probability, a replica's prompts (λ / n per second, P × f / s each)
-//     taken as an M/G/1 queue whose service variability comes from P99 / P
-//     (scale/queueing.h)
-//   - where memory shrinks with the share (kvScale), a replica's part of the requests in
-//     flight (Little's law) still fits at the concurrency target utilisation:
-//       C × kvScale(s) / kvScale(f) × uc >= λ × S / n
-// with λ the arrival rate, P and P99 the mean and 99th-percentile prefill time measured on the
-// ready replicas, f their mean GPU share (so P × f is a prefill on a whole GPU), C their mean
-// maxConcurrency, S the mean service time, uc the concurrency target utilisation and n the
-// replicas after this step. None fits: a whole GPU. Without λ, P, a ready replica or an SLO
-// there is nothing to size from and the rule says nothing: the caller places what the model's
-// profile asks for.
+// The share rule (ShareRule) picks the GPU share new replicas hold and how many, from what the
+// deployment measured. A share x stretches a replica's prefill and decode by 1/x (time-sliced
+// compute) and, where memory shrinks with it (kvScale), its KV cache. need(x), the replicas of
+// share x the measured demand asks for (fractional), is the larger of
+//   - prefill: the fewest replicas n for which a prompt, each replica's prompts an M/G/1 queue at
+//     λ / n (P × f / x each, service variability from P99 / P, scale/queueing.h), waits past
+//     what the slow prompt leaves of the TTFT target (sloTtft − P99 × f / x) with at most
+//     1 − sloTarget probability;
+//   - memory: the requests in flight (Little's law, λ × S × f / x) over the slots a replica of
+//     share x holds at the concurrency target (C × kvScale(x) / kvScale(f) × uc);
+// and a share on which the slow prompts take more than half the target (2 × P99 × f / x >
+// sloTtft) cannot serve. The recommender counts in replicas as the deployment holds them (share
+// f): k more of them convert to k × need(x) / max(1, need(f)) replicas of share x (below one
+// replica's need a count is the recommender's floor, not capacity), the count placed on a larger
+// share; on a share no larger than f the count stays k and the share serves only if the
+// conversion fits in k. The rule takes the share whose new replicas cost the fewest GPUs
+// (count × x), the smallest on a tie; the reconciler places no more replicas than were asked
+// for. The memory term only where kvScale is set (the simulator): the server books the profile's
+// memory on any share and sizes shares by prefill alone. Where memory
+// binds, a whole GPU often holds many times a half's slots (the weights take the same memory on
+// any share), so a few whole replicas replace many shared ones; where only prefill binds, shares
+// save a GPU while the demand is below one. Here λ is the arrival rate, P and P99 the mean and
+// 99th-percentile prefill time measured on the ready replicas, f their mean GPU share, C their
+// mean maxConcurrency, S the mean service time and uc the concurrency target utilisation.
+// Without λ, P, a ready replica or an SLO there is nothing to size from and the rule says
+// nothing: the caller places what the model's profile asks for.
 
 #include <climits>
 #include <cstdint>
@@ -60,13 +70,15 @@ struct ShareRule {
 
 struct ShareDecision {
   std::int32_t milli = 1000;  // 1000: a whole GPU
+  int replicas = 0;           // replicas of that share that give what was asked
   std::string reason;
 };
 
-// The share for new replicas when the deployment will have `replicasAfter` of them, or
-// nullopt when the signals cannot tell.
-std::optional<ShareDecision> chooseShare(const DeploymentSignals& signals, int replicasAfter,
-                                         const ShareRule& rule);
+// The share for `toPlace` new replicas (counted as the deployment's replicas are now), no
+// smaller than atLeastMilli, and how many of that share give what was asked; nullopt when the
+// signals cannot tell.
+std::optional<ShareDecision> chooseShare(const DeploymentSignals& signals, int toPlace,
+                                         const ShareRule& rule, std::int32_t atLeastMilli = 0);
 
 struct ReconcileOptions {
   int limit = INT_MAX;             // the most replicas the fleet can hold

@@ -28,8 +28,12 @@
 //   X       the backlog at now + H: Σ waiting now (plus bufferedRequests), growing by λ − k·μ
 //           with k ready replicas, k stepping up as each loading replica reaches its
 //           expectedReadyMs
-//   need    D + X × S / T                               (T = backlogDrainSeconds)
-//   pre     λ × P + X × P / T                           (prefill occupancy, in replicas)
+//   δ       the backlog's drain rate: X / T (T = backlogDrainSeconds), at most
+//           B / T + R × min(c / S, u / P) with B the requests the router holds: a request
+//           queued on a replica is served by that replica alone (new replicas take only new
+//           arrivals), so a queue needs no more replicas to drain it than hold it
+//   need    D + δ × S
+//   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
 //   down    max(ceil(need / (c × (1 − tol))), ceil(pre / (u × (1 − tol))))
 //           (tol = scaleDownTolerance: a scale-down keeps extra headroom)
@@ -211,16 +215,28 @@ class TesseraRecommender final : public Recommender {
       if (prefillSec > 0) perReplicaRate = std::min(perReplicaRate, 1 / prefillSec);
       const double projected =
           projectBacklog(now, backlog, lambda, perReplicaRate, ready, arrivals);
-      need = lambda * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
-      prefill = (lambda + projected / p_.backlogDrainSeconds) * prefillSec;
+      // The backlog's drain rate, at most what one replica serves at target per ready replica
+      // plus what the router holds: a request queued on a replica is served by that replica
+      // (new replicas take only new arrivals), so a queue never needs more replicas to drain it
+      // than hold it.
+      double perReplicaDrain = perReplica / serviceSec;
+      if (prefillSec > 0) {
+        perReplicaDrain = std::min(perReplicaDrain, p_.prefillTargetUtilization / prefillSec);
+      }
+      const double drain = std::min(projected / p_.backlogDrainSeconds,
+                                    buffered / p_.backlogDrainSeconds + ready * perReplicaDrain);
+      need = lambda * serviceSec + drain * serviceSec;
+      prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
+      if (drain < projected / p_.backlogDrainSeconds - 1e-9)
+        how += " (queued on " + std::to_string(ready) + " ready, drained by them alone)";
       if (lambda > measured)
         how += ", λ " + shortNumber(measured) + " → " + shortNumber(lambda) + " forecast";
-      needDown = measured * serviceSec + projected * serviceSec / p_.backlogDrainSeconds;
+      needDown = measured * serviceSec + drain * serviceSec;
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
-      prefillDown = (measured + projected / p_.backlogDrainSeconds) * stepSec;
+      prefillDown = (measured + drain) * stepSec;
       if (prefillSec > 0) how += ", prefill " + shortNumber(prefill);
       if (ownPrefill)
         how += " (own " + shortNumber(prefillSec) + " s of a " + shortNumber(stepSec) + "-s step)";

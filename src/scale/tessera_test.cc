@@ -91,13 +91,14 @@ TEST(Tessera, LoadingReplicasAbsorbTheBacklogNoCascade) {
                          4)
                 .replicas,
             4);
-  // Demand grows to 20/s: 45 s at +10/s → 490, then 4 ready serve 20/s: 490.
-  // need = 40 + 490 × 2 / 60 = 56.33 → ceil(7.04) = 8
+  // Demand grows to 20/s: 45 s at +10/s → 490, then 4 ready serve 20/s: 490. Queued on the
+  // two ready replicas, it drains at most as fast as they serve at target (2 × 8 / 2 s = 8/s,
+  // under 490 / 60): need = 40 + 8 × 2 = 56 → 7
   EXPECT_EQ(r->recommend(signals(15 * kTesseraSec,
                                  {ready("a", 10, 20), ready("b", 10, 20), loadingA, loadingB}, 20),
                          4)
                 .replicas,
-            8);
+            7);
 }
 
 TEST(Tessera, ColdStartLearnedFromLoadingReplicas) {
@@ -107,11 +108,33 @@ TEST(Tessera, ColdStartLearnedFromLoadingReplicas) {
   // 20 s at +1/s → 20, then 2 ready serve 10/s: 0. need = 12 → ceil(1.5) = 2 = current.
   const auto l = Rep("l").maxConcurrency(10).created(0).loading(120 * kTesseraSec);
   EXPECT_EQ(r->recommend(signals(100 * kTesseraSec, {ready("a", 10, 0), l}, 6), 2).replicas, 2);
-  // Later, 1 ready at 9/s, nothing loading: cold start 120 s now. 4/s × 120 s = 480 backlog.
-  // need = 18 + 480 × 2 / 60 = 34 → ceil(4.25) = 5 (with the 60 s default: 18 + 8 = 26 → 4)
-  EXPECT_EQ(r->recommend(signals(200 * kTesseraSec, {ready("a", 10, 0)}, 9), 1).replicas, 5);
+  // Later, 2 ready at 11/s, nothing loading: cold start 120 s now. 1/s × 120 s = 120 backlog.
+  // need = 22 + 120 × 2 / 60 = 26 → ceil(3.25) = 4 (with the 60 s default: 22 + 2 = 24 → 3)
+  EXPECT_EQ(r->recommend(signals(200 * kTesseraSec, {ready("a", 10, 0), ready("b", 10, 0)}, 11), 2)
+                .replicas,
+            4);
   auto fresh = tessera();
-  EXPECT_EQ(fresh->recommend(signals(200 * kTesseraSec, {ready("a", 10, 0)}, 9), 1).replicas, 4);
+  EXPECT_EQ(
+      fresh->recommend(signals(200 * kTesseraSec, {ready("a", 10, 0), ready("b", 10, 0)}, 11), 2)
+          .replicas,
+      3);
+}
+
+TEST(Tessera, ABacklogQueuedOnReplicasNeedsNoMoreThanTheyDrain) {
+  auto r = tessera({{"forecastWindowSeconds", 0}});
+  const auto l = Rep("l").maxConcurrency(10).created(0).loading(120 * kTesseraSec);
+  r->recommend(signals(100 * kTesseraSec, {ready("a", 10, 0), l}, 6), 2);  // cold start 120 s
+  // 1 ready at 9/s serves 5/s: 4/s × 120 s = 480 queued on it by the time a new replica could
+  // serve. Spread over 60 s that is 8/s (18 + 16 = 34 → 5), but the replica holding it serves
+  // at most 8 / 2 s = 4/s of it at target: 18 + 4 × 2 = 26 → 4.
+  const Recommendation rec = r->recommend(signals(200 * kTesseraSec, {ready("a", 10, 0)}, 9), 1);
+  EXPECT_EQ(rec.replicas, 4);
+  EXPECT_NE(rec.reason.find("(queued on 1 ready, drained by them alone)"), std::string::npos)
+      << rec.reason;
+  // What the router holds goes to any replica: 240 buffered more drain at 240 / 60 = 4/s too.
+  DeploymentSignals buffered = signals(215 * kTesseraSec, {ready("a", 10, 0)}, 9);
+  buffered.bufferedRequests = 240;
+  EXPECT_EQ(r->recommend(buffered, 4).replicas, 5);
 }
 
 TEST(Tessera, ScaleDownKeepsTenPercentHeadroom) {
