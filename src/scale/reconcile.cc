@@ -115,10 +115,11 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int toPlace
   // a count is the recommender's floor, not capacity, and converts as one (need(f) taken as 1).
   // On a larger share that is the count; on a share no larger than f the count stays what was
   // asked (a smaller replica never replaces more than one), and the share serves only if the
-  // conversion fits in it. A share that takes more replicas than were asked is not taken (the
-  // reconciler places no more than that), except a whole GPU, the last resort. Where the
-  // deployment's own share cannot serve, nothing converts: at least what was asked, and what
-  // share x needs.
+  // conversion fits in it or the demand needs no more replicas of it than the whole replicas
+  // it needs of the deployment's (need(x) <= ceil(need(f)): the count is whole replicas anyway). A
+  // share that takes more replicas than were asked is not taken (the reconciler places no more than
+  // that), except a whole GPU, the last resort. Where the deployment's own share cannot serve,
+  // nothing converts: at least what was asked, and what share x needs.
   const std::optional<double> needHere = replicasNeeded(d, rule, fMilli);
   const int asked = std::max(1, toPlace);
   const std::int32_t step = std::max(1, rule.stepMilli);
@@ -132,7 +133,9 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int toPlace
     int count = asked;
     if (need && needHere && *needHere > 0) {
       count = std::max(1, wholeReplicas(asked * *need / std::max(1.0, *needHere)));
-      if (m <= fMilli && count <= asked) count = asked;
+      if (m <= fMilli && (count <= asked || *need <= wholeReplicas(*needHere) + 1e-9)) {
+        count = asked;
+      }
     } else if (need) {
       count = std::max(asked, wholeReplicas(*need));
     }

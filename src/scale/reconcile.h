@@ -26,7 +26,8 @@
 // f): k more of them convert to k × need(x) / max(1, need(f)) replicas of share x (below one
 // replica's need a count is the recommender's floor, not capacity), the count placed on a larger
 // share; on a share no larger than f the count stays k and the share serves only if the
-// conversion fits in k. The rule takes the share whose new replicas cost the fewest GPUs
+// conversion fits in k or need(x) <= ceil(need(f)) (no more replicas of it than the deployment's
+// own rounded need). The rule takes the share whose new replicas cost the fewest GPUs
 // (count × x), the smallest on a tie; the reconciler places no more replicas than were asked
 // for. The memory term only where kvScale is set (the simulator): the server books the profile's
 // memory on any share and sizes shares by prefill alone. Where memory

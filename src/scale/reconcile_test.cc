@@ -134,6 +134,12 @@ TEST(ShareRule, ConvertsTheCountAskedForIntoReplicasOfTheChosenShare) {
   d = chooseShare(measured(20, 100, 300), 2, rule());
   EXPECT_EQ(d->milli, 500) << d->reason;
   EXPECT_EQ(d->replicas, 2);
+  // Whole replicas anyway: 20 prompts/s of 50 ms (p99 150) on whole GPUs need 1.09 of them, 2
+  // once rounded, and 1.5 three-quarter replicas fit in those 2 (1.5 GPUs); the conversion
+  // alone (2 × 1.5 / 1.09 → 3) would not take the smaller share.
+  d = chooseShare(measured(20, 50, 150, 1.0), 2, rule());
+  EXPECT_EQ(d->milli, 750) << d->reason;
+  EXPECT_EQ(d->replicas, 2);
   // Below one replica's need a count is the recommender's floor and converts as one: uniform
   // prompts of 50 ms on a whole GPU at 4 prompts/s need 0.21 whole replicas, 0.46 halves and
   // 1.13 quarters. One asked for is one half; quarters would take two.
