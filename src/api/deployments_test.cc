@@ -249,10 +249,10 @@ TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
                                           {"kvCacheUsage", 0.3},
                                           {"gpuUtilization", 0.9},
                                           {"maxConcurrency", 64}}));
-    // 5 prompts a second of 20 ms each (100 ms at p99) on a whole GPU, 32 s in service.
+    // 20 prompts a second of 20 ms each (100 ms at p99) on a whole GPU.
     ASSERT_TRUE(json_api::deploymentSignals(*plane_, "chat",
-                                            {{"arrivalRatePerSec", 5},
-                                             {"meanServiceMs", 32000},
+                                            {{"arrivalRatePerSec", 20},
+                                             {"meanServiceMs", 8000},
                                              {"meanPrefillMs", 20},
                                              {"prefillP99Ms", 100}}));
     run(15);
@@ -261,9 +261,8 @@ TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
     if (withSlo) {
       EXPECT_EQ(d["status"]["pending"], 0) << d;  // whole-GPU replicas would leave 2 pending
       ASSERT_EQ(d["replicas"].size(), 4u) << d;
-      // The prompts need 0.11 of one whole replica (under one: the 3 asked for count as a
-      // floor) and 0.51 quarters, so 3 × 0.51 → 2 quarters would do: the 3 asked for are
-      // quarters. The p99 prompt keeps half its target on 2 × 100 / 2000 = 0.1 of a GPU.
+      // Per replica after the step: 20 × 0.02 / 0.6 / 4 = 0.17 of a GPU; the p99 prompt keeps
+      // half its target at 2 × 100 / 2000 = 0.1: a quarter.
       for (const char* id : {"chat-1", "chat-2", "chat-3"}) {
         const json r = *plane_->getReplica(id);
         EXPECT_EQ(r["mode"], "shared") << r;

@@ -18,7 +18,7 @@ std::string fixed(double v, int digits) {
 }
 
 int wholeReplicas(double x) {
-  return static_cast<int>(std::ceil(x - 1e-9));
+  return static_cast<int>(std::ceil(std::min(x, 1e9) - 1e-9));
 }
 
 bool isPlaced(const ReplicaSignals& r) {
@@ -28,6 +28,9 @@ bool isPlaced(const ReplicaSignals& r) {
 }  // namespace
 
 namespace {
+
+// Beyond this many replicas a share is taken not to serve (and counts stay within int).
+constexpr double kMostReplicas = 1e6;
 
 // What the deployment measured, as a whole GPU would serve it.
 struct Demand {
@@ -57,7 +60,8 @@ std::optional<double> replicasNeeded(const Demand& d, const ShareRule& rule, std
     // waitTail falls as n grows (each replica sees λ / n): bisect on n above saturation.
     double lo = d.lambda * service, hi = std::max(2 * lo, 1e-6);
     auto holds = [&](double n) { return waitTail(d.lambda / n, service, d.cs2, 1, left) <= d.eps; };
-    while (!holds(hi) && hi < 1e6) hi *= 2;
+    while (!holds(hi) && hi < kMostReplicas) hi *= 2;
+    if (!holds(hi)) return std::nullopt;  // no count keeps the tail (a target of 100 %)
     for (int i = 0; i < 50; ++i) {
       const double mid = (lo + hi) / 2;
       (holds(mid) ? hi : lo) = mid;
@@ -70,15 +74,18 @@ std::optional<double> replicasNeeded(const Demand& d, const ShareRule& rule, std
     need =
         std::max(need, d.lambda * d.serviceWhole / x / (slots * rule.concurrencyTargetUtilization));
   }
+  if (!std::isfinite(need) || need > kMostReplicas) return std::nullopt;
   return need;
 }
 
 }  // namespace
 
-std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int toPlace,
+std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int target,
                                          const ShareRule& rule, std::int32_t atLeastMilli) {
+  auto finite = [](const std::optional<double>& v) { return !v || std::isfinite(*v); };
   if (!rule.sloTtftMs || *rule.sloTtftMs <= 0 || !s.arrivalRatePerSec || !s.meanPrefillMs ||
-      *s.meanPrefillMs <= 0) {
+      !(*s.meanPrefillMs > 0) || !finite(s.arrivalRatePerSec) || !finite(s.meanPrefillMs) ||
+      !finite(s.prefillP99Ms) || !finite(s.meanServiceMs)) {
     return std::nullopt;
   }
   double fractions = 0, concurrency = 0;
@@ -94,11 +101,11 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int toPlace
   }
   if (ready == 0 || fractions <= 0) return std::nullopt;
   const double f = fractions / ready;
-  const auto fMilli = static_cast<std::int32_t>(std::lround(1000 * f));
+  const auto fMilli = std::max<std::int32_t>(1, static_cast<std::int32_t>(std::lround(1000 * f)));
   Demand d;
   d.lambda = std::max(0.0, *s.arrivalRatePerSec);
   d.wholeMean = *s.meanPrefillMs * f / 1000;
-  d.wholeTail = s.prefillP99Ms.value_or(*s.meanPrefillMs) * f / 1000;
+  d.wholeTail = std::max(0.0, s.prefillP99Ms.value_or(*s.meanPrefillMs)) * f / 1000;
   d.cs2 = serviceCs2(d.wholeMean, d.wholeTail);
   d.sloSec = *rule.sloTtftMs / 1000;
   d.eps = 1 - std::clamp(rule.sloTarget, 0.0, 1.0);
@@ -109,35 +116,60 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int toPlace
     d.slots = concurrency / reportingConcurrency;
     d.kvAtMean = rule.kvScale(fMilli);
   }
-  // The recommender counts in the deployment's replicas as they are (share f) and asks for
-  // toPlace more. A replica on share x is worth need(f) / need(x) of them, so
-  // toPlace × need(x) / need(f) replicas of share x give what was asked; below one replica's need
-  // a count is the recommender's floor, not capacity, and converts as one (need(f) taken as 1).
-  // On a larger share that is the count; on a share no larger than f the count stays what was
-  // asked (a smaller replica never replaces more than one), and the share serves only if the
-  // conversion fits in it or the demand needs no more replicas of it than the whole replicas
-  // it needs of the deployment's (need(x) <= ceil(need(f)): the count is whole replicas anyway). A
-  // share that takes more replicas than were asked is not taken (the reconciler places no more than
-  // that), except a whole GPU, the last resort. Where the deployment's own share cannot serve,
-  // nothing converts: at least what was asked, and what share x needs.
   const std::optional<double> needHere = replicasNeeded(d, rule, fMilli);
-  const int asked = std::max(1, toPlace);
-  const std::int32_t step = std::max(1, rule.stepMilli);
+  // The recommender counts in the deployment's replicas as they are (share f). Where the rule
+  // knows how a share's memory and speed scale (kvScale) and the demand needs more than one
+  // replica of share f, a replica on a larger share x is worth need(f) / need(x) of them: the
+  // replicas placed count so (one loading on a whole GPU may already hold several of what is
+  // asked), and what is still wanted converts into wanted × need(x) / need(f) replicas of share
+  // x. Otherwise the count is what is wanted (a count above the need is the recommender's floor:
+  // minReplicas, a warm pool). On a share no larger than f the count is what is wanted too, and
+  // the share serves, with kvScale, only if the demand needs no more replicas of it than the
+  // whole number it needs of share f (need(x) <= max(1, ceil(need(f))): a count the recommender
+  // sized for memory on share f says nothing about a smaller one); without kvScale (the server:
+  // the prefill tail alone) if the demand spread over all the replicas needs no more of it. A
+  // share that takes more replicas than were asked is not taken (the reconciler places no more),
+  // except a whole GPU, the last resort. Where share f cannot serve, the placed replicas carry
+  // nothing of share x.
+  const bool memoryModel = static_cast<bool>(rule.kvScale);
+  const bool converts = memoryModel && needHere && *needHere > 1;
+  const auto worth = [&](double share) {
+    const auto m = static_cast<std::int32_t>(std::lround(1000 * std::clamp(share, 0.0, 1.0)));
+    if (!converts || m <= fMilli) return 1.0;
+    const std::optional<double> need = replicasNeeded(d, rule, m);
+    return need && *need > 0 ? *needHere / *need : 1.0;
+  };
+  double placedWorth = 0;
+  int placed = 0;
+  for (const ReplicaSignals& r : s.replicas) {
+    if (!isPlaced(r)) continue;
+    ++placed;
+    placedWorth += worth(r.gpuFraction);
+  }
   ShareDecision best;
+  const double wanted = target - placedWorth;
+  if (wanted <= 1e-9) {
+    best.replicas = 0;
+    best.reason = "the " + std::to_string(placed) + " placed hold " + fixed(placedWorth, 1) +
+                  " of the " + std::to_string(target) + " replicas asked for";
+    return best;
+  }
+  const int asked = wholeReplicas(wanted);
+  const std::int32_t step = std::clamp(rule.stepMilli, 1, 1000);
   double bestCost = 0;
   std::optional<double> bestNeed;
   for (std::int32_t m = step; m <= 1000; m = m < 1000 ? std::min(1000, m + step) : m + 1) {
     if (m < 1000 && (m < rule.minShareMilli || m < atLeastMilli)) continue;
     const std::optional<double> need = replicasNeeded(d, rule, m);
-    if (!need && m < 1000) continue;
     int count = asked;
-    if (need && needHere && *needHere > 0) {
-      count = std::max(1, wholeReplicas(asked * *need / std::max(1.0, *needHere)));
-      if (m <= fMilli && (count <= asked || *need <= wholeReplicas(*needHere) + 1e-9)) {
-        count = asked;
-      }
-    } else if (need) {
-      count = std::max(asked, wholeReplicas(*need));
+    if (!need) {
+      if (m < 1000) continue;
+    } else if (converts && m > fMilli) {
+      count = std::max(1, wholeReplicas(wanted * *need / *needHere));
+    } else if (m <= fMilli && memoryModel && needHere
+                   ? *need > std::max(1, wholeReplicas(*needHere)) + 1e-9
+                   : *need > asked + (needHere ? placed : 0) + 1e-9) {
+      if (m < 1000) continue;
     }
     if (count > asked && m < 1000) continue;
     const double cost = count * m / 1000.0;
@@ -151,13 +183,14 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int toPlace
   }
   const double x = best.milli / 1000.0;
   best.reason = "share " + fixed(x, 2) + " x " + std::to_string(best.replicas) + " for " +
-                std::to_string(asked) + " asked: " + fixed(d.lambda, 2) + " prompts/s of " +
+                fixed(wanted, 1) + " asked: " + fixed(d.lambda, 2) + " prompts/s of " +
                 fixed(1000 * d.wholeMean, 0) + " ms on a GPU (p99 " + fixed(1000 * d.wholeTail, 0) +
                 " ms)";
   if (bestNeed) best.reason += ", " + fixed(*bestNeed, 2) + " replicas of it needed";
   if (needHere) best.reason += " (" + fixed(*needHere, 2) + " of share " + fixed(f, 2) + ")";
-  if (d.slots > 0)
+  if (d.slots > 0) {
     best.reason += ", " + fixed(d.lambda * d.serviceWhole / f, 1) + " requests in flight";
+  }
   return best;
 }
 
@@ -180,7 +213,7 @@ ReconcilePlan planReconcile(const Decision& decision, const DeploymentSignals& s
     // do not hold the rule back.
     const auto held = static_cast<std::int32_t>(std::lround(1000 * largest));
     if (options.share) {
-      p.share = chooseShare(signals, p.place, *options.share, held < 1000 ? held : 0);
+      p.share = chooseShare(signals, p.target, *options.share, held < 1000 ? held : 0);
       // A larger share than the deployment's holds more: fewer replicas give what was asked.
       if (p.share) p.place = std::min(p.place, p.share->replicas);
     }

@@ -22,20 +22,24 @@
 //   - memory: the requests in flight (Little's law, λ × S × f / x) over the slots a replica of
 //     share x holds at the concurrency target (C × kvScale(x) / kvScale(f) × uc);
 // and a share on which the slow prompts take more than half the target (2 × P99 × f / x >
-// sloTtft) cannot serve. The recommender counts in replicas as the deployment holds them (share
-// f): k more of them convert to k × need(x) / max(1, need(f)) replicas of share x (below one
-// replica's need a count is the recommender's floor, not capacity), the count placed on a larger
-// share; on a share no larger than f the count stays k and the share serves only if the
-// conversion fits in k or need(x) <= ceil(need(f)) (no more replicas of it than the deployment's
-// own rounded need). The rule takes the share whose new replicas cost the fewest GPUs
-// (count × x), the smallest on a tie; the reconciler places no more replicas than were asked
-// for. The memory term only where kvScale is set (the simulator): the server books the profile's
-// memory on any share and sizes shares by prefill alone. Where memory
-// binds, a whole GPU often holds many times a half's slots (the weights take the same memory on
-// any share), so a few whole replicas replace many shared ones; where only prefill binds, shares
-// save a GPU while the demand is below one. Here λ is the arrival rate, P and P99 the mean and
-// 99th-percentile prefill time measured on the ready replicas, f their mean GPU share, C their
-// mean maxConcurrency, S the mean service time and uc the concurrency target utilisation.
+// sloTtft) cannot serve. Here λ is the arrival rate, P and P99 the mean and 99th-percentile
+// prefill time measured on the ready replicas, f their mean GPU share, C their mean
+// maxConcurrency, S the mean service time and uc the concurrency target utilisation.
+//
+// The recommender counts in replicas as the deployment holds them (share f). Where the rule
+// knows how a share's memory and speed scale (kvScale: the simulator; the server books the
+// profile's memory on any share and has no memory term) and the demand needs more than one
+// replica of share f, a replica on a larger share x is worth need(f) / need(x) of them: the
+// placed replicas count so, and what is still wanted converts into wanted × need(x) / need(f)
+// replicas of share x; on a share no larger than f the count stays what is wanted and the share
+// serves only if need(x) <= ceil(need(f)). Otherwise nothing converts (a count above the need is
+// the recommender's floor: minReplicas, a warm pool) and a share serves if the demand spread over
+// all the replicas needs no more of it. The rule takes the share whose new replicas cost the
+// fewest GPUs (count × x), the smallest on a tie, never one that takes more replicas than are
+// wanted (a whole GPU, the last resort, excepted); the reconciler places that count. Where
+// memory binds, a whole GPU often holds many times a half's slots (the weights take the same
+// memory on any share), so a few whole replicas replace many shared ones; where only prefill
+// binds, shares save a GPU while the demand is below one.
 // Without λ, P, a ready replica or an SLO there is nothing to size from and the rule says
 // nothing: the caller places what the model's profile asks for.
 
@@ -71,14 +75,15 @@ struct ShareRule {
 
 struct ShareDecision {
   std::int32_t milli = 1000;  // 1000: a whole GPU
-  int replicas = 0;           // replicas of that share that give what was asked
+  int replicas = 0;           // replicas of that share to place for what was asked
   std::string reason;
 };
 
-// The share for `toPlace` new replicas (counted as the deployment's replicas are now), no
-// smaller than atLeastMilli, and how many of that share give what was asked; nullopt when the
-// signals cannot tell.
-std::optional<ShareDecision> chooseShare(const DeploymentSignals& signals, int toPlace,
+// The share for new replicas when the deployment's recommender asks for `target` replicas
+// (counted as its replicas are now), no smaller than atLeastMilli, and how many of that share to
+// place given the ones placed (0: they already hold what was asked); nullopt when the signals
+// cannot tell.
+std::optional<ShareDecision> chooseShare(const DeploymentSignals& signals, int target,
                                          const ShareRule& rule, std::int32_t atLeastMilli = 0);
 
 struct ReconcileOptions {

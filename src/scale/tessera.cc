@@ -29,9 +29,10 @@
 //           with k ready replicas, k stepping up as each loading replica reaches its
 //           expectedReadyMs
 //   δ       the backlog's drain rate: X / T (T = backlogDrainSeconds), at most
-//           B / T + R × min(c / S, u / P) with B the requests the router holds: a request
-//           queued on a replica is served by that replica alone (new replicas take only new
-//           arrivals), so a queue needs no more replicas to drain it than hold it
+//           B / T + R × min(c / S, u / P) with B the requests the router holds when R > 0: a
+//           request queued on a replica is served by that replica alone (new replicas take only
+//           new arrivals), so a queue needs no more replicas to drain it than hold it; with
+//           none ready everything waits at the router
 //   need    D + δ × S
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
@@ -223,8 +224,11 @@ class TesseraRecommender final : public Recommender {
       if (prefillSec > 0) {
         perReplicaDrain = std::min(perReplicaDrain, p_.prefillTargetUtilization / prefillSec);
       }
-      const double drain = std::min(projected / p_.backlogDrainSeconds,
-                                    buffered / p_.backlogDrainSeconds + ready * perReplicaDrain);
+      // With no replica ready every request waits at the router, which any replica can take.
+      const double drain =
+          ready == 0 ? projected / p_.backlogDrainSeconds
+                     : std::min(projected / p_.backlogDrainSeconds,
+                                buffered / p_.backlogDrainSeconds + ready * perReplicaDrain);
       need = lambda * serviceSec + drain * serviceSec;
       prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +

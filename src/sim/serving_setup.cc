@@ -210,9 +210,10 @@ Result<ShareChoice> chooseReplicaShare(const ServingTrace& leadIn, Micros measur
   const auto rule = shareRuleFor(policy, whole, o);
   const Micros until = std::max(measuredFromUs, Micros{o.demand.intervalSeconds} * kUsPerSecond);
   const int replicas = std::max(1, replicaDemand(leadIn, whole, o.demand).front());
-  const auto share =
-      scale::chooseShare(leadInSignals(leadIn, until, whole, o.signalWindowSeconds, o.demand),
-                         replicas, *rule);
+  // The lead-in's signals stand in for one replica already placed: the warm start's replicas
+  // come on top of it.
+  const auto share = scale::chooseShare(
+      leadInSignals(leadIn, until, whole, o.signalWindowSeconds, o.demand), replicas + 1, *rule);
   if (!share || share->milli >= 1000) return c;
   return fixedShare(whole, o.model, share->milli / 1000.0);
 }
