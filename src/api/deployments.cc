@@ -310,6 +310,7 @@ void ControlPlane::reconcile(Deployment& d, Millis now) {
   // The same plan the serving simulator executes (scale/reconcile.h).
   scale::ReconcileOptions options;
   options.share = shareRuleOf(d);
+  options.minReplicas = d.config.minReplicas;
   const scale::ReconcilePlan plan = scale::planReconcile(decision, signals, options);
   if (d.placedByKubernetes) {
     // The controller runs the pods; the ones not bound yet are capacity on its way.

@@ -261,8 +261,9 @@ TEST_F(DeploymentTest, PromptsNeedingPartOfAGpuScaleOutOnGpuShares) {
     if (withSlo) {
       EXPECT_EQ(d["status"]["pending"], 0) << d;  // whole-GPU replicas would leave 2 pending
       ASSERT_EQ(d["replicas"].size(), 4u) << d;
-      // Per replica after the step: 20 × 0.02 / 0.6 / 4 = 0.17 of a GPU; the p99 prompt keeps
-      // half its target at 2 × 100 / 2000 = 0.1: a quarter.
+      // Three more asked for, four replicas in all: on quarters the prompts' wait tail needs 2.1
+      // of them (prompts of 80 ms, 5 a second each), which the four carry, and the p99 prompt
+      // keeps half its target on 2 × 100 / 2000 = 0.1 of a GPU: a quarter.
       for (const char* id : {"chat-1", "chat-2", "chat-3"}) {
         const json r = *plane_->getReplica(id);
         EXPECT_EQ(r["mode"], "shared") << r;

@@ -213,7 +213,14 @@ ReconcilePlan planReconcile(const Decision& decision, const DeploymentSignals& s
     // do not hold the rule back.
     const auto held = static_cast<std::int32_t>(std::lround(1000 * largest));
     if (options.share) {
-      p.share = chooseShare(signals, p.target, *options.share, held < 1000 ? held : 0);
+      // The governor's scale-down window holds the largest recent recommendation, counted in the
+      // replicas the deployment had then. Where the rule has since put larger replicas in their
+      // place that count is stale: new replicas are placed for what the recommender asks for
+      // now (at least the floor), and the held count only keeps replicas from retiring.
+      const int now = std::max(std::max(0, decision.recommendedReplicas), options.minReplicas) +
+                      std::max(0, decision.warmReplicas);
+      p.share =
+          chooseShare(signals, std::min(p.target, now), *options.share, held < 1000 ? held : 0);
       // A larger share than the deployment's holds more: fewer replicas give what was asked.
       if (p.share) p.place = std::min(p.place, p.share->replicas);
     }

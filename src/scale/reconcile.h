@@ -36,7 +36,9 @@
 // the recommender's floor: minReplicas, a warm pool) and a share serves if the demand spread over
 // all the replicas needs no more of it. The rule takes the share whose new replicas cost the
 // fewest GPUs (count × x), the smallest on a tie, never one that takes more replicas than are
-// wanted (a whole GPU, the last resort, excepted); the reconciler places that count. Where
+// wanted (a whole GPU, the last resort, excepted); the reconciler places that count, for what
+// the recommender asks for now (Decision::recommendedReplicas, at least minReplicas): a larger
+// count the governor's window holds was made in the replicas the deployment had then. Where
 // memory binds, a whole GPU often holds many times a half's slots (the weights take the same
 // memory on any share), so a few whole replicas replace many shared ones; where only prefill
 // binds, shares save a GPU while the demand is below one.
@@ -88,6 +90,7 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& signals, int t
 
 struct ReconcileOptions {
   int limit = INT_MAX;             // the most replicas the fleet can hold
+  int minReplicas = 0;             // the deployment's floor (what the governor never goes below)
   std::optional<ShareRule> share;  // none: new replicas take the caller's default share
 };
 

@@ -17,7 +17,7 @@ using testing::Rep;
 
 Decision wants(int desired, int warm = 0, std::vector<std::string> victims = {}) {
   Decision d;
-  d.desiredReplicas = desired;
+  d.desiredReplicas = d.recommendedReplicas = desired;
   d.warmReplicas = warm;
   d.victims = std::move(victims);
   return d;
@@ -286,6 +286,23 @@ TEST(Reconcile, NewReplicasTakeTheRulesShareForWhatWasAsked) {
   }
   const ReconcilePlan next = planReconcile(wants(40), loading, memory);
   EXPECT_EQ(next.place, 0) << (next.share ? next.share->reason : "");
+  // Once they serve, the recommender counts in replicas of about a whole GPU and asks for 3; the
+  // governor still holds 40 (counted in halves). The held count keeps replicas from retiring
+  // but places none.
+  DeploymentSignals served = loading;
+  for (ReplicaSignals& r : served.replicas) {
+    if (r.gpuFraction == 1) {
+      r.phase = ReplicaPhase::kReady;
+      r.maxConcurrency = 64;
+    }
+  }
+  Decision held = wants(40);
+  held.recommendedReplicas = 3;
+  EXPECT_EQ(planReconcile(held, served, memory).place, 0);
+  // Below the floor, the floor: 12 asked for at least, over the 10 placed.
+  ReconcileOptions floored = memory;
+  floored.minReplicas = 12;
+  EXPECT_GT(planReconcile(held, served, floored).place, 0);
   // Scale-down and holding say nothing about shares.
   EXPECT_FALSE(planReconcile(wants(1), measured(20, 100, 300), o).share);
   // Shares below a GPU only grow: with a three-quarter replica placed, new ones take that.
@@ -346,7 +363,7 @@ TEST(ShareRule, ThePrefillRuleTakesTheSmallestShareTheReplicasCarry) {
     const double wholeMean = mean * fraction / 1000, wholeTail = p99 * fraction / 1000;
     const double cs2 = serviceCs2(wholeMean, wholeTail);
     const double eps = 1 - r.sloTarget;
-    auto keepsTail = [&](std::int32_t m) { return 2 * wholeTail * 1000 / m <= slo / 1000 + 1e-9; };
+    auto keepsTail = [&](std::int32_t m) { return 2 * wholeTail * 1000 / m <= slo / 1000 + 1e-12; };
     // The wait tail over the replicas that carry the demand (the placed one only where its own
     // share can serve), with a tolerance either way for the rule's search.
     const auto fMilli = static_cast<std::int32_t>(std::lround(1000 * fraction));

@@ -20,6 +20,7 @@ class Autoscaled final : public ServingController {
   scale::Decision evaluate(const scale::DeploymentSignals& signals) override {
     return autoscaler_->evaluate(signals);
   }
+  int minReplicas() const override { return config_.minReplicas; }
 
  private:
   scale::AutoscalerConfig config_;

@@ -422,6 +422,7 @@ Result<void> DeploymentRun::apply(const scale::Decision& d, const scale::Deploym
   scale::ReconcileOptions ro;
   ro.limit = s_.replicaLimit;
   ro.share = s_.shareRule;
+  ro.minReplicas = controller_.minReplicas();
   const scale::ReconcilePlan plan = scale::planReconcile(d, s, ro);
   lastDesired_ = plan.target;
   lastShareReason_ = plan.place > 0 && plan.share ? plan.share->reason : "";

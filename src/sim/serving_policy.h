@@ -35,6 +35,8 @@ class ServingController {
   // Replicas serving (warm) at t = 0.
   virtual int initialReplicas() const = 0;
   virtual scale::Decision evaluate(const scale::DeploymentSignals& signals) = 0;
+  // The fewest replicas it ever asks for (the reconciler's floor, scale::ReconcileOptions).
+  virtual int minReplicas() const { return 0; }
 };
 
 struct DemandOptions {
