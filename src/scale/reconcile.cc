@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <unordered_set>
 
 #include "scale/queueing.h"
@@ -116,7 +117,14 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int target,
     d.slots = concurrency / reportingConcurrency;
     d.kvAtMean = rule.kvScale(fMilli);
   }
-  const std::optional<double> needHere = replicasNeeded(d, rule, fMilli);
+  // need(x) per share, each searched once: the placed replicas' shares and the steps repeat.
+  std::map<std::int32_t, std::optional<double>> needs;
+  const auto needAt = [&](std::int32_t m) {
+    auto it = needs.find(m);
+    if (it == needs.end()) it = needs.emplace(m, replicasNeeded(d, rule, m)).first;
+    return it->second;
+  };
+  const std::optional<double> needHere = needAt(fMilli);
   // The recommender counts in the deployment's replicas as they are (share f). Where the rule
   // knows how a share's memory and speed scale (kvScale) and the demand needs more than one
   // replica of share f, a replica on a larger share x is worth need(f) / need(x) of them: the
@@ -136,7 +144,7 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int target,
   const auto worth = [&](double share) {
     const auto m = static_cast<std::int32_t>(std::lround(1000 * std::clamp(share, 0.0, 1.0)));
     if (!converts || m <= fMilli) return 1.0;
-    const std::optional<double> need = replicasNeeded(d, rule, m);
+    const std::optional<double> need = needAt(m);
     return need && *need > 0 ? *needHere / *need : 1.0;
   };
   double placedWorth = 0;
@@ -160,7 +168,7 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int target,
   std::optional<double> bestNeed;
   for (std::int32_t m = step; m <= 1000; m = m < 1000 ? std::min(1000, m + step) : m + 1) {
     if (m < 1000 && (m < rule.minShareMilli || m < atLeastMilli)) continue;
-    const std::optional<double> need = replicasNeeded(d, rule, m);
+    const std::optional<double> need = needAt(m);
     int count = asked;
     if (!need) {
       if (m < 1000) continue;
