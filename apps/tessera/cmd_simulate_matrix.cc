@@ -1,6 +1,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -35,10 +36,14 @@ Result<std::vector<bool>> parseSwitch(const std::string& text, const char* flag,
   return out;
 }
 
-// The first `seconds` of a trace.
-sim::ServingTrace firstSeconds(sim::ServingTrace t, double seconds) {
-  const auto until = static_cast<sim::Micros>(seconds * 1e6);
-  std::erase_if(t.requests, [&](const sim::ServingRequest& r) { return r.arrivalUs >= until; });
+// The `seconds` of a trace that start `skip` seconds in, moved to start at 0.
+sim::ServingTrace window(sim::ServingTrace t, double skip, double seconds) {
+  const auto from = static_cast<sim::Micros>(skip * 1e6);
+  const auto until = static_cast<sim::Micros>((skip + seconds) * 1e6);
+  std::erase_if(t.requests, [&](const sim::ServingRequest& r) {
+    return r.arrivalUs < from || r.arrivalUs >= until;
+  });
+  for (sim::ServingRequest& r : t.requests) r.arrivalUs -= from;
   return t;
 }
 
@@ -79,6 +84,14 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   if (!settings) return reportError(err, kMatrix, settings.error());
   m.base.policySettings = std::move(*settings);
   if (!(o.minutes > 0)) return reportError(err, kMatrix, Error::invalid("--minutes must be > 0"));
+  if (!(o.skipMinutes >= 0) || !std::isfinite(o.skipMinutes)) {
+    return reportError(err, kMatrix, Error::invalid("--skip-minutes must be >= 0"));
+  }
+  if (o.qpsTokens != "azure" && o.qpsTokens != "mooncake") {
+    return reportError(
+        err, kMatrix,
+        Error::invalid("--qps-tokens must be azure or mooncake, got '" + o.qpsTokens + "'"));
+  }
   m.jobs =
       o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.format != "markdown" && o.format != "json") {
@@ -91,8 +104,9 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   const auto mooncakePath = data / "mooncake-fast25-traces" / "synthetic_trace.jsonl";
   const auto qpsPath = data / "alibaba-gentd26-genai-serving" / "qps.tar.gz";
   const double seconds = o.minutes * 60;
+  const double skip = o.skipMinutes * 60;
   std::vector<sim::MatrixTrace> traces;
-  std::optional<sim::ServingTrace> azure;
+  std::map<std::string, sim::ServingTrace> whole;  // each recorded trace, for the QPS shape
   for (const auto& [name, path] :
        {std::pair{"azure-conv", azurePath}, std::pair{"mooncake", mooncakePath}}) {
     if (!std::filesystem::exists(path)) {
@@ -102,19 +116,29 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     }
     auto t = readTrace(path.string(), std::nullopt, 1.0);
     if (!t) return reportError(err, kMatrix, t.error());
-    if (std::string(name) == "azure-conv") azure = *t;
-    traces.push_back({name, firstSeconds(std::move(*t), seconds)});
+    whole.emplace(name, *t);
+    sim::ServingTrace cut = window(std::move(*t), skip, seconds);
+    if (cut.requests.empty()) {
+      err << "tessera " << kMatrix << ": skipping " << name << ": no request in minutes "
+          << o.skipMinutes << " to " << o.skipMinutes + o.minutes << "\n";
+      continue;
+    }
+    traces.push_back({name, std::move(cut)});
     traces.back().trace.name = name;
   }
-  if (std::filesystem::exists(qpsPath) && azure) {
+  const std::string tokensName = o.qpsTokens == "azure" ? "azure-conv" : "mooncake";
+  const auto tokens = whole.find(tokensName);
+  if (std::filesystem::exists(qpsPath) && tokens != whole.end()) {
     // The GenTD26 service's total QPS over its ~22 hours, compressed to the window, at the
-    // Azure trace's mean rate, with Azure's prompt and output lengths.
-    auto t = qpsTrace(qpsPath.string(), *azure, meanRate(*azure), seconds, 1, "gentd26-qps");
+    // token trace's mean rate, with its prompt and output lengths.
+    const std::string name = o.qpsTokens == "azure" ? "gentd26-qps" : "gentd26-qps-mooncake";
+    auto t =
+        qpsTrace(qpsPath.string(), tokens->second, meanRate(tokens->second), seconds, o.seed, name);
     if (!t) return reportError(err, kMatrix, t.error());
-    traces.push_back({"gentd26-qps", std::move(*t)});
+    traces.push_back({name, std::move(*t)});
   } else {
-    err << "tessera " << kMatrix << ": skipping gentd26-qps: needs " << qpsPath.string()
-        << " and the Azure trace for token lengths\n";
+    err << "tessera " << kMatrix << ": skipping the GenTD26 QPS shape: needs " << qpsPath.string()
+        << " and the " << tokensName << " trace for token lengths\n";
   }
   if (traces.empty()) {
     return reportError(err, kMatrix,
@@ -130,13 +154,17 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     nlohmann::json j = sim::matrixJson(*cells, m);
     j["summary"]["wall_seconds"] = std::round(wall * 10) / 10;
     j["summary"]["minutes"] = o.minutes;
+    j["summary"]["skip_minutes"] = o.skipMinutes;
+    j["summary"]["seed"] = o.seed;
+    j["summary"]["qps_tokens"] = o.qpsTokens;
     out << j.dump(2) << '\n';
   } else {
     out << fmt::format(
-        "Robustness matrix: {} cells, first {} minutes of each trace, model error (prefill, "
+        "Robustness matrix: {} cells, minutes {} to {} of each trace, model error (prefill, "
         "decode, cold start) {}, clairvoyant search {} runs per share; {:.0f} s wall on {} "
         "threads.\n",
-        cells->size(), o.minutes, o.modelError, o.clairvoyantRuns, wall, m.jobs);
+        cells->size(), o.skipMinutes, o.skipMinutes + o.minutes, o.modelError, o.clairvoyantRuns,
+        wall, m.jobs);
     sim::writeMatrixMarkdown(out, *cells, m);
   }
   return kExitOk;
@@ -153,6 +181,17 @@ CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
          "alibaba-gentd26-genai-serving)")
       ->capture_default_str();
   cmd->add_option("--minutes", o.minutes, "Each trace's first N minutes at rate 1")
+      ->capture_default_str();
+  cmd->add_option("--skip-minutes", o.skipMinutes,
+                  "Held-out windows: each recorded trace's window starts N minutes in (the Azure "
+                  "trace has an hour; a trace with nothing left is skipped)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the GenTD26 QPS shape's arrival and token-length draw")
+      ->capture_default_str();
+  cmd->add_option("--qps-tokens", o.qpsTokens,
+                  "The GenTD26 QPS shape's prompt and output lengths: azure (short prompts) or "
+                  "mooncake (long ones)")
+      ->check(CLI::IsMember({"azure", "mooncake"}))
       ->capture_default_str();
   cmd->add_option("--rates", o.rates, "Request-rate multiples, comma-separated")
       ->capture_default_str();

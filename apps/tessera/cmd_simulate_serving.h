@@ -49,6 +49,10 @@ struct SimulateServingOptions {
 struct SimulateMatrixOptions {
   std::string dataDir = "../shared/data";
   double minutes = 20;  // each trace's first N minutes at rate 1 (the QPS shape over N minutes)
+  // Held-out windows: each recorded trace's window starts this many minutes in.
+  double skipMinutes = 0;
+  std::uint64_t seed = 1;           // the QPS shape's arrival and token-length draw
+  std::string qpsTokens = "azure";  // azure | mooncake: the QPS shape's prompt and output lengths
   std::string rates = "0.25,0.5,1,2,4";
   std::string gpus = "H100-80GB,A100-80GB,L40S";
   std::string warmStarts = "on,off";

@@ -150,6 +150,39 @@ TEST_F(ServingCli, SimulateServingMatrixWithoutTracesExitsTwo) {
   EXPECT_NE(slow.err.find("azure-conv at rate 1e-09 spans"), std::string::npos) << slow.err;
 }
 
+// --skip-minutes takes a held-out window of each recorded trace: minutes 4 to 5 of the test
+// trace are its burst alone (480 requests at 8 per second), and a window past the trace's end
+// leaves no trace to run, which is refused naming the window.
+TEST_F(ServingCli, SimulateServingMatrixSkipMinutesTakesALaterWindow) {
+  const std::filesystem::path data = dir_ / "held-out";
+  std::filesystem::create_directories(data / "azure-llm-inference-2023");
+  std::ofstream(data / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv")
+      << azureTrace();
+  const std::string base =
+      "simulate serving-matrix -o json --rates 1 --gpus H100-80GB "
+      "--warm-start on --cold-start node-cache --clairvoyant-runs 2 --data " +
+      quoted(data.string());
+  const Outcome run = tessera(base + " --minutes 1 --skip-minutes 4");
+  ASSERT_TRUE(exitedWith(run, 0)) << run.err;
+  const json report = json::parse(run.out);
+  EXPECT_EQ(report.at("summary").at("skip_minutes"), 4.0);
+  const json& cells = report.at("cells");
+  ASSERT_EQ(cells.size(), 1u);
+  EXPECT_EQ(cells[0].at("trace"), "azure-conv");
+  const json& p = cells[0].at("policies").at("static-peak");
+  EXPECT_EQ(p.at("served").get<int>() + p.at("unserved").get<int>() + p.at("rejected").get<int>(),
+            480);
+  const Outcome past = tessera(base + " --minutes 1 --skip-minutes 10");
+  EXPECT_TRUE(exitedWith(past, 2)) << past.err;
+  EXPECT_NE(past.err.find("no request in minutes 10 to 11"), std::string::npos) << past.err;
+  const Outcome negative = tessera(base + " --skip-minutes -1");
+  EXPECT_TRUE(exitedWith(negative, 2)) << negative.err;
+  EXPECT_NE(negative.err.find("--skip-minutes"), std::string::npos) << negative.err;
+  const Outcome tokens = tessera(base + " --qps-tokens sharegpt");
+  EXPECT_TRUE(exitedWith(tokens, 2)) << tokens.err;
+  EXPECT_NE(tokens.err.find("--qps-tokens"), std::string::npos) << tokens.err;
+}
+
 TEST_F(ServingCli, SimulateServingBadTracesExitTwoNamingFileLineAndField) {
   std::string csv = azureTrace(10);
   csv += "\n2023-11-16 18:20:00.0000000,12,many";
