@@ -259,21 +259,26 @@ Result<std::vector<store::Document>> KubeStateStore::list(std::string_view kind)
 }
 
 Result<std::optional<std::string>> KubeStateStore::podBooking(const std::string& ns,
-                                                              const std::string& name) const {
+                                                              const std::string& name,
+                                                              std::string* podVersion) const {
+  if (podVersion) podVersion->clear();
   auto r = client_.request("GET", storePodPath(ns, name));
   if (!r) return fail(Error::internal("reading pod " + ns + "/" + name + ": " + r.error().message));
   if (r->status == 404) return std::optional<std::string>();
   if (r->status != 200) return fail(failure("reading pod " + ns + "/" + name, *r));
   const json pod = json::parse(r->body, nullptr, false);
+  if (podVersion && pod.is_object()) *podVersion = metaText(pod, "resourceVersion");
   const std::string booking = pod.is_object() ? annotation(pod, kBookingAnnotation) : "";
   if (booking.empty()) return std::optional<std::string>();
   return std::optional(booking);
 }
 
 Result<void> KubeStateStore::checkBooking(const std::string& ns, const std::string& name,
-                                          const store::Precondition& pre) const {
+                                          const store::Precondition& pre,
+                                          std::string* podVersion) const {
+  if (podVersion) podVersion->clear();
   if (pre.kind == store::Precondition::Kind::kNone) return {};
-  auto current = podBooking(ns, name);
+  auto current = podBooking(ns, name, podVersion);
   if (!current) return fail(current.error());
   if (pre.kind == store::Precondition::Kind::kMustNotExist && *current) {
     return fail(Error::precondition("pod " + ns + "/" + name + " already holds a booking"));
@@ -287,14 +292,30 @@ Result<void> KubeStateStore::checkBooking(const std::string& ns, const std::stri
   return {};
 }
 
-Result<void> KubeStateStore::clearBooking(const std::string& ns, const std::string& name) {
-  const std::string what = "clearing the booking on pod " + ns + "/" + name;
-  auto r = client_.request("PATCH", storePodPath(ns, name), clearBookingPatch().dump(),
-                           "application/merge-patch+json");
-  if (!r) return fail(Error::internal(what + ": " + r.error().message));
-  // A deleted pod took its booking with it.
-  if (r->status != 200 && r->status != 404) return fail(failure(what, *r));
-  return {};
+Result<KubeResponse> KubeStateStore::patchBooking(const std::string& ns, const std::string& name,
+                                                  json patch, const store::Precondition& pre,
+                                                  const std::string& what) {
+  // Enough for kubelet's status updates racing the write; a pod changing faster than this is
+  // reported as the conflict it is.
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    std::string podVersion;
+    TESSERA_RETURN_IF_ERROR(checkBooking(ns, name, pre, &podVersion));
+    if (podVersion.empty()) {
+      patch["metadata"].erase("resourceVersion");
+    } else {
+      patch["metadata"]["resourceVersion"] = podVersion;
+    }
+    auto r = client_.request("PATCH", storePodPath(ns, name), patch.dump(),
+                             "application/merge-patch+json");
+    if (!r) return fail(Error::internal(what + ": " + r.error().message));
+    if (r->status == 409 && !podVersion.empty() && attempt < kAttempts) continue;
+    if (r->status == 409 && !podVersion.empty()) {
+      return fail(Error::precondition(what + ": pod " + ns + "/" + name + " changed under " +
+                                      std::to_string(kAttempts) + " writes in a row"));
+    }
+    return std::move(*r);
+  }
 }
 
 Result<std::optional<store::Document>> KubeStateStore::get(std::string_view kind,
@@ -340,14 +361,12 @@ Result<store::Version> KubeStateStore::put(std::string_view kindView, std::strin
     return fail(Error::invalid("state: " + key.first + " " + key.second + ": not JSON"));
   }
   if (const auto pod = podOf(key.first, doc)) {
-    TESSERA_RETURN_IF_ERROR(checkBooking(pod->first, pod->second, pre));
     const json patch = {{"metadata",
                          {{"labels", {{std::string(kBookedLabel), "true"}}},
                           {"annotations", {{std::string(kBookingAnnotation), text}}}}}};
     const std::string what = "booking on pod " + pod->first + "/" + pod->second;
-    auto r = client_.request("PATCH", storePodPath(pod->first, pod->second), patch.dump(),
-                             "application/merge-patch+json");
-    if (!r) return fail(Error::internal(what + ": " + r.error().message));
+    auto r = patchBooking(pod->first, pod->second, patch, pre, what);
+    if (!r) return fail(r.error());
     if (r->status != 200) return fail(failure(what, *r));
     seen_[key] = Placed{pod->first, pod->second, text, ""};
     return bookingVersion(text);
@@ -419,8 +438,11 @@ Result<void> KubeStateStore::remove(std::string_view kindView, std::string_view 
     pod = podNamed(key.first, key.second);
   }
   if (pod) {
-    TESSERA_RETURN_IF_ERROR(checkBooking(pod->first, pod->second, pre));
-    TESSERA_RETURN_IF_ERROR(clearBooking(pod->first, pod->second));
+    const std::string what = "clearing the booking on pod " + pod->first + "/" + pod->second;
+    auto r = patchBooking(pod->first, pod->second, clearBookingPatch(), pre, what);
+    if (!r) return fail(r.error());
+    // A deleted pod took its booking with it.
+    if (r->status != 200 && r->status != 404) return fail(failure(what, *r));
     if (known != seen_.end()) {
       seen_.erase(known);
       return {};

@@ -46,12 +46,15 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/result.h"
 #include "store/state_store.h"
 
 namespace tessera::k8s {
 
 class KubeClient;
+struct KubeResponse;
 
 inline constexpr std::string_view kBookingAnnotation = "tessera.io/booking";
 inline constexpr std::string_view kBookedLabel = "tessera.io/booked";
@@ -105,13 +108,21 @@ class KubeStateStore final : public store::StateStore {
   // The bookings of the pods that are bound (or pinned by a claim); `clearUnbound` clears
   // the others' (best effort).
   Result<std::vector<Read>> readBookings(bool clearUnbound) const;
-  // The booking on pod ns/name: nullopt when the pod holds none or is gone.
-  Result<std::optional<std::string>> podBooking(const std::string& ns,
-                                                const std::string& name) const;
-  Result<void> clearBooking(const std::string& ns, const std::string& name);
-  // Checks a precondition on a pod's booking against the pod as it is now.
+  // The booking on pod ns/name: nullopt when the pod holds none or is gone. `podVersion`, when
+  // given, gets the pod's resourceVersion (empty when it is gone).
+  Result<std::optional<std::string>> podBooking(const std::string& ns, const std::string& name,
+                                                std::string* podVersion = nullptr) const;
+  // Checks a precondition on a pod's booking against the pod as it is now; `podVersion` gets
+  // the resourceVersion of the pod it checked (empty: nothing checked, or the pod is gone).
   Result<void> checkBooking(const std::string& ns, const std::string& name,
-                            const store::Precondition& pre) const;
+                            const store::Precondition& pre, std::string* podVersion) const;
+  // Merges `patch` into pod ns/name where its booking meets `pre` when the write lands: the
+  // patch carries the resourceVersion the check read, so a change in between is a 409, and
+  // one that left the booking as it was (kubelet moves the version with every status update)
+  // is checked and written again. The API server's answer to the write.
+  Result<KubeResponse> patchBooking(const std::string& ns, const std::string& name,
+                                    nlohmann::json patch, const store::Precondition& pre,
+                                    const std::string& what);
 
   KubeClient& client_;
   std::string ns_;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 #include <set>
@@ -293,6 +294,65 @@ TEST_F(KubeStateStoreTest, EachWritesPreconditionIsTheApiServersConflict) {
   const auto listed = first.list("node");
   ASSERT_TRUE(listed) << listed.error().message;
   EXPECT_TRUE(listed->empty());
+}
+
+// A booking's precondition holds when the write lands, not only when it was checked: another
+// writer that changes the booking between this store's read of the pod and its PATCH gets
+// this write a conflict (the PATCH carries the pod's resourceVersion), and the other writer's
+// booking stands. A change that leaves the booking as it was (kubelet updating the pod's
+// status) is not a conflict: the write is checked and sent again.
+TEST_F(KubeStateStoreTest, ABookingChangedBetweenCheckAndWriteIsAConflict) {
+  using store::Precondition;
+  KubeStateStore store(*a, kNs);
+  ASSERT_TRUE(store.loadAll());
+  ASSERT_TRUE(api.create("pods", storePod("p", "n1")));
+  auto b1 = store.put("replica", "ml/p", booking("ml", "p", "n1"), Precondition::mustNotExist());
+  ASSERT_TRUE(b1) << b1.error().message;
+
+  // Before the next PATCH on a pod lands, `change` rewrites the pod as another client would.
+  auto beforeNextPodPatch = [&](std::function<void(json&)> change) {
+    auto pending = std::make_shared<std::function<void(json&)>>(std::move(change));
+    api.refuseWrites([this, pending](const std::string& resource, const json&) {
+      if (resource != "pods" || !*pending) return 0;
+      json pod = *api.get("pods", "ml", "p");
+      (*pending)(pod);
+      *pending = nullptr;
+      EXPECT_TRUE(api.update("pods", pod));
+      return 0;
+    });
+  };
+  const std::string other = booking("ml", "p", "n7");
+  beforeNextPodPatch(
+      [&](json& pod) { pod["metadata"]["annotations"][std::string(kBookingAnnotation)] = other; });
+  auto lost = store.put("replica", "ml/p", booking("ml", "p", "n2"), Precondition::matching(*b1));
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().code, ErrorCode::kFailedPrecondition) << lost.error().message;
+  const auto afterLost = store.get("replica", "ml/p").value();
+  ASSERT_TRUE(afterLost);
+  EXPECT_EQ(afterLost->json, other);
+
+  // The same race on a delete: the other writer's booking is not cleared.
+  const std::string third = booking("ml", "p", "n8");
+  beforeNextPodPatch(
+      [&](json& pod) { pod["metadata"]["annotations"][std::string(kBookingAnnotation)] = third; });
+  auto removed = store.remove("replica", "ml/p", Precondition::matching(afterLost->version));
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error().code, ErrorCode::kFailedPrecondition) << removed.error().message;
+  const auto afterRemove = store.get("replica", "ml/p").value();
+  ASSERT_TRUE(afterRemove);
+  EXPECT_EQ(afterRemove->json, third);
+
+  // A status update in between moves the pod's version but not its booking: the write goes
+  // through on the second try.
+  beforeNextPodPatch([](json& pod) { pod["status"]["phase"] = "Running"; });
+  auto b2 = store.put("replica", "ml/p", booking("ml", "p", "n3"),
+                      Precondition::matching(afterRemove->version));
+  ASSERT_TRUE(b2) << b2.error().message;
+  EXPECT_EQ(store.get("replica", "ml/p").value()->json, booking("ml", "p", "n3"));
+  beforeNextPodPatch([](json& pod) { pod["status"]["phase"] = "Succeeded"; });
+  ASSERT_TRUE(store.remove("replica", "ml/p", Precondition::matching(*b2)));
+  EXPECT_FALSE(store.get("replica", "ml/p").value());
+  api.refuseWrites(nullptr);
 }
 
 // When an undo fails too (the API server refuses it), the error says which objects are left
