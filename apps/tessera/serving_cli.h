@@ -34,7 +34,8 @@ Result<std::vector<sim::ServingOptions::PolicySetting>> parsePolicyArgs(
 inline constexpr const char* kPolicyArgHelp =
     "Experiment: change an autoscaled policy's setting, POLICY.KEY=VALUE (a recommender "
     "argument, or minReplicas, maxReplicas, warmReplicas, syncPeriodSeconds, "
-    "scaleUpWindowSeconds, scaleDownWindowSeconds); repeatable";
+    "scaleUpWindowSeconds, scaleDownWindowSeconds, scaleDownPercent, scaleDownPeriodSeconds); "
+    "repeatable";
 
 // An Azure or Mooncake trace, the format given or taken from the extension.
 Result<sim::ServingTrace> readTrace(const std::string& path,

@@ -248,6 +248,21 @@ TEST_F(ServingCli, SimulateServingBadFlagsExitTwo) {
       tessera("simulate serving --model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) +
               " --trace " + trace);
   EXPECT_NE(model.err.find("m.yaml:2"), std::string::npos) << model.err;
+  const Outcome percent = tessera(
+      "simulate serving --policy tessera --policy-arg "
+      "tessera.scaleDownPercent=150 --trace " +
+      trace);
+  EXPECT_TRUE(exitedWith(percent, 2)) << percent.err;
+  EXPECT_NE(percent.err.find("scaleDownPercent must be a whole number in [1, 100]"),
+            std::string::npos)
+      << percent.err;
+  // A valid one runs: all at once, as HPA does by default.
+  const Outcome allAtOnce = tessera(
+      "simulate serving --policy tessera --policy-arg "
+      "tessera.scaleDownPercent=100 --policy-arg "
+      "tessera.scaleDownPeriodSeconds=15 -o json --trace " +
+      trace);
+  EXPECT_TRUE(exitedWith(allAtOnce, 0)) << allAtOnce.err;
 }
 
 // Figures so large that the replay would overflow its clock or exhaust memory are refused up

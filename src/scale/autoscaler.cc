@@ -20,12 +20,19 @@ namespace {
 
 constexpr double kDemandTolerance = 0.1;
 
+// The configured behaviour, with the recommender's scale-down policies where it names none.
+Behavior behaviorFor(Behavior b, const Recommender& recommender) {
+  if (b.scaleDown.policies.empty()) b.scaleDown.policies = recommender.defaultScaleDownPolicies();
+  return b;
+}
+
 class GovernedAutoscaler final : public Autoscaler {
  public:
   GovernedAutoscaler(const AutoscalerConfig& config, std::unique_ptr<Recommender> recommender)
       : config_(config),
         recommender_(std::move(recommender)),
-        governor_(config.behavior, config.minReplicas, config.maxReplicas) {}
+        governor_(behaviorFor(config.behavior, *recommender_), config.minReplicas,
+                  config.maxReplicas) {}
 
   Decision evaluate(const DeploymentSignals& signals) override {
     const PhaseCounts counts = countPhases(signals);

@@ -35,6 +35,17 @@ struct Recommendation {
   std::string reason;  // one line for events and `explain`, e.g. "queue 7.2/5 per replica"
 };
 
+// An HPA scaling policy (the governor's, below): at most `value` pods, or percent of the
+// replicas at the period's start, per `periodSeconds`. A recommender may name its defaults.
+enum class PolicyType { kPods, kPercent };
+enum class SelectPolicy { kMax, kMin, kDisabled };
+
+struct ScalingPolicy {
+  PolicyType type = PolicyType::kPods;
+  int value = 0;
+  int periodSeconds = 15;
+};
+
 class Recommender {
  public:
   virtual ~Recommender() = default;
@@ -45,18 +56,12 @@ class Recommender {
   // True when the recommender already counts loading replicas as capacity arriving at their
   // expectedReadyMs; the autoscaler's cold-start guard then leaves its scale-ups alone.
   virtual bool accountsForLoading() const { return false; }
+  // The scale-down policies the governor takes when the configuration names none (empty: the
+  // Kubernetes default, every replica at once).
+  virtual std::vector<ScalingPolicy> defaultScaleDownPolicies() const { return {}; }
 };
 
 // ---- governor: Kubernetes autoscaling/v2 HPA `behavior` ------------------------------------
-
-enum class PolicyType { kPods, kPercent };
-enum class SelectPolicy { kMax, kMin, kDisabled };
-
-struct ScalingPolicy {
-  PolicyType type = PolicyType::kPods;
-  int value = 0;
-  int periodSeconds = 15;
-};
 
 struct ScalingRules {
   std::optional<int> stabilizationWindowSeconds;  // unset: 0 up, 300 down

@@ -198,6 +198,29 @@ TEST(AutoscalerScaleDown, DefaultWindowHoldsFiveMinutes) {
             1);
 }
 
+// tessera's recommender names its own scale-down policy: at most half the replicas per
+// minute, so each step is measured at the load it made before the next; a configured policy
+// replaces it.
+TEST(AutoscalerScaleDown, TesseraHalvesAtMostPerMinuteUnlessConfigured) {
+  AutoscalerConfig c;
+  c.recommender = "tessera";
+  c.maxReplicas = 40;
+  c.behavior.scaleDown.stabilizationWindowSeconds = 0;
+  auto a = create(c);
+  // Nothing running or waiting: the recommender asks for none, minReplicas keeps one.
+  const Decision first = a->evaluate(deployment(0, 14, 0, 0, std::nullopt));
+  EXPECT_EQ(first.recommendedReplicas, 0);
+  EXPECT_EQ(first.desiredReplicas, 7);
+  EXPECT_EQ(first.victims.size(), 7u);
+  EXPECT_EQ(a->evaluate(deployment(45 * kAutoscalerSec, 7, 0, 0, std::nullopt)).desiredReplicas, 7);
+  EXPECT_EQ(a->evaluate(deployment(61 * kAutoscalerSec, 7, 0, 0, std::nullopt)).desiredReplicas, 3);
+  EXPECT_EQ(a->evaluate(deployment(122 * kAutoscalerSec, 3, 0, 0, std::nullopt)).desiredReplicas,
+            1);
+
+  c.behavior.scaleDown.policies = {{PolicyType::kPercent, 100, 15}};
+  EXPECT_EQ(create(c)->evaluate(deployment(0, 14, 0, 0, std::nullopt)).desiredReplicas, 1);
+}
+
 TEST(AutoscalerScaleDown, DrainingReplicasAreNeverCapacity) {
   auto a = create(hpaConfig());
   DeploymentSignals s = deployment(0, 2, 10, 0, std::nullopt);

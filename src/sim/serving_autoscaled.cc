@@ -67,6 +67,22 @@ Result<void> overrideSetting(scale::AutoscalerConfig& c, const std::string& key,
     if (key == "scaleDownWindowSeconds") c.behavior.scaleDown.stabilizationWindowSeconds = whole;
     return {};
   }
+  if (key == "scaleDownPercent" || key == "scaleDownPeriodSeconds") {
+    // One Percent policy for scale-downs (HPA's behavior.scaleDown.policies): at most this
+    // share of the replicas at the period's start removed per period (default 60 s).
+    if (!integral || whole < 1 || (key == "scaleDownPercent" && whole > 100)) {
+      return fail(
+          Error::invalid(key + (key == "scaleDownPercent" ? " must be a whole number in [1, 100]"
+                                                          : " must be a whole number >= 1")));
+    }
+    auto& policies = c.behavior.scaleDown.policies;
+    if (policies.empty() || policies.front().type != scale::PolicyType::kPercent) {
+      policies = {{scale::PolicyType::kPercent, 100, 60}};
+    }
+    if (key == "scaleDownPercent") policies.front().value = whole;
+    if (key == "scaleDownPeriodSeconds") policies.front().periodSeconds = whole;
+    return {};
+  }
   for (auto& [name, v] : c.args) {
     if (name == key) {
       v = value;
