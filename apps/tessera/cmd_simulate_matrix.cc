@@ -87,6 +87,14 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   if (!(o.skipMinutes >= 0) || !std::isfinite(o.skipMinutes)) {
     return reportError(err, kMatrix, Error::invalid("--skip-minutes must be >= 0"));
   }
+  // A month of trace time: well past any recorded trace, and far from the clock's range.
+  constexpr double kMostMinutes = 31 * 24 * 60;
+  if (!(o.minutes + o.skipMinutes <= kMostMinutes)) {
+    return reportError(err, kMatrix,
+                       Error::invalid(fmt::format("--minutes plus --skip-minutes must be at most "
+                                                  "{:.0f} (31 days), got {:g}",
+                                                  kMostMinutes, o.minutes + o.skipMinutes)));
+  }
   if (o.qpsTokens != "azure" && o.qpsTokens != "mooncake") {
     return reportError(
         err, kMatrix,
@@ -117,17 +125,29 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     auto t = readTrace(path.string(), std::nullopt, 1.0);
     if (!t) return reportError(err, kMatrix, t.error());
     whole.emplace(name, *t);
+    const double endsAt =
+        t->requests.empty() ? 0 : static_cast<double>(t->requests.back().arrivalUs) / 60e6;
     sim::ServingTrace cut = window(std::move(*t), skip, seconds);
     if (cut.requests.empty()) {
       err << "tessera " << kMatrix << ": skipping " << name << ": no request in minutes "
           << o.skipMinutes << " to " << o.skipMinutes + o.minutes << "\n";
       continue;
     }
+    if (endsAt < o.skipMinutes + o.minutes) {
+      err << "tessera " << kMatrix << ": " << name << " ends at minute "
+          << fmt::format("{:.1f}", endsAt) << ": its window is minutes " << o.skipMinutes << " to "
+          << fmt::format("{:.1f}", endsAt) << "\n";
+    }
     traces.push_back({name, std::move(cut)});
     traces.back().trace.name = name;
   }
   const std::string tokensName = o.qpsTokens == "azure" ? "azure-conv" : "mooncake";
   const auto tokens = whole.find(tokensName);
+  if (o.qpsTokens != "azure" && (tokens == whole.end() || !std::filesystem::exists(qpsPath))) {
+    return reportError(err, kMatrix,
+                       Error::invalid("--qps-tokens " + o.qpsTokens + " needs " + qpsPath.string() +
+                                      " and the " + tokensName + " trace"));
+  }
   if (std::filesystem::exists(qpsPath) && tokens != whole.end()) {
     // The GenTD26 service's total QPS over its ~22 hours, compressed to the window, at the
     // token trace's mean rate, with its prompt and output lengths.

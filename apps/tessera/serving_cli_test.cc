@@ -172,6 +172,8 @@ TEST_F(ServingCli, SimulateServingMatrixSkipMinutesTakesALaterWindow) {
   const json& p = cells[0].at("policies").at("static-peak");
   EXPECT_EQ(p.at("served").get<int>() + p.at("unserved").get<int>() + p.at("rejected").get<int>(),
             480);
+  // Moved to start at 0: the last answer comes before 240 s, where the minute started unmoved.
+  EXPECT_LT(p.at("horizon_s").get<double>(), 240) << p.dump();
   const Outcome past = tessera(base + " --minutes 1 --skip-minutes 10");
   EXPECT_TRUE(exitedWith(past, 2)) << past.err;
   EXPECT_NE(past.err.find("no request in minutes 10 to 11"), std::string::npos) << past.err;
@@ -181,6 +183,17 @@ TEST_F(ServingCli, SimulateServingMatrixSkipMinutesTakesALaterWindow) {
   const Outcome tokens = tessera(base + " --qps-tokens sharegpt");
   EXPECT_TRUE(exitedWith(tokens, 2)) << tokens.err;
   EXPECT_NE(tokens.err.find("--qps-tokens"), std::string::npos) << tokens.err;
+  // Asked for by name, the long-prompt shape is not skipped quietly when its inputs are absent.
+  const Outcome mooncake = tessera(base + " --qps-tokens mooncake");
+  EXPECT_TRUE(exitedWith(mooncake, 2)) << mooncake.err;
+  EXPECT_NE(mooncake.err.find("--qps-tokens mooncake needs"), std::string::npos) << mooncake.err;
+  const Outcome month = tessera(base + " --skip-minutes 1e300");
+  EXPECT_TRUE(exitedWith(month, 2)) << month.err;
+  EXPECT_NE(month.err.find("at most 44640 (31 days)"), std::string::npos) << month.err;
+  // A window past the trace's end is named on stderr (the test trace ends at minute 5).
+  const Outcome longer = tessera(base + " --minutes 2 --skip-minutes 4");
+  ASSERT_TRUE(exitedWith(longer, 0)) << longer.err;
+  EXPECT_NE(longer.err.find("azure-conv ends at minute 5.0"), std::string::npos) << longer.err;
 }
 
 TEST_F(ServingCli, SimulateServingBadTracesExitTwoNamingFileLineAndField) {

@@ -298,21 +298,30 @@ Result<KubeResponse> KubeStateStore::patchBooking(const std::string& ns, const s
   // Enough for kubelet's status updates racing the write; a pod changing faster than this is
   // reported as the conflict it is.
   constexpr int kAttempts = 5;
+  const bool conditional = pre.kind != store::Precondition::Kind::kNone;
   for (int attempt = 1;; ++attempt) {
     std::string podVersion;
-    TESSERA_RETURN_IF_ERROR(checkBooking(ns, name, pre, &podVersion));
-    if (podVersion.empty()) {
-      patch["metadata"].erase("resourceVersion");
-    } else {
+    if (conditional) {
+      TESSERA_RETURN_IF_ERROR(checkBooking(ns, name, pre, &podVersion));
+      // The check read no pod (it is gone) or one without a version to hold the write to: an
+      // unconditional patch could land on a pod created since.
+      if (podVersion.empty()) {
+        return fail(Error::notFound(what + ": pod " + ns + "/" + name +
+                                    " not found, or read without a resourceVersion"));
+      }
       patch["metadata"]["resourceVersion"] = podVersion;
     }
     auto r = client_.request("PATCH", storePodPath(ns, name), patch.dump(),
                              "application/merge-patch+json");
     if (!r) return fail(Error::internal(what + ": " + r.error().message));
-    if (r->status == 409 && !podVersion.empty() && attempt < kAttempts) continue;
-    if (r->status == 409 && !podVersion.empty()) {
+    if (conditional && r->status == 409) {
+      if (attempt < kAttempts) continue;
       return fail(Error::precondition(what + ": pod " + ns + "/" + name + " changed under " +
                                       std::to_string(kAttempts) + " writes in a row"));
+    }
+    if (conditional && r->status == 404) {
+      return fail(Error::precondition(what + ": pod " + ns + "/" + name +
+                                      " was deleted by another writer"));
     }
     return std::move(*r);
   }

@@ -119,7 +119,9 @@ class KubeStateStore final : public store::StateStore {
   // Merges `patch` into pod ns/name where its booking meets `pre` when the write lands: the
   // patch carries the resourceVersion the check read, so a change in between is a 409, and
   // one that left the booking as it was (kubelet moves the version with every status update)
-  // is checked and written again. The API server's answer to the write.
+  // is checked and written again. Under a precondition, a pod that is gone (or read without a
+  // resourceVersion) is not written, and one deleted before the write is a conflict; without
+  // one, the patch is sent as it is. The API server's answer to the write.
   Result<KubeResponse> patchBooking(const std::string& ns, const std::string& name,
                                     nlohmann::json patch, const store::Precondition& pre,
                                     const std::string& what);

@@ -299,8 +299,8 @@ TEST_F(KubeStateStoreTest, EachWritesPreconditionIsTheApiServersConflict) {
 // A booking's precondition holds when the write lands, not only when it was checked: another
 // writer that changes the booking between this store's read of the pod and its PATCH gets
 // this write a conflict (the PATCH carries the pod's resourceVersion), and the other writer's
-// booking stands. A change that leaves the booking as it was (kubelet updating the pod's
-// status) is not a conflict: the write is checked and sent again.
+// booking stands. A change that only moves the pod's resourceVersion (as kubelet's status
+// updates do) is not a conflict: the write is checked and sent again, up to five times.
 TEST_F(KubeStateStoreTest, ABookingChangedBetweenCheckAndWriteIsAConflict) {
   using store::Precondition;
   KubeStateStore store(*a, kNs);
@@ -352,7 +352,30 @@ TEST_F(KubeStateStoreTest, ABookingChangedBetweenCheckAndWriteIsAConflict) {
   beforeNextPodPatch([](json& pod) { pod["status"]["phase"] = "Succeeded"; });
   ASSERT_TRUE(store.remove("replica", "ml/p", Precondition::matching(*b2)));
   EXPECT_FALSE(store.get("replica", "ml/p").value());
+
+  // A pod whose version moves before every write: five tries, then the conflict, unwritten.
+  auto b3 = store.put("replica", "ml/p", booking("ml", "p", "n4"), Precondition::mustNotExist());
+  ASSERT_TRUE(b3) << b3.error().message;
+  int patches = 0;
+  api.refuseWrites([this, &patches](const std::string& resource, const json&) {
+    if (resource != "pods") return 0;
+    ++patches;
+    EXPECT_TRUE(api.update("pods", *api.get("pods", "ml", "p")));
+    return 0;
+  });
+  auto busy = store.put("replica", "ml/p", booking("ml", "p", "n5"), Precondition::matching(*b3));
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code, ErrorCode::kFailedPrecondition) << busy.error().message;
+  EXPECT_NE(busy.error().message.find("changed under 5 writes in a row"), std::string::npos)
+      << busy.error().message;
+  EXPECT_EQ(patches, 5);
   api.refuseWrites(nullptr);
+  EXPECT_EQ(store.get("replica", "ml/p").value()->json, booking("ml", "p", "n4"));
+
+  // A precondition on a pod that is not there writes nothing: a booking needs its pod.
+  auto nopod = store.put("replica", "ml/q", booking("ml", "q", "n1"), Precondition::mustNotExist());
+  ASSERT_FALSE(nopod);
+  EXPECT_EQ(nopod.error().code, ErrorCode::kNotFound) << nopod.error().message;
 }
 
 // When an undo fails too (the API server refuses it), the error says which objects are left

@@ -198,9 +198,9 @@ TEST(AutoscalerScaleDown, DefaultWindowHoldsFiveMinutes) {
             1);
 }
 
-// tessera's recommender names its own scale-down policy: at most half the replicas per
-// minute, so each step is measured at the load it made before the next; a configured policy
-// replaces it.
+// tessera's recommender names its own scale-down policy: down to half the replicas per
+// minute at most (rounded down), so each step is measured at the load it made before the next; a
+// configured policy replaces it.
 TEST(AutoscalerScaleDown, TesseraHalvesAtMostPerMinuteUnlessConfigured) {
   AutoscalerConfig c;
   c.recommender = "tessera";

@@ -115,7 +115,7 @@ TEST(Scenario, TesseraSizesTheBurstAndSettlesOnLittlesLaw) {
   // 15/s short for the 60 s every new replica needs: no reactive policy does better
   EXPECT_EQ(o.peakBacklog, 900);
   // 3 → 7 → 11, down to 9 (60 in service, 10 % headroom) once the 300 s window passes, and
-  // to 3 after the burst, at most halving a minute (9 → 4, truncated as HPA does, → 3): no
+  // to 3 after the burst, halving a minute at most (9 → 4, truncated as HPA does, → 3): no
   // flapping
   std::vector<int> steps;
   for (int n : o.counts)

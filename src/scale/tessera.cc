@@ -132,10 +132,11 @@ class TesseraRecommender final : public Recommender {
   explicit TesseraRecommender(TesseraParams p) : p_(p) {}
   std::string_view name() const override { return "tessera"; }
   bool accountsForLoading() const override { return true; }
-  // A scale-down at most halves the replicas per signal window (60 s: the rate window of every
-  // signal it reads). What it sizes from (the service time, the prefill step) was measured at
-  // the load per replica before, and both stretch as that load grows; halving at most doubles
-  // the load, and the next window measures it before the next step. Without it, a young window
+  // A scale-down goes at most to half the replicas per signal window (60 s: the rate window of
+  // every signal it reads), rounded down as HPA rounds a Percent policy. What it sizes from (the
+  // service time, the prefill step) was measured at the load per replica before, and both
+  // stretch as that load grows; halving about doubles the load (more when an odd count rounds
+  // down: 3 → 1), and the next window measures it before the next step. Without it, a young window
   // (15 s after a start, only short requests finished) cut 14 replicas to 4.
   std::vector<ScalingPolicy> defaultScaleDownPolicies() const override {
     return {{PolicyType::kPercent, 50, 60}};

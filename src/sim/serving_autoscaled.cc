@@ -75,9 +75,20 @@ Result<void> overrideSetting(scale::AutoscalerConfig& c, const std::string& key,
           Error::invalid(key + (key == "scaleDownPercent" ? " must be a whole number in [1, 100]"
                                                           : " must be a whole number >= 1")));
     }
+    // It replaces the configured scale-down policies with one Percent policy, starting from
+    // the recommender's own where it names one (tessera: 50 % per 60 s), else 100 % per 60 s.
     auto& policies = c.behavior.scaleDown.policies;
-    if (policies.empty() || policies.front().type != scale::PolicyType::kPercent) {
-      policies = {{scale::PolicyType::kPercent, 100, 60}};
+    if (policies.size() != 1 || policies.front().type != scale::PolicyType::kPercent) {
+      std::vector<scale::ScalingPolicy> own;
+      if (policies.empty()) {
+        if (auto r = scale::makeRecommender(c.recommender, {}))
+          own = (*r)->defaultScaleDownPolicies();
+      }
+      if (own.size() == 1 && own.front().type == scale::PolicyType::kPercent) {
+        policies = own;
+      } else {
+        policies = {{scale::PolicyType::kPercent, 100, 60}};
+      }
     }
     if (key == "scaleDownPercent") policies.front().value = whole;
     if (key == "scaleDownPeriodSeconds") policies.front().periodSeconds = whole;

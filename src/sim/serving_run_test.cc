@@ -1,4 +1,5 @@
 #include "sim/serving_run.h"
+#include "sim/serving_policy.h"
 #include "sim/serving_reference.h"
 
 #include <cmath>
@@ -414,6 +415,35 @@ TEST(ServingRun, SharedTracesStaticPeakAndClairvoyant) {
       EXPECT_GT(*cached->prefixCacheHitRate, 0.2);
       EXPECT_LT(cached->ttftP50Ms, peak->ttftP50Ms);
     }
+  }
+}
+
+// --policy-arg's scale-down policy: one Percent policy in place of the configured ones, from
+// the recommender's own where it names one, so setting only the period keeps tessera's 50 %.
+TEST(ServingPolicySettings, ScaleDownPercentReplacesThePoliciesFromTheRecommendersOwn) {
+  auto tessera = autoscalerConfigFor("tessera");
+  ASSERT_TRUE(tessera);
+  ASSERT_TRUE(overrideSetting(*tessera, "scaleDownPeriodSeconds", 120));
+  ASSERT_EQ(tessera->behavior.scaleDown.policies.size(), 1u);
+  EXPECT_EQ(tessera->behavior.scaleDown.policies[0].type, scale::PolicyType::kPercent);
+  EXPECT_EQ(tessera->behavior.scaleDown.policies[0].value, 50);
+  EXPECT_EQ(tessera->behavior.scaleDown.policies[0].periodSeconds, 120);
+
+  auto hpa = autoscalerConfigFor("hpa");  // configured: one pod per 120 s
+  ASSERT_TRUE(hpa);
+  ASSERT_TRUE(overrideSetting(*hpa, "scaleDownPercent", 25));
+  ASSERT_EQ(hpa->behavior.scaleDown.policies.size(), 1u);
+  EXPECT_EQ(hpa->behavior.scaleDown.policies[0].type, scale::PolicyType::kPercent);
+  EXPECT_EQ(hpa->behavior.scaleDown.policies[0].value, 25);
+  EXPECT_EQ(hpa->behavior.scaleDown.policies[0].periodSeconds, 60);
+
+  for (const auto& [key, value] : {std::pair{"scaleDownPercent", 0.0},
+                                   {"scaleDownPercent", 101.0},
+                                   {"scaleDownPercent", 50.5},
+                                   {"scaleDownPeriodSeconds", 0.0}}) {
+    auto bad = overrideSetting(*tessera, key, value);
+    ASSERT_FALSE(bad) << key << "=" << value;
+    EXPECT_NE(bad.error().message.find(key), std::string::npos) << bad.error().message;
   }
 }
 

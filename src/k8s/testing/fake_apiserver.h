@@ -97,9 +97,10 @@ class FakeApiServer {
   void resumeWatches();
   // Sends a BOOKMARK with the current resourceVersion on every watch that allows them.
   void sendBookmarks();
-  // A partition for writes: every POST and PUT over HTTP is first shown to `rule` (resource,
-  // body); a non-zero answer is the HTTP status it gets instead (503: the server refuses),
-  // nothing stored. An empty rule lets every write through again.
+  // A partition for writes: every POST, PUT and PATCH over HTTP is first shown to `rule`
+  // (resource, body; for a PATCH the patch), without the server's lock held, so the rule may
+  // change objects as another client would; a non-zero answer is the HTTP status it gets
+  // instead (503: the server refuses), nothing stored. An empty rule lets every write through.
   void refuseWrites(std::function<int(const std::string& resource, const nlohmann::json& body)> rule);
   // Called (without the lock) before the next status PUT on `resource` is applied.
   void beforeNextStatusPut(std::function<void()> fn);
