@@ -421,21 +421,20 @@ TEST(ServingRun, SharedTracesStaticPeakAndClairvoyant) {
 // --policy-arg's scale-down policy: one Percent policy in place of the configured ones, from
 // the recommender's own where it names one, so setting only the period keeps tessera's 50 %.
 TEST(ServingPolicySettings, ScaleDownPercentReplacesThePoliciesFromTheRecommendersOwn) {
+  const auto onePercentPolicy = [](const scale::AutoscalerConfig& c, int value, int period) {
+    ASSERT_EQ(c.behavior.scaleDown.policies.size(), 1u);
+    EXPECT_EQ(c.behavior.scaleDown.policies[0].type, scale::PolicyType::kPercent);
+    EXPECT_EQ(c.behavior.scaleDown.policies[0].value, value);
+    EXPECT_EQ(c.behavior.scaleDown.policies[0].periodSeconds, period);
+  };
   auto tessera = autoscalerConfigFor("tessera");
   ASSERT_TRUE(tessera);
   ASSERT_TRUE(overrideSetting(*tessera, "scaleDownPeriodSeconds", 120));
-  ASSERT_EQ(tessera->behavior.scaleDown.policies.size(), 1u);
-  EXPECT_EQ(tessera->behavior.scaleDown.policies[0].type, scale::PolicyType::kPercent);
-  EXPECT_EQ(tessera->behavior.scaleDown.policies[0].value, 50);
-  EXPECT_EQ(tessera->behavior.scaleDown.policies[0].periodSeconds, 120);
-
+  onePercentPolicy(*tessera, 50, 120);
   auto hpa = autoscalerConfigFor("hpa");  // configured: one pod per 120 s
   ASSERT_TRUE(hpa);
   ASSERT_TRUE(overrideSetting(*hpa, "scaleDownPercent", 25));
-  ASSERT_EQ(hpa->behavior.scaleDown.policies.size(), 1u);
-  EXPECT_EQ(hpa->behavior.scaleDown.policies[0].type, scale::PolicyType::kPercent);
-  EXPECT_EQ(hpa->behavior.scaleDown.policies[0].value, 25);
-  EXPECT_EQ(hpa->behavior.scaleDown.policies[0].periodSeconds, 60);
+  onePercentPolicy(*hpa, 25, 60);
 
   for (const auto& [key, value] : {std::pair{"scaleDownPercent", 0.0},
                                    {"scaleDownPercent", 101.0},
