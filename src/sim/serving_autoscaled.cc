@@ -4,6 +4,7 @@
 #include "sim/serving_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tessera::sim {
 namespace {
@@ -53,8 +54,9 @@ Result<scale::AutoscalerConfig> autoscalerConfigFor(std::string_view policy) {
 }
 
 Result<void> overrideSetting(scale::AutoscalerConfig& c, const std::string& key, double value) {
-  const auto whole = static_cast<int>(value);
-  const bool integral = value == whole;
+  // Whole numbers within int's range only (a cast of one beyond it is undefined).
+  const bool integral = std::abs(value) < 1e9 && value == std::floor(value);
+  const int whole = integral ? static_cast<int>(value) : 0;
   if (key == "minReplicas" || key == "maxReplicas" || key == "warmReplicas" ||
       key == "syncPeriodSeconds" || key == "scaleUpWindowSeconds" ||
       key == "scaleDownWindowSeconds") {

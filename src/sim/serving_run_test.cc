@@ -439,7 +439,8 @@ TEST(ServingPolicySettings, ScaleDownPercentReplacesThePoliciesFromTheRecommende
   for (const auto& [key, value] : {std::pair{"scaleDownPercent", 0.0},
                                    {"scaleDownPercent", 101.0},
                                    {"scaleDownPercent", 50.5},
-                                   {"scaleDownPeriodSeconds", 0.0}}) {
+                                   {"scaleDownPeriodSeconds", 0.0},
+                                   {"scaleDownPeriodSeconds", 1e300}}) {
     auto bad = overrideSetting(*tessera, key, value);
     ASSERT_FALSE(bad) << key << "=" << value;
     EXPECT_NE(bad.error().message.find(key), std::string::npos) << bad.error().message;
