@@ -195,9 +195,14 @@ Result<std::vector<KubeStateStore::Read>> KubeStateStore::readBookings(bool clea
     // template the claim webhook pinned (the controller frees it when the claim goes).
     if (node.empty() && !hasTesseraClaim(pod) && !usesClaimTemplate(pod)) {
       // Booked, never bound: its Binding did not land, and kube-scheduler schedules the pod
-      // again. Best effort: a pod left labelled is cleared by the next load.
-      if (clearUnbound) {
-        (void)client_.request("PATCH", storePodPath(ns, name), clearBookingPatch().dump(),
+      // again. Best effort: a pod left labelled is cleared by the next load. The clear holds
+      // to the pod as listed: a Binding or a new booking since moves its resourceVersion, and
+      // the API server then answers 409 and leaves the pod as it is.
+      const std::string listed = metaText(pod, "resourceVersion");
+      if (clearUnbound && !listed.empty()) {
+        json clear = clearBookingPatch();
+        clear["metadata"]["resourceVersion"] = listed;
+        (void)client_.request("PATCH", storePodPath(ns, name), clear.dump(),
                               "application/merge-patch+json");
       }
       continue;

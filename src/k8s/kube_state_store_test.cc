@@ -158,6 +158,35 @@ TEST_F(KubeStateStoreTest, BookingsOfPodsThatNeverBoundAreDropped) {
   EXPECT_FALSE(u["metadata"].value("annotations", json::object()).contains("tessera.io/booking"));
 }
 
+// The load clears an unbound pod's booking only as it listed the pod: a Binding that lands
+// between the list and the clear leaves the booking the bound pod now needs.
+TEST_F(KubeStateStoreTest, AnUnboundBookingIsNotClearedOnceItsPodIsBound) {
+  ASSERT_TRUE(api.create("pods", storePod("late", "")));
+  KubeStateStore writer(*a, kNs);
+  ASSERT_TRUE(writer.loadAll());
+  ASSERT_TRUE(writer.put("replica", "ml/late", booking("ml", "late", "n1")));
+  bool bound = false;
+  api.refuseWrites([this, &bound](const std::string& resource, const json&) {
+    if (resource != "pods" || bound) return 0;
+    bound = true;
+    json pod = *api.get("pods", "ml", "late");
+    pod["spec"]["nodeName"] = "n1";  // the Binding, as another client lands it
+    EXPECT_TRUE(api.update("pods", pod));
+    return 0;
+  });
+  auto snap = KubeStateStore(*b, kNs).loadAll();
+  api.refuseWrites(nullptr);
+  ASSERT_TRUE(snap) << snap.error().message;
+  EXPECT_TRUE(bound);  // the load did try to clear it
+  const json pod = *api.get("pods", "ml", "late");
+  EXPECT_EQ(pod["metadata"]["annotations"].value("tessera.io/booking", ""),
+            booking("ml", "late", "n1"));
+  // The next load sees it bound, with its booking.
+  auto again = KubeStateStore(*b, kNs).loadAll();
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE(documents(*again).contains("replica ml/late"));
+}
+
 TEST_F(KubeStateStoreTest, AWriterThatHasNotSeenTheLatestVersionGetsAConflict) {
   KubeStateStore first(*a, kNs);
   ASSERT_TRUE(first.loadAll());
