@@ -94,6 +94,15 @@ json deploymentDocument(const DeploymentSpec& d) {
     if (a.scaleDownStabilizationSeconds) {
       scaling["scaleDownStabilizationSeconds"] = *a.scaleDownStabilizationSeconds;
     }
+    if (a.scaleDownPolicies) {
+      json policies = json::array();
+      for (const scale::ScalingPolicy& p : *a.scaleDownPolicies) {
+        policies.push_back({{"type", p.type == scale::PolicyType::kPods ? "Pods" : "Percent"},
+                            {"value", p.value},
+                            {"periodSeconds", p.periodSeconds}});
+      }
+      scaling["scaleDownPolicies"] = std::move(policies);
+    }
     out["autoscaling"] = std::move(scaling);
   }
   return out;

@@ -165,7 +165,8 @@ class ControlPlane {
   // ---- deployments: replicas kept at what the autoscaler decides
   // {name, model, version, minReplicas, maxReplicas, priority, sloTtftMs, placedBy,
   //  autoscaling: {recommender, args: {name: number}, warmReplicas, syncPeriodSeconds,
-  //                scaleUpStabilizationSeconds, scaleDownStabilizationSeconds}}
+  //                scaleUpStabilizationSeconds, scaleDownStabilizationSeconds,
+  //                scaleDownPolicies: [{type, value, periodSeconds}]}}
   // Creates (201) or updates (200) it; minReplicas are placed at once, and what does not fit
   // waits as pending with its reason. With placedBy "kubernetes" (the ModelDeployment
   // controller's) the plane places and drains nothing itself: the autoscaler's count is what

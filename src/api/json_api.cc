@@ -95,11 +95,45 @@ Result<std::vector<std::string>> textList(const json* list, const char* field) {
   return out;
 }
 
+// HPA's scaling policies: [{"type": "Pods" | "Percent", "value": N, "periodSeconds": S}], as
+// Kubernetes bounds them (a value above 0, a period of 1 to 1800 s), one to ten of them.
+Result<std::vector<scale::ScalingPolicy>> decodeScalingPolicies(const json& list,
+                                                                const std::string& field) {
+  if (!list.is_array() || list.empty() || list.size() > 10) {
+    return fail(fieldError(field, "expected an array of 1 to 10 policies"));
+  }
+  std::vector<scale::ScalingPolicy> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    const json& p = list[i];
+    if (!p.is_object()) return fail(fieldError(at, "expected an object"));
+    TESSERA_RETURN_IF_ERROR(onlyKeys(p, at, {"type", "value", "periodSeconds"}));
+    scale::ScalingPolicy policy;
+    const auto type = p.find("type");
+    if (type == p.end() || !type->is_string() || (*type != "Pods" && *type != "Percent")) {
+      return fail(fieldError(at + ".type", "expected Pods or Percent"));
+    }
+    policy.type = *type == "Pods" ? scale::PolicyType::kPods : scale::PolicyType::kPercent;
+    auto value = readInt(p, "value", 1, 100000);
+    auto period = readInt(p, "periodSeconds", 1, 1800);
+    for (auto* r : {&value, &period}) {
+      if (!*r) return fail(Error::invalid(at + "." + r->error().message));
+    }
+    if (!*value || !*period) {
+      return fail(fieldError(at, "value and periodSeconds are required"));
+    }
+    policy.value = **value;
+    policy.periodSeconds = **period;
+    out.push_back(policy);
+  }
+  return out;
+}
+
 Result<DeploymentSpec::Autoscaling> decodeAutoscaling(const json& a) {
-  TESSERA_RETURN_IF_ERROR(
-      onlyKeys(a, "autoscaling",
-               {"recommender", "args", "warmReplicas", "syncPeriodSeconds",
-                "scaleUpStabilizationSeconds", "scaleDownStabilizationSeconds"}));
+  TESSERA_RETURN_IF_ERROR(onlyKeys(
+      a, "autoscaling",
+      {"recommender", "args", "warmReplicas", "syncPeriodSeconds", "scaleUpStabilizationSeconds",
+       "scaleDownStabilizationSeconds", "scaleDownPolicies"}));
   DeploymentSpec::Autoscaling out;
   if (const auto r = a.find("recommender"); r != a.end()) {
     if (!r->is_string()) return fail(fieldError("autoscaling.recommender", "expected text"));
@@ -124,6 +158,11 @@ Result<DeploymentSpec::Autoscaling> decodeAutoscaling(const json& a) {
   out.syncPeriodSeconds = *sync;
   out.scaleUpStabilizationSeconds = *up;
   out.scaleDownStabilizationSeconds = *down;
+  if (const auto list = a.find("scaleDownPolicies"); list != a.end()) {
+    auto policies = decodeScalingPolicies(*list, "autoscaling.scaleDownPolicies");
+    if (!policies) return fail(policies.error());
+    out.scaleDownPolicies = std::move(*policies);
+  }
   return out;
 }
 

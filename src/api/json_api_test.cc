@@ -138,6 +138,46 @@ TEST_F(JsonApiTest, ADeploymentIsStoredAsGiven) {
   EXPECT_EQ((*put)["minReplicas"], 1);
   EXPECT_EQ((*put)["recommender"], "hpa");
 
+  // HPA's scale-down policies ride along: stored as given, and the autoscaler takes them in
+  // place of the recommender's own.
+  const json policies = {
+      {"name", "chat"},
+      {"model", "m"},
+      {"autoscaling",
+       {{"recommender", "tessera"},
+        {"scaleDownPolicies",
+         json::array({{{"type", "Percent"}, {"value", 100}, {"periodSeconds", 15}},
+                      {{"type", "Pods"}, {"value", 2}, {"periodSeconds", 60}}})}}}};
+  auto withPolicies = json_api::decodePutDeployment(policies);
+  ASSERT_TRUE(withPolicies) << withPolicies.error().message;
+  EXPECT_EQ(deploymentDocument(withPolicies->spec), policies);
+  const scale::AutoscalerConfig config = withPolicies->spec.autoscalerConfig();
+  ASSERT_EQ(config.behavior.scaleDown.policies.size(), 2u);
+  EXPECT_EQ(config.behavior.scaleDown.policies[0].type, scale::PolicyType::kPercent);
+  EXPECT_EQ(config.behavior.scaleDown.policies[0].value, 100);
+  EXPECT_EQ(config.behavior.scaleDown.policies[0].periodSeconds, 15);
+  EXPECT_EQ(config.behavior.scaleDown.policies[1].type, scale::PolicyType::kPods);
+  EXPECT_EQ(config.behavior.scaleDown.policies[1].value, 2);
+  for (const auto& [bad, says] : std::vector<std::pair<json, std::string>>{
+           {json::array(), "autoscaling.scaleDownPolicies: expected an array of 1 to 10"},
+           {json::array({{{"type", "Ratio"}, {"value", 1}, {"periodSeconds", 15}}}),
+            "autoscaling.scaleDownPolicies[0].type: expected Pods or Percent"},
+           {json::array({{{"type", "Pods"}, {"value", 0}, {"periodSeconds", 15}}}),
+            "autoscaling.scaleDownPolicies[0].value: expected a whole number from 1 to 100000"},
+           {json::array({{{"type", "Pods"}, {"value", 1}, {"periodSeconds", 3600}}}),
+            "autoscaling.scaleDownPolicies[0].periodSeconds: expected a whole number from 1 to "
+            "1800"},
+           {json::array({{{"type", "Pods"}, {"value", 1}}}),
+            "autoscaling.scaleDownPolicies[0]: value and periodSeconds are required"},
+           {json::array({{{"type", "Pods"}, {"value", 1}, {"periodSeconds", 15}, {"x", 1}}}),
+            "autoscaling.scaleDownPolicies[0].x: unknown field"}}) {
+    json body = policies;
+    body["autoscaling"]["scaleDownPolicies"] = bad;
+    auto refused = json_api::decodePutDeployment(body);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_TRUE(refused.error().message.starts_with(says)) << refused.error().message;
+  }
+
   // A recommender that refuses its settings is a malformed body: refused by the decoder.
   auto refused = json_api::decodePutDeployment(
       {{"name", "chat"}, {"model", "m"}, {"autoscaling", {{"recommender", "nope"}}}});

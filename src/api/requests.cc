@@ -20,6 +20,7 @@ scale::AutoscalerConfig DeploymentSpec::autoscalerConfig() const {
     if (a.scaleDownStabilizationSeconds) {
       c.behavior.scaleDown.stabilizationWindowSeconds = *a.scaleDownStabilizationSeconds;
     }
+    if (a.scaleDownPolicies) c.behavior.scaleDown.policies = *a.scaleDownPolicies;
   }
   // The deployment's SLO is what tessera's recommender sizes the prefill stage against, as the
   // simulator tells it; an explicit argument wins.

@@ -76,6 +76,9 @@ struct DeploymentSpec {
     std::optional<std::vector<std::pair<std::string, double>>> args;
     std::optional<int> warmReplicas, syncPeriodSeconds, scaleUpStabilizationSeconds,
         scaleDownStabilizationSeconds;
+    // HPA's behavior.scaleDown.policies (selectPolicy Max); unset: the recommender's own
+    // (tessera: Percent 50 per 60 s), else Kubernetes' default.
+    std::optional<std::vector<scale::ScalingPolicy>> scaleDownPolicies;
   };
   std::string name, model;
   std::optional<std::string> version;

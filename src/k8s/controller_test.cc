@@ -236,6 +236,15 @@ TEST(ReadModelDeploymentTest, TurnsTheSpecIntoADeploymentAndAPod) {
   EXPECT_EQ(res["requests"]["tessera.io/gpu-compute"], "500");
   EXPECT_EQ(res["limits"], res["requests"]);
 
+  // HPA's scale-down policies pass to the deployment as written (the API decodes them).
+  json scaled = modelDeployment("v1");
+  const json policies = json::array({{{"type", "Pods"}, {"value", 1}, {"periodSeconds", 120}}});
+  scaled["spec"]["autoscaling"] = {{"policy", "tessera"}, {"scaleDownPolicies", policies}};
+  auto scaledSpec = readModelDeployment(scaled);
+  ASSERT_TRUE(scaledSpec) << scaledSpec.error().message;
+  EXPECT_EQ(scaledSpec->deployment["autoscaling"]["scaleDownPolicies"], policies);
+  EXPECT_EQ(scaledSpec->deployment["autoscaling"]["recommender"], "tessera");
+
   json bad = modelDeployment("v1");
   bad["spec"]["rollout"]["canaryWeight"] = 140;
   EXPECT_NE(readModelDeployment(bad).error().message.find("spec.rollout.canaryWeight"),

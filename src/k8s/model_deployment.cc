@@ -163,7 +163,7 @@ Result<ModelDeploymentSpec> readModelDeployment(const json& object,
         }
         autoscaling["args"] = v;
       } else if (k == "syncPeriodSeconds" || k == "scaleUpStabilizationSeconds" ||
-                 k == "scaleDownStabilizationSeconds") {
+                 k == "scaleDownStabilizationSeconds" || k == "scaleDownPolicies") {
         autoscaling[k] = v;
       } else {
         return fail(fieldError("spec.autoscaling." + k, "unknown field"));
