@@ -1,7 +1,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <map>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -113,8 +113,9 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   const auto qpsPath = data / "alibaba-gentd26-genai-serving" / "qps.tar.gz";
   const double seconds = o.minutes * 60;
   const double skip = o.skipMinutes * 60;
+  const std::string tokensName = o.qpsTokens == "azure" ? "azure-conv" : "mooncake";
   std::vector<sim::MatrixTrace> traces;
-  std::map<std::string, sim::ServingTrace> whole;  // each recorded trace, for the QPS shape
+  std::optional<sim::ServingTrace> tokens;  // the QPS shape's lengths: tokensName, whole
   for (const auto& [name, path] :
        {std::pair{"azure-conv", azurePath}, std::pair{"mooncake", mooncakePath}}) {
     if (!std::filesystem::exists(path)) {
@@ -124,7 +125,7 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     }
     auto t = readTrace(path.string(), std::nullopt, 1.0);
     if (!t) return reportError(err, kMatrix, t.error());
-    whole.emplace(name, *t);
+    if (name == tokensName) tokens = *t;
     const double endsAt =
         t->requests.empty() ? 0 : static_cast<double>(t->requests.back().arrivalUs) / 60e6;
     sim::ServingTrace cut = window(std::move(*t), skip, seconds);
@@ -141,19 +142,16 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     traces.push_back({name, std::move(cut)});
     traces.back().trace.name = name;
   }
-  const std::string tokensName = o.qpsTokens == "azure" ? "azure-conv" : "mooncake";
-  const auto tokens = whole.find(tokensName);
-  if (o.qpsTokens != "azure" && (tokens == whole.end() || !std::filesystem::exists(qpsPath))) {
+  if (o.qpsTokens != "azure" && (!tokens || !std::filesystem::exists(qpsPath))) {
     return reportError(err, kMatrix,
                        Error::invalid("--qps-tokens " + o.qpsTokens + " needs " + qpsPath.string() +
                                       " and the " + tokensName + " trace"));
   }
-  if (std::filesystem::exists(qpsPath) && tokens != whole.end()) {
+  if (std::filesystem::exists(qpsPath) && tokens) {
     // The GenTD26 service's total QPS over its ~22 hours, compressed to the window, at the
     // token trace's mean rate, with its prompt and output lengths.
     const std::string name = o.qpsTokens == "azure" ? "gentd26-qps" : "gentd26-qps-mooncake";
-    auto t =
-        qpsTrace(qpsPath.string(), tokens->second, meanRate(tokens->second), seconds, o.seed, name);
+    auto t = qpsTrace(qpsPath.string(), *tokens, meanRate(*tokens), seconds, o.seed, name);
     if (!t) return reportError(err, kMatrix, t.error());
     traces.push_back({name, std::move(*t)});
   } else {

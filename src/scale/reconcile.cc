@@ -174,10 +174,14 @@ std::optional<ShareDecision> chooseShare(const DeploymentSignals& s, int target,
       if (m < 1000) continue;
     } else if (converts && m > fMilli) {
       count = std::max(1, wholeReplicas(wanted * *need / *needHere));
-    } else if (m <= fMilli && memoryModel && needHere
-                   ? *need > std::max(1, wholeReplicas(*needHere)) + 1e-9
-                   : *need > asked + (needHere ? placed : 0) + 1e-9) {
-      if (m < 1000) continue;
+    } else {
+      // The count stays what is wanted; the share must carry it: with the memory model, a share
+      // no larger than f at most the deployment's rounded need, else the demand spread over
+      // every replica.
+      const bool roundedNeed = m <= fMilli && memoryModel && needHere;
+      const double carried =
+          roundedNeed ? std::max(1, wholeReplicas(*needHere)) : asked + (needHere ? placed : 0);
+      if (*need > carried + 1e-9 && m < 1000) continue;
     }
     if (count > asked && m < 1000) continue;
     const double cost = count * m / 1000.0;
