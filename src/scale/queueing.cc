@@ -52,4 +52,32 @@ int serversForTail(double lambda, double service, double cs2, double t, double e
   return cap;
 }
 
+namespace {
+
+// P(N > k) for N Poisson with mean m, summed in log space (no underflow at large m).
+double poissonAbove(double m, int k) {
+  if (m <= 0) return 0;
+  double below = 0;
+  const double logM = std::log(m);
+  for (int i = 0; i <= k; ++i) below += std::exp(-m + i * logM - std::lgamma(i + 1.0));
+  return std::max(0.0, 1 - below);
+}
+
+}  // namespace
+
+double poissonLoadWithin(double slots, double eps) {
+  if (!(slots >= 1) || !(eps > 0)) return 0;
+  if (eps >= 1) return slots;
+  // Whole slots; a count the caller's arithmetic left a hair below a whole one (24 × 0.0625 /
+  // 0.375) is that whole one.
+  const int k = static_cast<int>(std::floor(std::min(slots, 1e6) + 1e-9));
+  double lo = 0, hi = k;  // P(N > k) <= eps at lo; the mean never exceeds the slots
+  if (poissonAbove(hi, k) <= eps) return hi;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (poissonAbove(mid, k) <= eps ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 }  // namespace tessera::scale

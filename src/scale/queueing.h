@@ -25,4 +25,11 @@ double waitTail(double lambda, double service, double cs2, int servers, double t
 // The fewest servers for which P(wait > t) <= eps, at most `cap` (0 when nothing arrives).
 int serversForTail(double lambda, double service, double cs2, double t, double eps, int cap);
 
+// The largest mean number of requests in flight a replica of `slots` sequences holds with
+// P(more than slots at once) <= eps: the requests in flight of an M/G/∞ system are Poisson at
+// their mean (whatever the service times), so a replica with few slots must run well below them
+// (18 slots: 10.3 at eps 0.01, 57 %) and one with many close to them (150 slots: 124, 83 %).
+// 0 when slots < 1 or eps <= 0; slots when eps >= 1.
+double poissonLoadWithin(double slots, double eps);
+
 }  // namespace tessera::scale

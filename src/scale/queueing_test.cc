@@ -56,5 +56,45 @@ TEST(Queueing, ServersForTailIsTheFewestThatMeetIt) {
   EXPECT_EQ(serversForTail(1000, 1, 1, 0, 1e-9, 10), 10);  // capped
 }
 
+TEST(Queueing, PoissonLoadWithinAReplicasSlots) {
+  // One slot: P(N > 1) = 1 - e^-m (1 + m) = 1 % at m = 0.1486.
+  EXPECT_NEAR(poissonLoadWithin(1, 0.01), 0.14855, 1e-4);
+  // Few slots run well below them, many close to them.
+  EXPECT_NEAR(poissonLoadWithin(18, 0.01), 10.35, 0.01);
+  EXPECT_NEAR(poissonLoadWithin(150, 0.01), 123.9, 0.1);
+  EXPECT_LT(poissonLoadWithin(18, 0.01) / 18, poissonLoadWithin(150, 0.01) / 150);
+  // A looser target holds more; a fractional slot count is the whole slots it has.
+  EXPECT_GT(poissonLoadWithin(18, 0.1), poissonLoadWithin(18, 0.01));
+  EXPECT_DOUBLE_EQ(poissonLoadWithin(18.7, 0.01), poissonLoadWithin(18, 0.01));
+  // Nothing to hold, or no overflow allowed; every overflow allowed: all the slots.
+  EXPECT_DOUBLE_EQ(poissonLoadWithin(0.5, 0.01), 0);
+  EXPECT_DOUBLE_EQ(poissonLoadWithin(18, 0), 0);
+  EXPECT_DOUBLE_EQ(poissonLoadWithin(18, 1), 18);
+  EXPECT_DOUBLE_EQ(poissonLoadWithin(std::nan(""), 0.01), 0);
+}
+
+// Randomised: the load returned overflows its slots with at most eps probability, and 1 % more
+// load overflows them with more (the largest such load), by the Poisson pmf's own recursion.
+TEST(Queueing, PoissonLoadWithinIsTheLargestThatMeetsTheTarget) {
+  const unsigned seed = std::random_device{}();
+  std::printf("Queueing.PoissonLoadWithinIsTheLargestThatMeetsTheTarget seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  const auto above = [](double m, int k) {
+    double p = std::exp(-m), below = p;
+    for (int i = 1; i <= k; ++i) below += (p *= m / i);
+    return 1 - below;
+  };
+  for (int i = 0; i < 300; ++i) {
+    const int slots = 1 + static_cast<int>(300 * u(rng));
+    const double eps = 0.001 + 0.2 * u(rng);
+    const double m = poissonLoadWithin(slots, eps);
+    ASSERT_GT(m, 0) << "seed " << seed << " case " << i;
+    EXPECT_LE(m, slots);
+    EXPECT_LE(above(m, slots), eps + 1e-9) << "seed " << seed << " case " << i;
+    EXPECT_GT(above(m * 1.01, slots), eps) << "seed " << seed << " case " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::scale

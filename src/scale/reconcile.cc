@@ -71,9 +71,12 @@ std::optional<double> replicasNeeded(const Demand& d, const ShareRule& rule, std
   }
   if (d.serviceWhole > 0 && d.slots > 0) {
     const double slots = d.kvAtMean > 0 ? d.slots * rule.kvScale(milli) / d.kvAtMean : 0;
-    if (slots <= 0) return std::nullopt;
-    need =
-        std::max(need, d.lambda * d.serviceWhole / x / (slots * rule.concurrencyTargetUtilization));
+    // What one replica holds: its slots at the concurrency target, and no more than keeps the
+    // requests in flight (Poisson at their mean) within its slots but for eps of the time.
+    const double holds =
+        std::min(slots * rule.concurrencyTargetUtilization, poissonLoadWithin(slots, d.eps));
+    if (holds <= 0) return std::nullopt;
+    need = std::max(need, d.lambda * d.serviceWhole / x / holds);
   }
   if (!std::isfinite(need) || need > kMostReplicas) return std::nullopt;
   return need;

@@ -210,25 +210,29 @@ TEST(ShareRule, SaysNothingWithoutSomethingToSizeFrom) {
 
 TEST(ShareRule, WhereMemoryBindsALargerShareReplacesSeveral) {
   // Two halves placed (one ready), 5 s in service on the half share (2.5 s on a whole GPU). In
-  // flight on a quarter: 2 × 2.5 / 0.25 = 20 requests against 64 × 0.05 / 0.8 × 0.8 = 3.2 slots
-  // at target (6.25 replicas); on a half 10 against 19.2 (0.52). One more asked for: a half.
+  // flight on a quarter: 2 × 2.5 / 0.25 = 20 requests; its 64 × 0.05 / 0.8 = 4 slots hold 1.28
+  // in flight at 99 % (Poisson; 3.2 at the 0.8 target), so 15.6 replicas; on a half 10 against
+  // min(19.2, 14.9) (0.67). One more asked for: a half.
   auto d = chooseShare(bound(5000), 3, shrinking());
   ASSERT_TRUE(d);
   EXPECT_EQ(d->milli, 500) << d->reason;
   // A smaller share serves only if the demand needs no more of its replicas than the whole
   // number it needs of the halves (here 1): 1.5 s on the half (0.75 s whole) is 6 in flight on a
-  // quarter, 1.9 quarters, though three replicas would carry them: a half; 0.6 s is 2.4 in
-  // flight, 0.75 quarters: a quarter.
+  // quarter, 4.7 quarters, though three replicas would carry them: a half. 0.6 s is 2.4 in
+  // flight, 1.9 quarters: within the quarter's 3.2 slots at the target, but with four slots a
+  // replica overflows more than 1 % of the time above 1.28 in flight: a half. 0.3 s is 1.2 in
+  // flight, 0.94 quarters: a quarter.
   EXPECT_EQ(chooseShare(bound(1500), 3, shrinking())->milli, 500);
-  EXPECT_EQ(chooseShare(bound(600), 3, shrinking())->milli, 250);
-  // 50 s in service: 5.2 halves needed, 0.98 whole GPUs (100 in flight on a whole GPU's 51
-  // slots at target: the weights take the same memory on any share, so a whole GPU holds 2.7
-  // halves' slots at twice the speed). A whole replica is worth 5.2 / 0.98 = 5.3 halves: 38 more
-  // halves asked for are 8 whole GPUs, not 19.
+  EXPECT_EQ(chooseShare(bound(600), 3, shrinking())->milli, 500);
+  EXPECT_EQ(chooseShare(bound(300), 3, shrinking())->milli, 250);
+  // 50 s in service: 6.7 halves needed (100 in flight, 14.9 a half), 1.05 whole GPUs (50 in
+  // flight on a whole GPU's 64 slots, which hold 47.7 at 99 %: the weights take the same memory
+  // on any share, so a whole GPU holds 2.7 halves' slots at twice the speed). A whole replica is
+  // worth 6.7 / 1.05 = 6.4 halves: 38 more halves asked for are 6 whole GPUs, not 19.
   d = chooseShare(bound(50000), 40, shrinking());
   EXPECT_EQ(d->milli, 1000) << d->reason;
-  EXPECT_EQ(d->replicas, 8);
-  // Two more halves asked for: one three-quarter replica (1.89 needed: worth 2.75 halves).
+  EXPECT_EQ(d->replicas, 6);
+  // Two more halves asked for: one three-quarter replica (2.16 needed: worth 3.1 halves).
   d = chooseShare(bound(50000), 4, shrinking());
   EXPECT_EQ(d->milli, 750) << d->reason;
   EXPECT_EQ(d->replicas, 1);
@@ -269,16 +273,16 @@ TEST(Reconcile, NewReplicasTakeTheRulesShareForWhatWasAsked) {
   ASSERT_TRUE(p.share);
   EXPECT_EQ(p.share->milli, 500);
   // Where a larger share holds more, fewer replicas are placed than were asked for: 38 more
-  // halves of a memory-bound deployment are 8 whole GPUs...
+  // halves of a memory-bound deployment are 6 whole GPUs...
   ReconcileOptions memory;
   memory.share = shrinking();
   DeploymentSignals loading = bound(50000);
   const ReconcilePlan whole = planReconcile(wants(40), loading, memory);
   ASSERT_TRUE(whole.share);
   EXPECT_EQ(whole.share->milli, 1000) << whole.share->reason;
-  EXPECT_EQ(whole.place, 8);
+  EXPECT_EQ(whole.place, 6);
   // ... and while they load, the next sync asking for the same 40 places nothing more: each
-  // loading whole GPU counts as the 5.3 halves it is worth.
+  // loading whole GPU counts as the 6.4 halves it is worth.
   for (int i = 0; i < whole.place; ++i) {
     ReplicaSignals r = Rep("whole-" + std::to_string(i)).loading();
     r.gpuFraction = 1;
@@ -299,7 +303,7 @@ TEST(Reconcile, NewReplicasTakeTheRulesShareForWhatWasAsked) {
   Decision held = wants(40);
   held.recommendedReplicas = 3;
   EXPECT_EQ(planReconcile(held, served, memory).place, 0);
-  // Below the floor, the floor: 12 asked for at least, over the 10 placed.
+  // Below the floor, the floor: 12 asked for at least, over the 8 placed.
   ReconcileOptions floored = memory;
   floored.minReplicas = 12;
   EXPECT_GT(planReconcile(held, served, floored).place, 0);

@@ -193,6 +193,21 @@ TEST(ServingRun, TesseraTakesAShareOnlyWhenPrefillDemandIsUnderAGpu) {
   EXPECT_DOUBLE_EQ(h->replicaShare, 1);
 }
 
+TEST(ServingRun, TesseraTakesAShareWhoseMemoryHoldsTheRequestsInFlight) {
+  ServingOptions o;
+  // 4 requests/s of 1000 prompt and 2000 output tokens: little prefill, but each request holds
+  // its sequence for 2000 decode steps (over 10 s on a whole H100 at the reference batch of 16,
+  // twice that on a half), so about 100 are in flight on halves, whose KV cache holds 46 of
+  // them. The share is sized from the decode steps a request waits through, not the GPU time
+  // its tokens take (a sixteenth of a step each at that batch, which read as 5 in flight and
+  // took a half).
+  ServingTrace t = phasedTrace({{900, 4}}, 1000, 2000);
+  auto r = runServing(t, servingCatalog(), o, "tessera");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_GT(r->replicaShare, 0.5) << r->detail;
+  EXPECT_GE(r->sloAttainment, 0.99);
+}
+
 TEST(ServingRun, EveryRequestIsCounted) {
   ServingOptions o;
   o.tailSeconds = 5;  // too short for the backlog: some requests end unserved

@@ -181,8 +181,11 @@ scale::DeploymentSignals leadInSignals(const ServingTrace& leadIn, Micros untilU
     const double out = std::max(1, rs[i].outputTokens);
     prefillsMs.push_back(1000 * p);
     prefillMs += 1000 * p;
-    serviceMs += 1000 * (p + (out - 1) * decodeSecondsPerToken(whole, rs[i].inputTokens + out / 2,
-                                                                demand.referenceBatch));
+    // A sequence waits a whole decode step per token: the step of a batch of referenceBatch.
+    const double stepSec =
+        demand.referenceBatch *
+        decodeSecondsPerToken(whole, rs[i].inputTokens + out / 2, demand.referenceBatch);
+    serviceMs += 1000 * (p + (out - 1) * stepSec);
     contextTokens += rs[i].inputTokens + out;
   }
   const auto count = static_cast<double>(prefillsMs.size());
