@@ -20,9 +20,13 @@ namespace {
 
 constexpr double kDemandTolerance = 0.1;
 
-// The configured behaviour, with the recommender's scale-down policies where it names none.
+// The configured behaviour, with the recommender's scale-down policies and window where it
+// names none.
 Behavior behaviorFor(Behavior b, const Recommender& recommender) {
   if (b.scaleDown.policies.empty()) b.scaleDown.policies = recommender.defaultScaleDownPolicies();
+  if (!b.scaleDown.stabilizationWindowSeconds) {
+    b.scaleDown.stabilizationWindowSeconds = recommender.defaultScaleDownWindowSeconds();
+  }
   return b;
 }
 

@@ -59,6 +59,9 @@ class Recommender {
   // The scale-down policies the governor takes when the configuration names none (empty: the
   // Kubernetes default, every replica at once).
   virtual std::vector<ScalingPolicy> defaultScaleDownPolicies() const { return {}; }
+  // The scale-down stabilisation window the governor takes when the configuration sets none
+  // (nullopt: the Kubernetes default, 300 s).
+  virtual std::optional<int> defaultScaleDownWindowSeconds() const { return std::nullopt; }
 };
 
 // ---- governor: Kubernetes autoscaling/v2 HPA `behavior` ------------------------------------

@@ -221,6 +221,29 @@ TEST(AutoscalerScaleDown, TesseraHalvesAtMostPerMinuteUnlessConfigured) {
   EXPECT_EQ(create(c)->evaluate(deployment(0, 14, 0, 0, std::nullopt)).desiredReplicas, 1);
 }
 
+// tessera's own scale-down window is the time a replica given up takes to come back (a 60-s
+// signal window and the default 60-s cold start) where the configuration sets none (its burst
+// headroom holds what a dip needs); a configured one, HPA's 300 s here, holds longer.
+TEST(AutoscalerScaleDown, TesseraWindowIsTwoMinutesUnlessConfigured) {
+  AutoscalerConfig c;
+  c.recommender = "tessera";
+  c.maxReplicas = 40;
+  c.behavior.scaleDown.policies = {{PolicyType::kPercent, 100, 15}};  // no rate limit in the way
+  auto a = create(c);
+  // No rates: one slot per queued request, at 0.8 of the one slot a replica is known to hold:
+  // 4 waiting → 5.
+  EXPECT_EQ(a->evaluate(deployment(0, 4, 1, 0, std::nullopt)).desiredReplicas, 5);
+  EXPECT_EQ(a->evaluate(deployment(90 * kAutoscalerSec, 5, 0, 0, std::nullopt)).desiredReplicas, 5);
+  EXPECT_EQ(a->evaluate(deployment(121 * kAutoscalerSec, 5, 0, 0, std::nullopt)).desiredReplicas,
+            1);
+
+  c.behavior.scaleDown.stabilizationWindowSeconds = 300;
+  a = create(c);
+  a->evaluate(deployment(0, 4, 1, 0, std::nullopt));
+  EXPECT_EQ(a->evaluate(deployment(121 * kAutoscalerSec, 5, 0, 0, std::nullopt)).desiredReplicas,
+            5);
+}
+
 TEST(AutoscalerScaleDown, DrainingReplicasAreNeverCapacity) {
   auto a = create(hpaConfig());
   DeploymentSignals s = deployment(0, 2, 10, 0, std::nullopt);

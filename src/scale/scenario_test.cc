@@ -114,14 +114,16 @@ TEST(Scenario, TesseraSizesTheBurstAndSettlesOnLittlesLaw) {
   EXPECT_EQ(o.scaleUpsWhileLoading, 1);  // the rate-limited rest of the same target
   // 15/s short for the 60 s every new replica needs: no reactive policy does better
   EXPECT_EQ(o.peakBacklog, 900);
-  // 3 → 7 → 11, down to 9 (60 in service, 10 % headroom) once the 300 s window passes, and
-  // to 3 after the burst, halving a minute at most (9 → 4, truncated as HPA does, → 3): no
-  // flapping
+  // 3 → 7 → 11, held through the burst: the step's rise (20/s within a cold start and a signal
+  // window, 120 s: eight of the calls' pairs) is the scale-down's burst headroom, 30 + 2 × 7.8
+  // requests/s → 91 in service → 13 with 10 % headroom. After it, once the scale-down window
+  // has passed, 10/s plus the same headroom: 8; then 7, 6, 5 and 3 (20 in service) as the
+  // step's rises leave the 15-minute history (1140–1245 s). No flapping.
   std::vector<int> steps;
   for (int n : o.counts)
     if (steps.empty() || steps.back() != n) steps.push_back(n);
-  EXPECT_EQ(steps, (std::vector<int>{3, 7, 11, 9, 4, 3}));
-  EXPECT_EQ(changes(o.counts), 5);
+  EXPECT_EQ(steps, (std::vector<int>{3, 7, 11, 8, 7, 6, 5, 3}));
+  EXPECT_EQ(changes(o.counts), 7);
   EXPECT_EQ(o.finalReplicas, 3);
 }
 

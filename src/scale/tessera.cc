@@ -36,8 +36,14 @@
 //   need    D + δ × S
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
-//   down    max(ceil(need / (c × (1 − tol))), ceil(pre / (u × (1 − tol))))
-//           (tol = scaleDownTolerance: a scale-down keeps extra headroom)
+//   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
+//           (tol = scaleDownTolerance: a scale-down keeps extra headroom), at the measured rate
+//           plus its burst headroom: λD = λ + z × rise(λ), needD = (λD + δ) × S, preD = (λD + δ)
+//           × P with P the measured step, whose prefill tail plans with the step P + z ×
+//           rise(P) while TTFT p99 > sloTtftMs / 2; rise(x) = the root mean square of x's rise
+//           over H + 60 s (a cold start after a rise has shown in the 60-s signal window) in the
+//           last 15 minutes of calls (a fall counts 0), z = scaleDownBurstSd. The governor's
+//           default scale-down window for tessera is 120 s.
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
 //   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
@@ -51,7 +57,7 @@
 // Arguments (defaults): targetUtilization 0.8, maxConcurrency 0 (from the replicas),
 // backlogDrainSeconds 60, coldStartSeconds 60, kvCacheUsage 0.85, queuePerReplica 4,
 // scaleDownTolerance 0.1, prefillTargetUtilization 0.6,
-// forecastWindowSeconds 120 (0: no forecast).
+// forecastWindowSeconds 120 (0: no forecast), scaleDownBurstSd 2 (0: no burst headroom).
 
 #include <algorithm>
 #include <cmath>
@@ -67,11 +73,19 @@
 namespace tessera::scale {
 namespace {
 
+// The history the rises are measured on.
+constexpr Millis kBurstHistoryMs = 15 * 60 * 1000;
+// The rate window of the signals (Prometheus' rate(...[1m])): a rise shows in full only this
+// long after it happened.
+constexpr Millis kSignalWindowMs = 60 * 1000;
+// coldStartSeconds' default: a replica's load time until one is seen.
+constexpr Millis kDefaultColdStartMs = 60 * 1000;
+
 struct TesseraParams {
   double targetUtilization = 0.8;
   double maxConcurrency = 0;
   double backlogDrainSeconds = 60;
-  double coldStartSeconds = 60;
+  double coldStartSeconds = kDefaultColdStartMs / 1000;
   double kvCacheUsage = 0.85;
   double queuePerReplica = 4;
   double scaleDownTolerance = 0.1;
@@ -85,6 +99,11 @@ struct TesseraParams {
   // Arrival forecast: the trend of λ over this many seconds of the recommender's own history,
   // carried one cold start ahead (0: no forecast).
   double forecastWindowSeconds = 120;
+  // Burst headroom on a scale-down: keep capacity for the measured arrival rate (and, while the
+  // TTFT is near its target, the prefill step) plus this many root-mean-square rises over the
+  // time a replica given up takes to come back, as the recommender's own history shows them
+  // (0: none).
+  double scaleDownBurstSd = 2;
 };
 
 constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
@@ -127,6 +146,13 @@ int ceilCount(double x) {
   return static_cast<int>(std::ceil(x - 1e-9));
 }
 
+// What the recommender measured at a call, for the burst headroom of later scale-downs.
+struct Seen {
+  Millis at;
+  double rate;  // the measured arrival rate, requests/s
+  double step;  // the measured prefill step (P as engines report it), s
+};
+
 class TesseraRecommender final : public Recommender {
  public:
   explicit TesseraRecommender(TesseraParams p) : p_(p) {}
@@ -140,6 +166,13 @@ class TesseraRecommender final : public Recommender {
   // (15 s after a start, only short requests finished) cut 14 replicas to 4.
   std::vector<ScalingPolicy> defaultScaleDownPolicies() const override {
     return {{PolicyType::kPercent, 50, 60}};
+  }
+  // The governor's scale-down window: the time a replica given up takes to come back once a rise
+  // shows (a 60-s signal window plus the default 60-s cold start). The burst headroom
+  // (scaleDownBurstSd) holds what the rises this deployment's history shows need, where HPA's
+  // 300 s holds the largest count of five minutes whatever the traffic.
+  std::optional<int> defaultScaleDownWindowSeconds() const override {
+    return static_cast<int>((kSignalWindowMs + kDefaultColdStartMs) / 1000);
   }
 
   Recommendation recommend(const DeploymentSignals& signals, int current) override {
@@ -194,6 +227,7 @@ class TesseraRecommender final : public Recommender {
     double need = 0;
     double prefill = 0;                    // prefill occupancy, in replicas (0: not measured)
     double needDown = 0, prefillDown = 0;  // the same at the measured rate
+    double stepDown = 0;                   // the step a scale-down plans the prefill tail with
     std::string how;
     const bool rates =
         signals.arrivalRatePerSec && signals.meanServiceMs && *signals.meanServiceMs > 0;
@@ -246,10 +280,25 @@ class TesseraRecommender final : public Recommender {
         how += " (queued on " + std::to_string(ready) + " ready, drained by them alone)";
       if (lambda > measured)
         how += ", λ " + shortNumber(measured) + " → " + shortNumber(lambda) + " forecast";
-      needDown = measured * serviceSec + drain * serviceSec;
+      // A scale-down sizes for what was measured plus the rises its history shows over the time
+      // a replica given up takes to come back (riseSd; the burst headroom): of the arrival
+      // rate, and of the prefill step, which stretches with the load per replica.
+      seen_.push_back({now, measured, stepSec});
+      while (!seen_.empty() && seen_.front().at < now - kBurstHistoryMs) seen_.pop_front();
+      const double burstRate = p_.scaleDownBurstSd * riseSd(&Seen::rate);
+      const double burstStep = p_.scaleDownBurstSd * riseSd(&Seen::step);
+      needDown = (measured + burstRate + drain) * serviceSec;
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
-      prefillDown = (measured + drain) * stepSec;
+      prefillDown = (measured + burstRate + drain) * stepSec;
+      // The step's rise matters where the TTFT is near its target (p99 above half of it, or not
+      // measured): where prompts are short and TTFT far below it the occupancy cap covers a
+      // stretch, and the step's own noise would only hold replicas.
+      const bool ttftNear =
+          p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
+      stepDown = stepSec + (ttftNear ? burstStep : 0);
+      if (burstRate > 0) how += ", down holds λ +" + shortNumber(burstRate) + " for bursts";
+      if (stepDown > stepSec) how += ", down plans P +" + shortNumber(burstStep) + " s for bursts";
       if (prefillSec > 0) how += ", prefill " + shortNumber(prefill);
       if (ownPrefill)
         how += " (own " + shortNumber(prefillSec) + " s of a " + shortNumber(stepSec) + "-s step)";
@@ -271,20 +320,22 @@ class TesseraRecommender final : public Recommender {
     // prompts read as a prefill load they are not. It always holds the replicas there on a
     // scale-down (sized with the measured P), with the tolerance's headroom (sized for a rate
     // 1 / (1 - tol) higher).
-    const auto prefillReplicas = [&](double occupancy, double service) {
+    const auto prefillReplicas = [&](double occupancy, double service, double step,
+                                     double tailService) {
       if (occupancy <= 0 || service <= 0) return 0;
       // The wait a prompt may take is what its SLO leaves after the step it is prefilled in.
-      const double budget = std::max(p_.sloTtftMs / 1000 - stepSec, service);
-      const int tail = serversForTail(occupancy / service, service, prefillCs2(signals), budget,
+      const double budget = std::max(p_.sloTtftMs / 1000 - step, tailService);
+      const int tail = serversForTail(occupancy / service, tailService, prefillCs2(signals), budget,
                                       1 - p_.sloTarget, 100000);
       return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
     };
     const bool ttftPressure = ownPrefill || p_.sloTtftMs <= 0 || !signals.ttftP99Ms ||
                               *signals.ttftP99Ms > p_.sloTtftMs / 2;
-    const int up = std::max(ceilCount(need / perReplica),
-                            ttftPressure ? prefillReplicas(prefill, prefillSec) : 0);
+    const int up =
+        std::max(ceilCount(need / perReplica),
+                 ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec, prefillSec) : 0);
     const int down = std::max(ceilCount(needDown / (perReplica * keep)),
-                              prefillReplicas(prefillDown / keep, stepSec));
+                              prefillReplicas(prefillDown / keep, stepSec, stepDown, stepDown));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));
@@ -337,6 +388,27 @@ class TesseraRecommender final : public Recommender {
     return backlog;
   }
 
+  // The root mean square of a measured quantity's rise over H + kSignalWindowMs (from each call
+  // to the first one at least that much later; a fall counts 0) over what was seen in
+  // kBurstHistoryMs: how far it can climb in the time a replica given up takes to come back (a
+  // rise shows in full a signal window after it happened, and the replica asked for then serves
+  // a cold start later). 0 without three such pairs.
+  double riseSd(double Seen::*field) const {
+    const Millis h = coldStartMs() + kSignalWindowMs;
+    double sum = 0;
+    int pairs = 0;
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < seen_.size(); ++i) {
+      j = std::max(j, i + 1);
+      while (j < seen_.size() && seen_[j].at < seen_[i].at + h) ++j;
+      if (j >= seen_.size()) break;
+      const double d = std::max(0.0, seen_[j].*field - seen_[i].*field);
+      sum += d * d;
+      ++pairs;
+    }
+    return pairs >= 3 ? std::sqrt(sum / pairs) : 0;
+  }
+
   // The least-squares trend of the arrival rates seen over the forecast window, carried one
   // cold start ahead; never below 0 and at most 3x the rate now (a trend from a few noisy
   // windows is not trusted beyond that). Without enough history: the rate now.
@@ -367,6 +439,7 @@ class TesseraRecommender final : public Recommender {
 
   TesseraParams p_;
   std::deque<std::pair<Millis, double>> history_;
+  std::deque<Seen> seen_;  // over kBurstHistoryMs
   std::optional<Millis> lastLoadMs_;
   std::optional<double> lastBacklog_;
   int lastReady_ = 0;
@@ -388,6 +461,7 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   p.sloTtftMs = r.nonNegative("sloTtftMs", p.sloTtftMs);
   p.sloTarget = r.fraction("sloTarget", p.sloTarget);
   p.forecastWindowSeconds = r.nonNegative("forecastWindowSeconds", p.forecastWindowSeconds);
+  p.scaleDownBurstSd = r.nonNegative("scaleDownBurstSd", p.scaleDownBurstSd);
   const std::optional<double> tol = r.find("scaleDownTolerance");
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (tol) {

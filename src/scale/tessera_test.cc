@@ -151,6 +151,61 @@ TEST(Tessera, ScaleDownKeepsTenPercentHeadroom) {
   EXPECT_EQ(r->recommend(signals(45 * kTesseraSec, six, 21), 6).replicas, 6);
 }
 
+// The burst headroom: a scale-down sizes for the measured rate plus twice the root mean square
+// of its rises over a cold start and a signal window (60 + 60 s here: the time a replica given up
+// takes to come back once a rise shows), from the recommender's own history of calls.
+std::vector<ReplicaSignals> tenReady() {
+  std::vector<ReplicaSignals> ten;
+  for (int i = 0; i < 10; ++i) ten.push_back(ready("r" + std::to_string(i), 2, 0));
+  return ten;
+}
+
+// A call every 15 s: 10/s for 2 minutes, 20/s for 2¼ minutes, 10/s at 255 s.
+double stepRate(int k) {
+  return k >= 8 && k < 17 ? 20 : 10;
+}
+
+TEST(Tessera, ScaleDownHoldsTheRisesItsHistoryShows) {
+  // At 255 s the calls 120 s apart: 0→120 … 105→225 rose 10/s each, 120→240 stayed and
+  // 135→255 fell (a fall counts 0): √(8 × 100 / 10) = 8.94. A scale-down sizes for 10 + 2 ×
+  // 8.94 = 27.9/s: 55.8 in service, ceil(55.8 / 7.2) = 8, where 10/s alone asks for
+  // ceil(20 / 7.2) = 3. (Forecast off.)
+  auto r = tessera({{"forecastWindowSeconds", 0}});
+  auto plain = tessera({{"forecastWindowSeconds", 0}, {"scaleDownBurstSd", 0}});
+  Recommendation held, alone;
+  for (int k = 0; k <= 17; ++k) {
+    held = r->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
+    alone = plain->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
+  }
+  EXPECT_EQ(held.replicas, 8) << held.reason;
+  EXPECT_NE(held.reason.find("down holds λ +17.9"), std::string::npos) << held.reason;
+  EXPECT_EQ(alone.replicas, 3) << alone.reason;
+  // Half the headroom: 10 + 8.94 → 37.9 in service → 6.
+  auto half = tessera({{"forecastWindowSeconds", 0}, {"scaleDownBurstSd", 1}});
+  Recommendation one;
+  for (int k = 0; k <= 17; ++k) {
+    one = half->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
+  }
+  EXPECT_EQ(one.replicas, 6) << one.reason;
+}
+
+TEST(Tessera, FallsAndAShortHistoryAddNoBurstHeadroom) {
+  // 20/s, then 10/s from 60 s: every pair 120 s apart fell or stayed: 3 at 10/s.
+  auto r = tessera({{"forecastWindowSeconds", 0}});
+  Recommendation rec;
+  for (int k = 0; k <= 12; ++k) {
+    rec = r->recommend(signals(k * 15 * kTesseraSec, tenReady(), k < 4 ? 20 : 10), 10);
+  }
+  EXPECT_EQ(rec.replicas, 3) << rec.reason;
+  EXPECT_EQ(rec.reason.find("for bursts"), std::string::npos) << rec.reason;
+  // Two rising pairs (0→120, 15→135 s) are too few to read a spread from.
+  auto young = tessera({{"forecastWindowSeconds", 0}});
+  for (int k = 0; k <= 9; ++k) {
+    rec = young->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
+  }
+  EXPECT_EQ(rec.reason.find("for bursts"), std::string::npos) << rec.reason;
+}
+
 TEST(Tessera, KvCacheGuard) {
   auto r = tessera();
   // 4/s × 2 s = 8 → 1 replica by demand, but KV at 0.95 on 2 ready: ceil(2 × 0.95 / 0.85) = 3
@@ -245,6 +300,29 @@ DeploymentSignals prefillSignals(Millis now, int readyCount, double rate,
   s.meanPrefillMs = 750;
   s.ttftP99Ms = ttftP99Ms;
   return s;
+}
+
+TEST(Tessera, ThePrefillStepsRiseCountsWhileTtftIsNearItsTarget) {
+  // 2 prompts/s throughout, the step 750 ms, 1500 ms from 120 to 240 s, 750 ms again (calls as
+  // stepRate's). The step's rises: √(8 × 0.75² / 10) = 0.67 s, so a scale-down plans the
+  // prefill tail with a 2.09-s step. With TTFT p99 at 1.5 s (above half the 2-s target) that
+  // takes 8 of the 10 replicas; with it at 0.5 s the step's rise is left out: the tail of
+  // 750-ms steps and the occupancy cap, 4.
+  const auto last = [](std::optional<double> ttft) {
+    auto r = tessera({{"forecastWindowSeconds", 0}});
+    Recommendation rec;
+    for (int k = 0; k <= 17; ++k) {
+      DeploymentSignals s = prefillSignals(k * 15 * kTesseraSec, 10, 2, ttft);
+      s.meanPrefillMs = stepRate(k) > 10 ? 1500 : 750;
+      rec = r->recommend(s, 10);
+    }
+    return rec;
+  };
+  const Recommendation near = last(1500), far = last(500);
+  EXPECT_EQ(near.replicas, 8) << near.reason;
+  EXPECT_NE(near.reason.find("down plans P +1.34 s"), std::string::npos) << near.reason;
+  EXPECT_EQ(far.replicas, 4) << far.reason;
+  EXPECT_EQ(far.reason.find("down plans P"), std::string::npos) << far.reason;
 }
 
 TEST(Tessera, PrefillBoundTrafficIsSizedByPrefillOccupancy) {
@@ -370,7 +448,8 @@ TEST(Tessera, ArgumentsAreValidated) {
                                                    {"coldStartSeconds", -1},
                                                    {"gpuShare", 0.4},
                                                    {"prefillTargetUtilization", 0},
-                                                   {"sloTtftMs", -1}}) {
+                                                   {"sloTtftMs", -1},
+                                                   {"scaleDownBurstSd", -1}}) {
     auto r = makeRecommender("tessera", {{key, value}});
     ASSERT_FALSE(r) << key;
     EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().message;
