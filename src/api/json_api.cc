@@ -158,7 +158,7 @@ Result<DeploymentSpec::Autoscaling> decodeAutoscaling(const json& a) {
   out.syncPeriodSeconds = *sync;
   out.scaleUpStabilizationSeconds = *up;
   out.scaleDownStabilizationSeconds = *down;
-  if (const auto list = a.find("scaleDownPolicies"); list != a.end()) {
+  if (const auto list = a.find("scaleDownPolicies"); list != a.end() && !list->is_null()) {
     auto policies = decodeScalingPolicies(*list, "autoscaling.scaleDownPolicies");
     if (!policies) return fail(policies.error());
     out.scaleDownPolicies = std::move(*policies);

@@ -177,6 +177,12 @@ TEST_F(JsonApiTest, ADeploymentIsStoredAsGiven) {
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error().message.starts_with(says)) << refused.error().message;
   }
+  // null is absent, as for the other optional fields: the recommender's own policy.
+  json none = policies;
+  none["autoscaling"]["scaleDownPolicies"] = nullptr;
+  auto withNone = json_api::decodePutDeployment(none);
+  ASSERT_TRUE(withNone) << withNone.error().message;
+  EXPECT_TRUE(withNone->spec.autoscalerConfig().behavior.scaleDown.policies.empty());
 
   // A recommender that refuses its settings is a malformed body: refused by the decoder.
   auto refused = json_api::decodePutDeployment(
