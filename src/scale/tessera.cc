@@ -42,7 +42,8 @@
 //           × P with P the measured step, whose prefill tail plans with the step P + z ×
 //           rise(P) while TTFT p99 > sloTtftMs / 2; rise(x) = the root mean square of x's rise
 //           over H + 60 s (a cold start after a rise has shown in the 60-s signal window) in the
-//           last 15 minutes of calls (a fall counts 0), z = scaleDownBurstSd. The governor's
+//           last 15 minutes of calls from a signal window after the first one on (a fall
+//           counts 0), z = scaleDownBurstSd. The governor's
 //           default scale-down window for tessera is 120 s.
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
@@ -283,7 +284,11 @@ class TesseraRecommender final : public Recommender {
       // A scale-down sizes for what was measured plus the rises its history shows over the time
       // a replica given up takes to come back (riseSd; the burst headroom): of the arrival
       // rate, and of the prefill step, which stretches with the load per replica.
-      seen_.push_back({now, measured, stepSec});
+      // The history starts a signal window after the first call: rates measured before were
+      // over less than a window (a deployment's first minute), and their noise is not the
+      // traffic's.
+      if (!firstCallMs_) firstCallMs_ = now;
+      if (now >= *firstCallMs_ + kSignalWindowMs) seen_.push_back({now, measured, stepSec});
       while (!seen_.empty() && seen_.front().at < now - kBurstHistoryMs) seen_.pop_front();
       const double burstRate = p_.scaleDownBurstSd * riseSd(&Seen::rate);
       const double burstStep = p_.scaleDownBurstSd * riseSd(&Seen::step);
@@ -441,6 +446,7 @@ class TesseraRecommender final : public Recommender {
   std::deque<std::pair<Millis, double>> history_;
   std::deque<Seen> seen_;  // over kBurstHistoryMs
   std::optional<Millis> lastLoadMs_;
+  std::optional<Millis> firstCallMs_;  // the first call with rates: where the burst history starts
   std::optional<double> lastBacklog_;
   int lastReady_ = 0;
   std::optional<double> lastConcurrency_;  // for when no replica is left to tell

@@ -160,10 +160,16 @@ std::vector<ReplicaSignals> tenReady() {
   return ten;
 }
 
-// A call every 15 s: 10/s for 2 minutes, 20/s for 2¼ minutes, 10/s at 255 s.
+// A call every 15 s: 10/s for 2 minutes, 20/s for 2¼ minutes, 10/s at 255 s. The burst history
+// starts a signal window after the first call, so the tests' calls k = 0 … 17 come at 60 + 15k s
+// after a first minute of calls at 10/s (k = -4 … -1): at(k).
 double stepRate(int k) {
   return k >= 8 && k < 17 ? 20 : 10;
 }
+Millis at(int k) {
+  return (60 + 15 * k) * kTesseraSec;
+}
+constexpr int kFirstMinute = -4;
 
 TEST(Tessera, ScaleDownHoldsTheRisesItsHistoryShows) {
   // At 255 s the calls 120 s apart: 0→120 … 105→225 rose 10/s each, 120→240 stayed and
@@ -173,9 +179,9 @@ TEST(Tessera, ScaleDownHoldsTheRisesItsHistoryShows) {
   auto r = tessera({{"forecastWindowSeconds", 0}});
   auto plain = tessera({{"forecastWindowSeconds", 0}, {"scaleDownBurstSd", 0}});
   Recommendation held, alone;
-  for (int k = 0; k <= 17; ++k) {
-    held = r->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
-    alone = plain->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
+  for (int k = kFirstMinute; k <= 17; ++k) {
+    held = r->recommend(signals(at(k), tenReady(), stepRate(k)), 10);
+    alone = plain->recommend(signals(at(k), tenReady(), stepRate(k)), 10);
   }
   EXPECT_EQ(held.replicas, 8) << held.reason;
   EXPECT_NE(held.reason.find("down holds λ +17.9"), std::string::npos) << held.reason;
@@ -183,8 +189,8 @@ TEST(Tessera, ScaleDownHoldsTheRisesItsHistoryShows) {
   // Half the headroom: 10 + 8.94 → 37.9 in service → 6.
   auto half = tessera({{"forecastWindowSeconds", 0}, {"scaleDownBurstSd", 1}});
   Recommendation one;
-  for (int k = 0; k <= 17; ++k) {
-    one = half->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
+  for (int k = kFirstMinute; k <= 17; ++k) {
+    one = half->recommend(signals(at(k), tenReady(), stepRate(k)), 10);
   }
   EXPECT_EQ(one.replicas, 6) << one.reason;
 }
@@ -200,10 +206,34 @@ TEST(Tessera, FallsAndAShortHistoryAddNoBurstHeadroom) {
   EXPECT_EQ(rec.reason.find("for bursts"), std::string::npos) << rec.reason;
   // Two rising pairs (0→120, 15→135 s) are too few to read a spread from.
   auto young = tessera({{"forecastWindowSeconds", 0}});
-  for (int k = 0; k <= 9; ++k) {
-    rec = young->recommend(signals(k * 15 * kTesseraSec, tenReady(), stepRate(k)), 10);
+  for (int k = kFirstMinute; k <= 9; ++k) {
+    rec = young->recommend(signals(at(k), tenReady(), stepRate(k)), 10);
   }
   EXPECT_EQ(rec.reason.find("for bursts"), std::string::npos) << rec.reason;
+}
+
+TEST(Tessera, TheFirstMinutesRatesAddNoBurstHeadroom) {
+  // A call every 5 s in the first minute, its rates read over less than a window and swinging
+  // 0 ↔ 30/s; then 10/s every 15 s to 300 s. Pairs 120 s apart from the first minute would rise
+  // by up to 30/s; from 60 s on nothing rises: 3 replicas at 10/s and no headroom. The same
+  // swings a minute later are the traffic's and are held.
+  const auto run = [](Millis swingFrom) {
+    auto r = tessera({{"forecastWindowSeconds", 0}});
+    Recommendation rec;
+    for (Millis t = 0; t <= 300 * kTesseraSec; t += 5 * kTesseraSec) {
+      const bool swinging = t >= swingFrom && t < swingFrom + 60 * kTesseraSec;
+      if (!swinging && t % (15 * kTesseraSec) != 0) continue;
+      const double rate = swinging ? (t / (5 * kTesseraSec)) % 2 == 0 ? 0.0 : 30.0 : 10.0;
+      rec = r->recommend(signals(t, tenReady(), rate), 10);
+    }
+    return rec;
+  };
+  const Recommendation first = run(0);
+  EXPECT_EQ(first.replicas, 3) << first.reason;
+  EXPECT_EQ(first.reason.find("for bursts"), std::string::npos) << first.reason;
+  const Recommendation later = run(60 * kTesseraSec);
+  EXPECT_GT(later.replicas, 3) << later.reason;
+  EXPECT_NE(later.reason.find("down holds λ +"), std::string::npos) << later.reason;
 }
 
 TEST(Tessera, KvCacheGuard) {
@@ -311,8 +341,8 @@ TEST(Tessera, ThePrefillStepsRiseCountsWhileTtftIsNearItsTarget) {
   const auto last = [](std::optional<double> ttft) {
     auto r = tessera({{"forecastWindowSeconds", 0}});
     Recommendation rec;
-    for (int k = 0; k <= 17; ++k) {
-      DeploymentSignals s = prefillSignals(k * 15 * kTesseraSec, 10, 2, ttft);
+    for (int k = kFirstMinute; k <= 17; ++k) {
+      DeploymentSignals s = prefillSignals(at(k), 10, 2, ttft);
       s.meanPrefillMs = stepRate(k) > 10 ? 1500 : 750;
       rec = r->recommend(s, 10);
     }
