@@ -162,7 +162,8 @@ std::vector<ReplicaSignals> tenReady() {
 
 // A call every 15 s: 10/s for 2 minutes, 20/s for 2¼ minutes, 10/s at 255 s. The burst history
 // starts a signal window after the first call, so the tests' calls k = 0 … 17 come at 60 + 15k s
-// after a first minute of calls at 10/s (k = -4 … -1): at(k).
+// after a first minute of calls at 10/s (k = -4 … -1): at(k). The times in the comments below
+// are 15k s, the tests' clock from k = 0.
 double stepRate(int k) {
   return k >= 8 && k < 17 ? 20 : 10;
 }
