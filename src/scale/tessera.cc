@@ -7,7 +7,9 @@
 //   mc      per-replica concurrency: the `maxConcurrency` argument, else the replicas' mean
 //           maxConcurrency, else the last one seen, else the largest running count (>= 1); a
 //           replica that queues with its KV cache at or above kvCacheUsage holds no more than it
-//           runs, so mc = min(mc, mean running of such replicas)
+//           runs, so mc = min(mc, mean running of such replicas); and at most Σ running / Σ
+//           kvCacheUsage over the ready replicas that report both (what a full cache holds at
+//           the context lengths running now)
 //   c       mc × targetUtilization                      (headroom for bursts)
 //   D       λ × S                                       (Little's law: requests in service)
 //   H       when a replica added now could serve: max(cold start, latest expectedReadyMs − now),
@@ -184,6 +186,7 @@ class TesseraRecommender final : public Recommender {
     double maxRunning = 0;
     double queuedRunning = 0;  // running on replicas that queue with a full KV cache
     int queuedReplicas = 0;
+    double kvRunning = 0, kvShare = 0;  // running sequences and the KV cache they fill
     std::vector<Millis> arrivals;  // loading replicas' expected ready times
     for (const ReplicaSignals& r : signals.replicas) {
       if (r.phase == ReplicaPhase::kLoading) {
@@ -200,6 +203,10 @@ class TesseraRecommender final : public Recommender {
       backlog += r.waiting.value_or(0);
       running += r.running.value_or(0);
       maxRunning = std::max(maxRunning, r.running.value_or(0));
+      if (r.running && r.kvCacheUsage && *r.kvCacheUsage > 0) {
+        kvRunning += *r.running;
+        kvShare += *r.kvCacheUsage;
+      }
       // A queue while the KV cache is full: the replica holds no more than it runs now.
       if (r.waiting.value_or(0) >= 1 && r.running && r.kvCacheUsage &&
           *r.kvCacheUsage >= p_.kvCacheUsage) {
@@ -216,6 +223,10 @@ class TesseraRecommender final : public Recommender {
     if (known) lastConcurrency_ = *known;
     double mc = known ? *known : lastConcurrency_.value_or(maxRunning);
     if (queuedReplicas > 0 && queuedRunning > 0) mc = std::min(mc, queuedRunning / queuedReplicas);
+    // What a full KV cache holds at the context lengths running now: a reported maxConcurrency
+    // divides the cache by a mean length that finished requests give, and the long ones finish
+    // last, so with long outputs it counts slots the running sequences do not leave.
+    if (kvShare > 0 && kvRunning > 0) mc = std::min(mc, kvRunning / kvShare);
     mc = std::max(mc, 1.0);
     const double perReplica = mc * p_.targetUtilization;
 

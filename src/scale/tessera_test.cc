@@ -240,10 +240,30 @@ TEST(Tessera, TheFirstMinutesRatesAddNoBurstHeadroom) {
 TEST(Tessera, KvCacheGuard) {
   auto r = tessera();
   // 4/s × 2 s = 8 → 1 replica by demand, but KV at 0.95 on 2 ready: ceil(2 × 0.95 / 0.85) = 3
-  const Recommendation rec =
-      r->recommend(signals(0, {ready("a", 4, 0).kv(0.95), ready("b", 4, 0).kv(0.95)}, 4), 2);
+  // (replicas that do not report their running count: the guard alone)
+  const auto full = [](const std::string& id) { return Rep(id).maxConcurrency(10).kv(0.95); };
+  const Recommendation rec = r->recommend(signals(0, {full("a"), full("b")}, 4), 2);
   EXPECT_EQ(rec.replicas, 3);
   EXPECT_NE(rec.reason.find("kv"), std::string::npos) << rec.reason;
+  // With 4 running on each, the cache they fill says 8 / 1.9 = 4.2 slots, 3.37 per replica:
+  // ceil(8 / 3.37) = 3 by demand already.
+  const Recommendation measured = tessera()->recommend(
+      signals(0, {ready("a", 4, 0).kv(0.95), ready("b", 4, 0).kv(0.95)}, 4), 2);
+  EXPECT_EQ(measured.replicas, 3) << measured.reason;
+}
+
+TEST(Tessera, TheKvCacheTheRunningSequencesFillBoundsTheirSlots) {
+  // maxConcurrency says 10, but 4 running sequences fill 80 % of each cache (long outputs: the
+  // running ones are longer than the finished mean the report divides by): a full cache holds
+  // 8 / 1.6 = 5, 4 per replica. 3/s × 2 s = 6 in service → ceil(6 / 4) = 2. Trusting 10 (8 per
+  // replica): ceil(6 / 7.2) = 1 on a scale-down.
+  auto r = tessera();
+  const Recommendation full =
+      r->recommend(signals(0, {ready("a", 4, 0).kv(0.8), ready("b", 4, 0).kv(0.8)}, 3), 2);
+  EXPECT_EQ(full.replicas, 2) << full.reason;
+  EXPECT_NE(full.reason.find("4 per replica"), std::string::npos) << full.reason;
+  auto plain = tessera();
+  EXPECT_EQ(plain->recommend(signals(0, {ready("a", 4, 0), ready("b", 4, 0)}, 3), 2).replicas, 1);
 }
 
 TEST(Tessera, QueuedReplicasRevealTheirRealConcurrency) {
