@@ -224,8 +224,9 @@ class TesseraRecommender final : public Recommender {
     double mc = known ? *known : lastConcurrency_.value_or(maxRunning);
     if (queuedReplicas > 0 && queuedRunning > 0) mc = std::min(mc, queuedRunning / queuedReplicas);
     // What a full KV cache holds at the context lengths running now: a reported maxConcurrency
-    // divides the cache by a mean length that finished requests give, and the long ones finish
-    // last, so with long outputs it counts slots the running sequences do not leave.
+    // divides the cache by the mean request length, but a request holds its slot as long as its
+    // output takes, so the sequences running at any moment are mostly the long ones; with long,
+    // varied outputs it counts slots the running sequences do not leave.
     if (kvShare > 0 && kvRunning > 0) mc = std::min(mc, kvRunning / kvShare);
     mc = std::max(mc, 1.0);
     const double perReplica = mc * p_.targetUtilization;
