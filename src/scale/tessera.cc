@@ -45,8 +45,8 @@
 //           rise(P) while TTFT p99 > sloTtftMs / 2; rise(x) = the root mean square of x's rise
 //           over H + 60 s (a cold start after a rise has shown in the 60-s signal window) in the
 //           last 15 minutes of calls from a signal window after the first one on (a fall
-//           counts 0), z = scaleDownBurstSd. The governor's
-//           default scale-down window for tessera is 120 s.
+//           counts 0), z = scaleDownBurstSd. The governor's default scale-down window for
+//           tessera is 120 s.
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
 //   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
@@ -244,6 +244,9 @@ class TesseraRecommender final : public Recommender {
     std::string how;
     const bool rates =
         signals.arrivalRatePerSec && signals.meanServiceMs && *signals.meanServiceMs > 0;
+    // TTFT near its target: p99 above half of it, or not measured (or no target).
+    const bool ttftNear =
+        p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
     double forecast = 0;  // λ expected one cold start ahead (0: none)
     if (signals.arrivalRatePerSec) forecast = forecastRate(now, *signals.arrivalRatePerSec);
     if (rates) {
@@ -308,11 +311,9 @@ class TesseraRecommender final : public Recommender {
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
       prefillDown = (measured + burstRate + drain) * stepSec;
-      // The step's rise matters where the TTFT is near its target (p99 above half of it, or not
-      // measured): where prompts are short and TTFT far below it the occupancy cap covers a
-      // stretch, and the step's own noise would only hold replicas.
-      const bool ttftNear =
-          p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
+      // The step's rise matters where the TTFT is near its target (ttftNear): where prompts are
+      // short and TTFT far below it the occupancy cap covers a stretch, and the step's own noise
+      // would only hold replicas.
       stepDown = stepSec + (ttftNear ? burstStep : 0);
       if (burstRate > 0) how += ", down holds λ +" + shortNumber(burstRate) + " for bursts";
       if (stepDown > stepSec) how += ", down plans P +" + shortNumber(burstStep) + " s for bursts";
@@ -346,8 +347,7 @@ class TesseraRecommender final : public Recommender {
                                       1 - p_.sloTarget, 100000);
       return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
     };
-    const bool ttftPressure = ownPrefill || p_.sloTtftMs <= 0 || !signals.ttftP99Ms ||
-                              *signals.ttftP99Ms > p_.sloTtftMs / 2;
+    const bool ttftPressure = ownPrefill || ttftNear;
     const int up =
         std::max(ceilCount(need / perReplica),
                  ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec, prefillSec) : 0);
