@@ -72,6 +72,8 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   auto error = parseModelError(o.modelError, "--model-error");
   if (!error) return reportError(err, kMatrix, error.error());
   m.base.actual = *error;
+  auto tokenScale = parseTokenScale(o.tokenScale);
+  if (!tokenScale) return reportError(err, kMatrix, tokenScale.error());
   if (o.routerQueueDepth < 0) {
     return reportError(err, kMatrix, Error::invalid("--router-queue-depth must be >= 0"));
   }
@@ -158,6 +160,10 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     err << "tessera " << kMatrix << ": skipping the GenTD26 QPS shape: needs " << qpsPath.string()
         << " and the " << tokensName << " trace for token lengths\n";
   }
+  for (sim::MatrixTrace& t : traces) {
+    auto scaled = sim::scaleTokenLengths(t.trace, tokenScale->first, tokenScale->second);
+    if (!scaled) return reportError(err, kMatrix, scaled.error());
+  }
   if (traces.empty()) {
     return reportError(err, kMatrix,
                        Error::invalid("no trace under " + o.dataDir +
@@ -175,14 +181,15 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     j["summary"]["skip_minutes"] = o.skipMinutes;
     j["summary"]["seed"] = o.seed;
     j["summary"]["qps_tokens"] = o.qpsTokens;
+    j["summary"]["token_scale"] = {{"prompt", tokenScale->first}, {"output", tokenScale->second}};
     out << j.dump(2) << '\n';
   } else {
     out << fmt::format(
         "Robustness matrix: {} cells, minutes {} to {} of each trace, model error (prefill, "
-        "decode, cold start) {}, clairvoyant search {} runs per share; {:.0f} s wall on {} "
-        "threads.\n",
-        cells->size(), o.skipMinutes, o.skipMinutes + o.minutes, o.modelError, o.clairvoyantRuns,
-        wall, m.jobs);
+        "decode, cold start) {}, token lengths (prompt, output) x {}, clairvoyant search {} runs "
+        "per share; {:.0f} s wall on {} threads.\n",
+        cells->size(), o.skipMinutes, o.skipMinutes + o.minutes, o.modelError, o.tokenScale,
+        o.clairvoyantRuns, wall, m.jobs);
     sim::writeMatrixMarkdown(out, *cells, m);
   }
   return kExitOk;
@@ -221,6 +228,7 @@ CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
                   "The world against the model: PREFILL,DECODE,COLDSTART multiples (0.7,0.7,1.3: "
                   "30 % slower and slower to load); the policies are not told")
       ->capture_default_str();
+  cmd->add_option("--token-scale", o.tokenScale, kTokenScaleHelp)->capture_default_str();
   cmd->add_option("--router-queue-depth", o.routerQueueDepth,
                   kRouterQueueDepthHelp)
       ->capture_default_str();

@@ -245,8 +245,14 @@ int runSimulateServing(const SimulateServingOptions& o, std::ostream& out, std::
   auto perf = sim::servingPerf(catalog, *so);
   if (!perf) return reportError(err, kSimulateServingCommand, perf.error());
 
+  auto tokenScale = parseTokenScale(o.tokenScale);
+  if (!tokenScale) return reportError(err, kSimulateServingCommand, tokenScale.error());
   auto trace = loadTrace(o);
   if (!trace) return reportError(err, kSimulateServingCommand, trace.error());
+  if (auto scaled = sim::scaleTokenLengths(*trace, tokenScale->first, tokenScale->second);
+      !scaled) {
+    return reportError(err, kSimulateServingCommand, scaled.error());
+  }
 
   // Each run owns its cluster state, engine and autoscaler; results do not depend on --jobs.
   const std::size_t jobs = o.jobs > 0 ? static_cast<std::size_t>(o.jobs)
@@ -338,6 +344,7 @@ CLI::App* addSimulateServing(CLI::App& simulate, SimulateServingOptions& o) {
                   "Experiment: the replicas run at PREFILL,DECODE speed and COLDSTART time "
                   "multiples of the model's, the policies not told (e.g. 0.7,0.7,1.3)")
       ->capture_default_str();
+  cmd->add_option("--token-scale", o.tokenScale, kTokenScaleHelp)->capture_default_str();
   cmd->add_option("--router-queue-depth", o.routerQueueDepth, kRouterQueueDepthHelp)
       ->capture_default_str();
   cmd->add_option("--clairvoyant-runs", o.clairvoyantRuns,
@@ -480,6 +487,16 @@ Result<sim::ModelError> parseModelError(const std::string& text, const char* fla
                                text + "'"));
   }
   return sim::ModelError{(*v)[0], (*v)[1], (*v)[2]};
+}
+
+Result<std::pair<double, double>> parseTokenScale(const std::string& text) {
+  auto v = positiveList(text, "--token-scale");
+  if (!v) return fail(v.error());
+  if (v->size() != 2) {
+    return fail(Error::invalid("--token-scale must be PROMPT,OUTPUT multiples, e.g. 1,10; got '" +
+                               text + "'"));
+  }
+  return std::pair{(*v)[0], (*v)[1]};
 }
 
 Result<sim::ServingTrace> readTrace(const std::string& path,

@@ -24,6 +24,7 @@ struct SimulateServingOptions {
   double sloTarget = 0.99;
   bool nodeCache = false;            // every node's disk holds the weights at t = 0
   std::string modelError = "1,1,1";  // actual prefill speed, decode speed, cold start
+  std::string tokenScale = "1,1";    // prompt and output length multiples (a shape experiment)
   int routerQueueDepth = 0;          // the router's flow control (0: none)
   int clairvoyantRuns = 60;          // simulations per GPU share the clairvoyant may take
   std::string policies = "all";
@@ -58,6 +59,7 @@ struct SimulateMatrixOptions {
   std::string warmStarts = "on,off";
   std::string coldStarts = "node-cache,remote";
   std::string modelError = "1,1,1";
+  std::string tokenScale = "1,1";  // every trace's prompt and output lengths times these
   int routerQueueDepth = 0;
   int clairvoyantRuns = 16;
   int jobs = 1;

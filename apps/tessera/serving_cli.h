@@ -27,6 +27,13 @@ Result<std::vector<double>> positiveList(const std::string& text, const std::str
 std::vector<std::string> splitList(const std::string& text);
 // "P,D,C": actual prefill speed, decode speed and cold-start time as multiples of the model's.
 Result<sim::ModelError> parseModelError(const std::string& text, const char* flag);
+// --token-scale PROMPT,OUTPUT: the two length multiples, each > 0.
+Result<std::pair<double, double>> parseTokenScale(const std::string& text);
+// The help of --token-scale, which `simulate serving` and `serving-matrix` share.
+inline constexpr const char* kTokenScaleHelp =
+    "Experiment: a traffic shape the traces lack, every request's PROMPT,OUTPUT lengths times "
+    "these (1,10: long generated answers, decode-bound; 2,0.125: long prompts and short "
+    "answers, like code completion)";
 // --policy-arg POLICY.KEY=NUMBER values: an autoscaled policy's setting each.
 Result<std::vector<sim::ServingOptions::PolicySetting>> parsePolicyArgs(
     const std::vector<std::string>& texts);

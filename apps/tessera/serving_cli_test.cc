@@ -105,6 +105,21 @@ TEST_F(ServingCli, SimulateServingReadsMooncakeAndWritesTimelines) {
   EXPECT_TRUE(fs::exists(out / "mooncake-summary.csv"));
 }
 
+// --token-scale reshapes the trace the policies see: answers eight times as long hold more
+// requests in flight, and the static peak sizes for them.
+TEST_F(ServingCli, SimulateServingTokenScaleReshapesTheTrace) {
+  const std::string trace = quoted(write("azure.csv", azureTrace()));
+  const auto peak = [&](const std::string& scale) {
+    const Outcome run = tessera("simulate serving --policy static-peak -o json --token-scale " +
+                                scale + " --trace " + trace);
+    EXPECT_TRUE(exitedWith(run, 0)) << run.err;
+    return json::parse(run.out).at("policies").at("static-peak").at("peak_replicas").get<int>();
+  };
+  const int asRecorded = peak("1,1");
+  EXPECT_GT(peak("1,8"), asRecorded);
+  EXPECT_EQ(peak("1,1"), asRecorded);  // the default: the trace as recorded
+}
+
 TEST_F(ServingCli, SimulateReplicaSweepsConcurrency) {
   const Outcome run = tessera(
       "simulate replica --gpu A100-40GB --input-tokens 512 --output-tokens 32 --concurrency 1,8 "
@@ -247,6 +262,8 @@ TEST_F(ServingCli, SimulateServingBadFlagsExitTwo) {
         "--gpu K80 --trace " + trace, "--format xml --trace " + trace,
         "--slo-ttft-ms -5 --trace " + trace, "--router-queue-depth -1 --trace " + trace,
         "--clairvoyant-runs 0 --trace " + trace, "--trace " + quoted(dir_ / "missing.csv"),
+        "--token-scale 2 --trace " + trace, "--token-scale 1,0 --trace " + trace,
+        "--token-scale 1e6,1 --trace " + trace,
         "--model " + quoted(write("m.yaml", "name: x\nlayrs: 3\n")) + " --trace " + trace,
         std::string("--policy hpa --format qps")}) {  // (no --trace: the built-in trace)
     const Outcome run = tessera("simulate serving " + args);

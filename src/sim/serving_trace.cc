@@ -300,6 +300,35 @@ Result<std::vector<QpsPoint>> readQpsSeries(const std::string& path) {
   return parseQpsSeries(*text, path);
 }
 
+Result<void> scaleTokenLengths(ServingTrace& trace, double prompt, double output) {
+  for (const double m : {prompt, output}) {
+    if (!(m > 0) || !std::isfinite(m)) {
+      return fail(Error::invalid("token-length multiples must be numbers > 0"));
+    }
+  }
+  constexpr double kMostTokens = 1e7;
+  const auto scaled = [](std::int32_t tokens, double m) {
+    if (tokens <= 0) return 0.0;
+    return std::max(1.0, std::round(tokens * m));
+  };
+  for (const ServingRequest& r : trace.requests) {
+    if (scaled(r.inputTokens, prompt) > kMostTokens ||
+        scaled(r.outputTokens, output) > kMostTokens) {
+      return fail(Error::invalid("trace " + trace.name + " line " + std::to_string(r.line) +
+                                 ": the scaled lengths exceed 10 million tokens"));
+    }
+  }
+  for (ServingRequest& r : trace.requests) {
+    r.inputTokens = static_cast<std::int32_t>(scaled(r.inputTokens, prompt));
+    r.outputTokens = static_cast<std::int32_t>(scaled(r.outputTokens, output));
+    const auto blocks = static_cast<std::size_t>(
+        (static_cast<std::int64_t>(r.inputTokens) + kMooncakeBlockTokens - 1) /
+        kMooncakeBlockTokens);
+    if (r.blockHashes.size() > blocks) r.blockHashes.resize(blocks);
+  }
+  return {};
+}
+
 Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const ServingTrace& tokens,
                                 const QpsShapeOptions& o, std::string name) {
   if (series.size() < 2) return fail(Error::invalid("a QPS series needs two points"));

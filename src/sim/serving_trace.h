@@ -89,6 +89,13 @@ struct QpsShapeOptions {
 Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const ServingTrace& tokens,
                                 const QpsShapeOptions& options, std::string name);
 
+// A traffic shape the recorded traces lack, from one of them: every request's prompt and output
+// lengths times `prompt` and `output` (both > 0), rounded, and at least 1 where the trace had
+// one (an output the trace records as 0 stays 0). A prompt made shorter keeps the prefix blocks
+// that still lie within it; one made longer keeps its blocks, the added tokens shared with none.
+// Lengths beyond 10 million tokens are refused (no engine holds such a context).
+Result<void> scaleTokenLengths(ServingTrace& trace, double prompt, double output);
+
 // The trace `tessera simulate serving` replays when given none (a fresh clone has no public
 // traces): one synthetic hour of a chat service, deterministic for a seed. Arrivals are a
 // Poisson process whose rate follows a slow swell (3 to 7 requests/s over the hour) with a

@@ -87,6 +87,50 @@ TEST(ServingTrace, TimeScaleStretchesInterArrivalTimes) {
   EXPECT_FALSE(parseAzureLlmTrace(kAzure, "t.csv", -1));
 }
 
+TEST(ServingTrace, TokenScaleReshapesLengthsAndKeepsThePrefixWithinThePrompt) {
+  auto azure = parseAzureLlmTrace(kAzure, "conv.csv");
+  ASSERT_TRUE(azure) << azure.error().message;
+  ServingTrace t = *azure;
+  ASSERT_TRUE(scaleTokenLengths(t, 2, 0.125));
+  // 374 x 2, 44 / 8 = 5.5 rounds to 6; 109 / 8 = 13.6 → 14; a recorded 0 output stays 0.
+  EXPECT_EQ(t.requests[0].inputTokens, 748);
+  EXPECT_EQ(t.requests[0].outputTokens, 6);
+  EXPECT_EQ(t.requests[1].outputTokens, 14);
+  EXPECT_EQ(t.requests[2].outputTokens, 0);
+  // A length never rounds to 0: 10 x 0.01 is 1 token.
+  ServingTrace tiny = *azure;
+  ASSERT_TRUE(scaleTokenLengths(tiny, 0.01, 1));
+  EXPECT_EQ(tiny.requests[2].inputTokens, 1);
+  EXPECT_EQ(tiny.requests[0].arrivalUs, azure->requests[0].arrivalUs);
+
+  // Mooncake: 1,200 tokens in 3 blocks of 512; halved to 600 tokens its prompt lies in 2.
+  ServingTrace mooncake;
+  mooncake.name = "m";
+  mooncake.requests.push_back({0, 1200, 10, 1, {7, 8, 9}});
+  ServingTrace shorter = mooncake;
+  ASSERT_TRUE(scaleTokenLengths(shorter, 0.5, 10));
+  EXPECT_EQ(shorter.requests[0].inputTokens, 600);
+  EXPECT_EQ(shorter.requests[0].outputTokens, 100);
+  EXPECT_EQ(shorter.requests[0].blockHashes, (std::vector<std::uint32_t>{7, 8}));
+  ServingTrace longer = mooncake;
+  ASSERT_TRUE(scaleTokenLengths(longer, 3, 1));
+  EXPECT_EQ(longer.requests[0].blockHashes, (std::vector<std::uint32_t>{7, 8, 9}));
+
+  // Refused, the trace untouched: multiples that are not > 0, and lengths past any context.
+  for (const auto& [p, o] : {std::pair{0.0, 1.0}, {1.0, -2.0}, {std::nan(""), 1.0}}) {
+    ServingTrace same = *azure;
+    const auto bad = scaleTokenLengths(same, p, o);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("> 0"), std::string::npos) << bad.error().message;
+    EXPECT_EQ(same.requests[0].inputTokens, 374);
+  }
+  ServingTrace huge = *azure;
+  const auto tooLong = scaleTokenLengths(huge, 1e5, 1);
+  ASSERT_FALSE(tooLong);
+  EXPECT_NE(tooLong.error().message.find("line 2"), std::string::npos) << tooLong.error().message;
+  EXPECT_EQ(huge.requests[0].inputTokens, 374);
+}
+
 TEST(ServingTrace, MooncakeTimestampsKeepAFractionOfAMillisecond) {
   auto fraction = parseMooncakeTrace(
       "{\"timestamp\": 0.25, \"input_length\": 5, \"output_length\": 2}\n"
