@@ -35,7 +35,13 @@
 //           request queued on a replica is served by that replica alone (new replicas take only
 //           new arrivals), so a queue needs no more replicas to drain it than hold it; with
 //           none ready everything waits at the router
-//   need    D + δ × S
+//   N       the requests running one cold start ahead: Σ running over the ready replicas now,
+//           plus the least-squares trend of that count over forecastWindowSeconds carried H
+//           ahead when it rises, at most 3× the count now (a queue is X's). λ × S
+//           is the steady state of a service time measured on the requests that finished; while
+//           long requests keep arriving the finished ones are the short ones, and the count
+//           running climbs for as long as a request lasts
+//   need    max(D + δ × S, N)                           (needD is at least N as well)
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
@@ -248,7 +254,9 @@ class TesseraRecommender final : public Recommender {
     const bool ttftNear =
         p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
     double forecast = 0;  // λ expected one cold start ahead (0: none)
-    if (signals.arrivalRatePerSec) forecast = forecastRate(now, *signals.arrivalRatePerSec);
+    if (signals.arrivalRatePerSec) {
+      forecast = trendAhead(history_, now, *signals.arrivalRatePerSec, 0);
+    }
     if (rates) {
       const double measured = *signals.arrivalRatePerSec;
       // Up-sizing plans for the rate a replica asked for now will meet; down-sizing keeps the
@@ -289,6 +297,10 @@ class TesseraRecommender final : public Recommender {
                      : std::min(projected / p_.backlogDrainSeconds,
                                 buffered / p_.backlogDrainSeconds + ready * perReplicaDrain);
       need = lambda * serviceSec + drain * serviceSec;
+      // The count running one cold start ahead, while it climbs: with long answers S is
+      // measured on the requests that finished, the short ones, until the long ones do.
+      const double inFlight = running;
+      const double inFlightAhead = trendAhead(inFlight_, now, inFlight, inFlight);
       prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
@@ -296,6 +308,11 @@ class TesseraRecommender final : public Recommender {
         how += " (queued on " + std::to_string(ready) + " ready, drained by them alone)";
       if (lambda > measured)
         how += ", λ " + shortNumber(measured) + " → " + shortNumber(lambda) + " forecast";
+      if (inFlightAhead > need) {
+        need = inFlightAhead;
+        how += ", running " + shortNumber(inFlight);
+        if (inFlightAhead > inFlight) how += " → " + shortNumber(inFlightAhead) + " rising";
+      }
       // A scale-down sizes for what was measured plus the rises its history shows over the time
       // a replica given up takes to come back (riseSd; the burst headroom): of the arrival
       // rate, and of the prefill step, which stretches with the load per replica.
@@ -307,7 +324,8 @@ class TesseraRecommender final : public Recommender {
       while (!seen_.empty() && seen_.front().at < now - kBurstHistoryMs) seen_.pop_front();
       const double burstRate = p_.scaleDownBurstSd * riseSd(&Seen::rate);
       const double burstStep = p_.scaleDownBurstSd * riseSd(&Seen::step);
-      needDown = (measured + burstRate + drain) * serviceSec;
+      // A scale-down keeps what runs now (and what is climbing) too.
+      needDown = std::max((measured + burstRate + drain) * serviceSec, inFlightAhead);
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
       prefillDown = (measured + burstRate + drain) * stepSec;
@@ -426,36 +444,39 @@ class TesseraRecommender final : public Recommender {
     return pairs >= 3 ? std::sqrt(sum / pairs) : 0;
   }
 
-  // The least-squares trend of the arrival rates seen over the forecast window, carried one
-  // cold start ahead; never below 0 and at most 3x the rate now (a trend from a few noisy
-  // windows is not trusted beyond that). Without enough history: the rate now.
-  double forecastRate(Millis now, double lambda) {
-    history_.emplace_back(now, lambda);
+  // A measured quantity one cold start ahead: the least-squares trend of the values seen over
+  // the forecast window (this one included), carried H ahead; never below `floor` and at most
+  // 3× the value now (a trend from a few noisy windows is not trusted beyond that). Without
+  // enough history (three calls): the value now.
+  double trendAhead(std::deque<std::pair<Millis, double>>& seen, Millis now, double value,
+                    double floor) const {
+    seen.emplace_back(now, value);
     const auto windowMs = static_cast<Millis>(p_.forecastWindowSeconds * 1000);
-    while (!history_.empty() && history_.front().first < now - windowMs) history_.pop_front();
-    if (windowMs <= 0 || history_.size() < 3) return lambda;
-    double mt = 0, ml = 0;
-    for (const auto& [t, l] : history_) {
+    while (!seen.empty() && seen.front().first < now - windowMs) seen.pop_front();
+    if (windowMs <= 0 || seen.size() < 3) return value;
+    double mt = 0, mv = 0;
+    for (const auto& [t, v] : seen) {
       mt += static_cast<double>(t - now) / 1000;
-      ml += l;
+      mv += v;
     }
-    const auto n = static_cast<double>(history_.size());
+    const auto n = static_cast<double>(seen.size());
     mt /= n;
-    ml /= n;
+    mv /= n;
     double cov = 0, var = 0;
-    for (const auto& [t, l] : history_) {
+    for (const auto& [t, v] : seen) {
       const double dt = static_cast<double>(t - now) / 1000 - mt;
-      cov += dt * (l - ml);
+      cov += dt * (v - mv);
       var += dt * dt;
     }
-    if (var <= 0) return lambda;
-    const double slope = cov / var;  // requests/s per second
-    const double ahead = lambda + slope * static_cast<double>(coldStartMs()) / 1000;
-    return std::clamp(ahead, 0.0, 3 * lambda);
+    if (var <= 0) return value;
+    const double slope = cov / var;  // per second
+    const double ahead = value + slope * static_cast<double>(coldStartMs()) / 1000;
+    return std::clamp(ahead, floor, std::max(floor, 3 * value));
   }
 
   TesseraParams p_;
-  std::deque<std::pair<Millis, double>> history_;
+  std::deque<std::pair<Millis, double>> history_;   // arrival rates, for the forecast
+  std::deque<std::pair<Millis, double>> inFlight_;  // requests running, for their trend
   std::deque<Seen> seen_;  // over kBurstHistoryMs
   std::optional<Millis> lastLoadMs_;
   std::optional<Millis> firstCallMs_;  // the first call with rates: where the burst history starts

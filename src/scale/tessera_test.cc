@@ -78,6 +78,38 @@ TEST(Tessera, ForecastCarriesTheRampOneColdStartAhead) {
             2);
 }
 
+TEST(Tessera, TheCountRunningIsCarriedAheadWhileItClimbs) {
+  // Long answers: 5/s at a measured 2 s (the requests that finished, the short ones) is
+  // λ × S = 10 in service, ceil(10 / 8) = 2. But the 4 ready replicas run 24, 28, then 32
+  // requests at 0, 15 and 30 s: the least-squares trend is 8 per 30 s, carried over the 60-s
+  // cold start: 32 + 16 = 48 in flight, ceil(48 / 8) = 6.
+  const auto run = [](Recommender& r, Millis t, double perReplica) {
+    std::vector<ReplicaSignals> reps;
+    for (const char* id : {"a", "b", "c", "d"}) reps.push_back(ready(id, perReplica, 0));
+    return r.recommend(signals(t * kTesseraSec, reps, 5), 4);
+  };
+  auto r = tessera();
+  // Without three calls there is no trend, but what runs now holds: 24 needs ceil(24 / 8) = 3,
+  // and a scale-down keeps it with its tolerance, ceil(24 / 7.2) = 4 (λ × S alone: 2).
+  EXPECT_EQ(run(*r, 0, 6).replicas, 4);
+  run(*r, 15, 7);
+  const Recommendation rec = run(*r, 30, 8);
+  EXPECT_EQ(rec.replicas, 6) << rec.reason;
+  EXPECT_NE(rec.reason.find("running 32 → 48 rising"), std::string::npos) << rec.reason;
+  // Flat at 32: no trend, the count now: ceil(32 / 8) = 4.
+  auto flat = tessera();
+  for (const Millis t : {0, 15, 30}) {
+    const Recommendation f = run(*flat, t, 8);
+    EXPECT_EQ(f.replicas, 4) << f.reason;
+    EXPECT_EQ(f.reason.find("rising"), std::string::npos) << f.reason;
+  }
+  // No forecast window, no trend: the rise to 32 needs 4.
+  auto off = tessera({{"forecastWindowSeconds", 0}});
+  run(*off, 0, 6);
+  run(*off, 15, 7);
+  EXPECT_EQ(run(*off, 30, 8).replicas, 4);
+}
+
 TEST(Tessera, LoadingReplicasAbsorbTheBacklogNoCascade) {
   auto r = tessera({{"forecastWindowSeconds", 0}});  // the projection alone, by hand
   EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 5), ready("b", 10, 5)}, 12), 2).replicas, 4);
@@ -256,14 +288,14 @@ TEST(Tessera, TheKvCacheTheRunningSequencesFillBoundsTheirSlots) {
   // maxConcurrency says 10, but 4 running sequences fill 80 % of each cache (long outputs: the
   // running ones are longer than the finished mean the report divides by): a full cache holds
   // 8 / 1.6 = 5, 4 per replica. 3/s × 2 s = 6 in service → ceil(6 / 4) = 2. Trusting 10 (8 per
-  // replica): ceil(6 / 7.2) = 1 on a scale-down.
+  // replica): ceil(6 / 7.2) = 1 on a scale-down (3 running on each, no KV cache reported).
   auto r = tessera();
   const Recommendation full =
       r->recommend(signals(0, {ready("a", 4, 0).kv(0.8), ready("b", 4, 0).kv(0.8)}, 3), 2);
   EXPECT_EQ(full.replicas, 2) << full.reason;
   EXPECT_NE(full.reason.find("4 per replica"), std::string::npos) << full.reason;
   auto plain = tessera();
-  EXPECT_EQ(plain->recommend(signals(0, {ready("a", 4, 0), ready("b", 4, 0)}, 3), 2).replicas, 1);
+  EXPECT_EQ(plain->recommend(signals(0, {ready("a", 3, 0), ready("b", 3, 0)}, 3), 2).replicas, 1);
 }
 
 TEST(Tessera, QueuedReplicasRevealTheirRealConcurrency) {
@@ -283,11 +315,12 @@ TEST(Tessera, QueuedReplicasRevealTheirRealConcurrency) {
 
 TEST(Tessera, GrowingQueueAddsOneWhenTheModelSaysEnough) {
   auto r = tessera();
-  // The model: 4/s × 2 s = 8, 2 ready serve 10/s, the queue drains: 2 replicas suffice.
-  EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 10), ready("b", 10, 10)}, 4), 2).replicas, 2);
-  // But the queue grew (20 → 24, 6 per replica > 4) and nothing is loading: one more.
+  // The model: 4/s × 2 s = 8 (4 running on each), 2 ready serve 10/s, the queue drains: 2
+  // replicas suffice.
+  EXPECT_EQ(r->recommend(signals(0, {ready("a", 4, 10), ready("b", 4, 10)}, 4), 2).replicas, 2);
+  // But the queue grew (20 → 24, 12 per replica > 4) and nothing is loading: one more.
   const Recommendation rec =
-      r->recommend(signals(15 * kTesseraSec, {ready("a", 10, 12), ready("b", 10, 12)}, 4), 2);
+      r->recommend(signals(15 * kTesseraSec, {ready("a", 4, 12), ready("b", 4, 12)}, 4), 2);
   EXPECT_EQ(rec.replicas, 3);
   EXPECT_NE(rec.reason.find("queue"), std::string::npos) << rec.reason;
 }
