@@ -41,7 +41,8 @@
 //           is the steady state of a service time measured on the requests that finished; while
 //           long requests keep arriving the finished ones are the short ones, and the count
 //           running climbs for as long as a request lasts
-//   need    max(D + δ × S, N)                           (needD is at least N as well)
+//   need    max(D + δ × S, N)      (needD at least N with the climb carried H + 60 s ahead: as
+//                                  far as a replica given up takes to come back)
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
@@ -301,6 +302,12 @@ class TesseraRecommender final : public Recommender {
       // measured on the requests that finished, the short ones, until the long ones do.
       const double inFlight = running;
       const double inFlightAhead = trendAhead(inFlight_, now, inFlight, inFlight);
+      // A scale-down carries the climb as far as a replica given up takes to come back: a cold
+      // start after the climb has shown in a signal window (H + 60 s, as the burst headroom).
+      const double inFlightDown =
+          inFlight + (inFlightAhead - inFlight) *
+                         static_cast<double>(coldStartMs() + kSignalWindowMs) /
+                         static_cast<double>(std::max<Millis>(1, coldStartMs()));
       prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
@@ -325,7 +332,7 @@ class TesseraRecommender final : public Recommender {
       const double burstRate = p_.scaleDownBurstSd * riseSd(&Seen::rate);
       const double burstStep = p_.scaleDownBurstSd * riseSd(&Seen::step);
       // A scale-down keeps what runs now (and what is climbing) too.
-      needDown = std::max((measured + burstRate + drain) * serviceSec, inFlightAhead);
+      needDown = std::max((measured + burstRate + drain) * serviceSec, inFlightDown);
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
       prefillDown = (measured + burstRate + drain) * stepSec;

@@ -83,10 +83,10 @@ TEST(Tessera, TheCountRunningIsCarriedAheadWhileItClimbs) {
   // λ × S = 10 in service, ceil(10 / 8) = 2. But the 4 ready replicas run 24, 28, then 32
   // requests at 0, 15 and 30 s: the least-squares trend is 8 per 30 s, carried over the 60-s
   // cold start: 32 + 16 = 48 in flight, ceil(48 / 8) = 6.
-  const auto run = [](Recommender& r, Millis t, double perReplica) {
+  const auto run = [](Recommender& r, Millis t, double perReplica, int current = 4) {
     std::vector<ReplicaSignals> reps;
     for (const char* id : {"a", "b", "c", "d"}) reps.push_back(ready(id, perReplica, 0));
-    return r.recommend(signals(t * kTesseraSec, reps, 5), 4);
+    return r.recommend(signals(t * kTesseraSec, reps, 5), current);
   };
   auto r = tessera();
   // Without three calls there is no trend, but what runs now holds: 24 needs ceil(24 / 8) = 3,
@@ -96,6 +96,12 @@ TEST(Tessera, TheCountRunningIsCarriedAheadWhileItClimbs) {
   const Recommendation rec = run(*r, 30, 8);
   EXPECT_EQ(rec.replicas, 6) << rec.reason;
   EXPECT_NE(rec.reason.find("running 32 → 48 rising"), std::string::npos) << rec.reason;
+  // From 8 replicas the same climb holds them: a scale-down carries it 60 + 60 s ahead, 32 + 32
+  // = 64 running, ceil(64 / 7.2) = 9 ≥ 8 (carried only the 60-s cold start: 48 → 7).
+  auto from8 = tessera();
+  run(*from8, 0, 6, 8);
+  run(*from8, 15, 7, 8);
+  EXPECT_EQ(run(*from8, 30, 8, 8).replicas, 8);
   // Flat at 32: no trend, the count now: ceil(32 / 8) = 4.
   auto flat = tessera();
   for (const Millis t : {0, 15, 30}) {
