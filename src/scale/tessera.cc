@@ -37,12 +37,12 @@
 //           none ready everything waits at the router
 //   N       the requests running one cold start ahead: Σ running over the ready replicas now,
 //           plus the least-squares trend of that count over forecastWindowSeconds carried H
-//           ahead when it rises, at most 3× the count now (a queue is X's). λ × S
-//           is the steady state of a service time measured on the requests that finished; while
+//           ahead when it rises, at most 3× the count now (a queue is X's, not N's). λ × S is
+//           the steady state of a service time measured on the requests that finished; while
 //           long requests keep arriving the finished ones are the short ones, and the count
 //           running climbs for as long as a request lasts
-//   need    max(D + δ × S, N)      (needD at least N with the climb carried H + 60 s ahead: as
-//                                  far as a replica given up takes to come back)
+//   need    max(D + δ × S, N)      (needD is at least N with the climb carried H + 60 s ahead:
+//                                  as far as a replica given up takes to come back)
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
@@ -300,14 +300,13 @@ class TesseraRecommender final : public Recommender {
       need = lambda * serviceSec + drain * serviceSec;
       // The count running one cold start ahead, while it climbs: with long answers S is
       // measured on the requests that finished, the short ones, until the long ones do.
-      const double inFlight = running;
-      const double inFlightAhead = trendAhead(inFlight_, now, inFlight, inFlight);
+      const double runningAhead = trendAhead(runningSeen_, now, running, running);
       // A scale-down carries the climb as far as a replica given up takes to come back: a cold
       // start after the climb has shown in a signal window (H + 60 s, as the burst headroom).
-      const double inFlightDown =
-          inFlight + (inFlightAhead - inFlight) *
-                         static_cast<double>(coldStartMs() + kSignalWindowMs) /
-                         static_cast<double>(std::max<Millis>(1, coldStartMs()));
+      const double runningDown =
+          running + (runningAhead - running) *
+                        static_cast<double>(coldStartMs() + kSignalWindowMs) /
+                        static_cast<double>(std::max<Millis>(1, coldStartMs()));
       prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
@@ -315,10 +314,10 @@ class TesseraRecommender final : public Recommender {
         how += " (queued on " + std::to_string(ready) + " ready, drained by them alone)";
       if (lambda > measured)
         how += ", λ " + shortNumber(measured) + " → " + shortNumber(lambda) + " forecast";
-      if (inFlightAhead > need) {
-        need = inFlightAhead;
-        how += ", running " + shortNumber(inFlight);
-        if (inFlightAhead > inFlight) how += " → " + shortNumber(inFlightAhead) + " rising";
+      if (runningAhead > need) {
+        need = runningAhead;
+        how += ", running " + shortNumber(running);
+        if (runningAhead > running) how += " → " + shortNumber(runningAhead) + " rising";
       }
       // A scale-down sizes for what was measured plus the rises its history shows over the time
       // a replica given up takes to come back (riseSd; the burst headroom): of the arrival
@@ -332,7 +331,7 @@ class TesseraRecommender final : public Recommender {
       const double burstRate = p_.scaleDownBurstSd * riseSd(&Seen::rate);
       const double burstStep = p_.scaleDownBurstSd * riseSd(&Seen::step);
       // A scale-down keeps what runs now (and what is climbing) too.
-      needDown = std::max((measured + burstRate + drain) * serviceSec, inFlightDown);
+      needDown = std::max((measured + burstRate + drain) * serviceSec, runningDown);
       // A scale-down holds what the measured P says: the shared steps are what the prompts
       // wait for, and the own work alone let long-prompt traffic slip below its target.
       prefillDown = (measured + burstRate + drain) * stepSec;
@@ -483,7 +482,7 @@ class TesseraRecommender final : public Recommender {
 
   TesseraParams p_;
   std::deque<std::pair<Millis, double>> history_;   // arrival rates, for the forecast
-  std::deque<std::pair<Millis, double>> inFlight_;  // requests running, for their trend
+  std::deque<std::pair<Millis, double>> runningSeen_;  // Σ running, for its trend
   std::deque<Seen> seen_;  // over kBurstHistoryMs
   std::optional<Millis> lastLoadMs_;
   std::optional<Millis> firstCallMs_;  // the first call with rates: where the burst history starts

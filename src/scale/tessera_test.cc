@@ -82,7 +82,7 @@ TEST(Tessera, TheCountRunningIsCarriedAheadWhileItClimbs) {
   // Long answers: 5/s at a measured 2 s (the requests that finished, the short ones) is
   // λ × S = 10 in service, ceil(10 / 8) = 2. But the 4 ready replicas run 24, 28, then 32
   // requests at 0, 15 and 30 s: the least-squares trend is 8 per 30 s, carried over the 60-s
-  // cold start: 32 + 16 = 48 in flight, ceil(48 / 8) = 6.
+  // cold start: 32 + 16 = 48 running, ceil(48 / 8) = 6.
   const auto run = [](Recommender& r, Millis t, double perReplica, int current = 4) {
     std::vector<ReplicaSignals> reps;
     for (const char* id : {"a", "b", "c", "d"}) reps.push_back(ready(id, perReplica, 0));
