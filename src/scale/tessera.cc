@@ -36,18 +36,20 @@
 //           new arrivals), so a queue needs no more replicas to drain it than hold it; with
 //           none ready everything waits at the router
 //   N       the requests running one cold start ahead: Σ running over the ready replicas now,
-//           plus the least-squares trend of that count over forecastWindowSeconds carried H
-//           ahead when it rises, at most 3× the count now (a queue is X's, not N's). λ × S is
+//           plus the least-squares trend of that count over forecastWindowSeconds carried one
+//           cold start ahead when it rises, at most 3× the count now (a queue is X's, not N's).
+//           λ × S is
 //           the steady state of a service time measured on the requests that finished; while
 //           long requests keep arriving the finished ones are the short ones, and the count
 //           running climbs for as long as a request lasts
-//   need    max(D + δ × S, N)      (needD is at least N with the climb carried H + 60 s ahead:
-//                                  as far as a replica given up takes to come back)
+//   need    max(D + δ × S, N)
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
 //           (tol = scaleDownTolerance: a scale-down keeps extra headroom), at the measured rate
-//           plus its burst headroom: λD = λ + z × rise(λ), needD = (λD + δ) × S, preD = (λD + δ)
+//           plus its burst headroom: λD = λ + z × rise(λ), needD = max((λD + δ) × S, ND) with
+//           ND the count running with its climb carried a cold start + 60 s ahead (as far as a
+//           replica given up takes to come back; at most 3× the count now), preD = (λD + δ)
 //           × P with P the measured step, whose prefill tail plans with the step P + z ×
 //           rise(P) while TTFT p99 > sloTtftMs / 2; rise(x) = the root mean square of x's rise
 //           over H + 60 s (a cold start after a rise has shown in the 60-s signal window) in the
@@ -67,7 +69,8 @@
 // Arguments (defaults): targetUtilization 0.8, maxConcurrency 0 (from the replicas),
 // backlogDrainSeconds 60, coldStartSeconds 60, kvCacheUsage 0.85, queuePerReplica 4,
 // scaleDownTolerance 0.1, prefillTargetUtilization 0.6,
-// forecastWindowSeconds 120 (0: no forecast), scaleDownBurstSd 2 (0: no burst headroom).
+// forecastWindowSeconds 120 (0: no forecast of the rate or trend of the count running),
+// scaleDownBurstSd 2 (0: no burst headroom).
 
 #include <algorithm>
 #include <cmath>
@@ -107,7 +110,7 @@ struct TesseraParams {
   // waits past its budget with at most 1 - sloTarget probability.
   double sloTarget = 0.99;
   // Arrival forecast: the trend of λ over this many seconds of the recommender's own history,
-  // carried one cold start ahead (0: no forecast).
+  // carried one cold start ahead, and the same of the count running (0: neither).
   double forecastWindowSeconds = 120;
   // Burst headroom on a scale-down: keep capacity for the measured arrival rate (and, while the
   // TTFT is near its target, the prefill step) plus this many root-mean-square rises over the
@@ -303,10 +306,11 @@ class TesseraRecommender final : public Recommender {
       const double runningAhead = trendAhead(runningSeen_, now, running, running);
       // A scale-down carries the climb as far as a replica given up takes to come back: a cold
       // start after the climb has shown in a signal window (H + 60 s, as the burst headroom).
-      const double runningDown =
+      const double runningDown = std::min(
+          std::max(running, 3 * running),
           running + (runningAhead - running) *
                         static_cast<double>(coldStartMs() + kSignalWindowMs) /
-                        static_cast<double>(std::max<Millis>(1, coldStartMs()));
+                        static_cast<double>(std::max<Millis>(1, coldStartMs())));
       prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
@@ -481,7 +485,7 @@ class TesseraRecommender final : public Recommender {
   }
 
   TesseraParams p_;
-  std::deque<std::pair<Millis, double>> history_;   // arrival rates, for the forecast
+  std::deque<std::pair<Millis, double>> history_;      // arrival rates, for the forecast
   std::deque<std::pair<Millis, double>> runningSeen_;  // Σ running, for its trend
   std::deque<Seen> seen_;  // over kBurstHistoryMs
   std::optional<Millis> lastLoadMs_;

@@ -102,6 +102,13 @@ TEST(Tessera, TheCountRunningIsCarriedAheadWhileItClimbs) {
   run(*from8, 0, 6, 8);
   run(*from8, 15, 7, 8);
   EXPECT_EQ(run(*from8, 30, 8, 8).replicas, 8);
+  // A steep climb, 10, 20, 30 (1 a second): 30 + 60 = 90 ahead, the 3× cap. From 20 replicas
+  // the scale-down's 30 + 120 = 150 is capped at 90 too: ceil(90 / 7.2) = 13 (uncapped: 21,
+  // held at 20).
+  auto steep = tessera();
+  run(*steep, 0, 2.5, 20);
+  run(*steep, 15, 5, 20);
+  EXPECT_EQ(run(*steep, 30, 7.5, 20).replicas, 13);
   // Flat at 32: no trend, the count now: ceil(32 / 8) = 4.
   auto flat = tessera();
   for (const Millis t : {0, 15, 30}) {

@@ -306,6 +306,7 @@ Result<void> scaleTokenLengths(ServingTrace& trace, double prompt, double output
       return fail(Error::invalid("token-length multiples must be numbers > 0"));
     }
   }
+  if (prompt == 1 && output == 1) return {};  // as recorded (whatever lengths the reader took)
   constexpr double kMostTokens = 1e7;
   const auto scaled = [](std::int32_t tokens, double m) {
     if (tokens <= 0) return 0.0;

@@ -93,7 +93,8 @@ Result<ServingTrace> shapeTrace(const std::vector<QpsPoint>& series, const Servi
 // lengths times `prompt` and `output` (both > 0), rounded, and at least 1 where the trace had
 // one (an output the trace records as 0 stays 0). A prompt made shorter keeps the prefix blocks
 // that still lie within it; one made longer keeps its blocks, the added tokens shared with none.
-// Lengths beyond 10 million tokens are refused (no engine holds such a context).
+// Lengths beyond 10 million tokens are refused (no engine holds such a context); 1,1 leaves the
+// trace as it was read.
 Result<void> scaleTokenLengths(ServingTrace& trace, double prompt, double output);
 
 // The trace `tessera simulate serving` replays when given none (a fresh clone has no public

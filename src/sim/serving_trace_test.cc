@@ -124,6 +124,11 @@ TEST(ServingTrace, TokenScaleReshapesLengthsAndKeepsThePrefixWithinThePrompt) {
     EXPECT_NE(bad.error().message.find("> 0"), std::string::npos) << bad.error().message;
     EXPECT_EQ(same.requests[0].inputTokens, 374);
   }
+  // 1,1 is the trace as read, whatever its lengths (the default of both commands).
+  ServingTrace asRead = *azure;
+  asRead.requests[0].inputTokens = 20'000'000;
+  ASSERT_TRUE(scaleTokenLengths(asRead, 1, 1));
+  EXPECT_EQ(asRead.requests[0].inputTokens, 20'000'000);
   ServingTrace huge = *azure;
   const auto tooLong = scaleTokenLengths(huge, 1e5, 1);
   ASSERT_FALSE(tooLong);
