@@ -305,12 +305,12 @@ class TesseraRecommender final : public Recommender {
       // measured on the requests that finished, the short ones, until the long ones do.
       const double runningAhead = trendAhead(runningSeen_, now, running, running);
       // A scale-down carries the climb as far as a replica given up takes to come back: a cold
-      // start after the climb has shown in a signal window (H + 60 s, as the burst headroom).
-      const double runningDown = std::min(
-          std::max(running, 3 * running),
-          running + (runningAhead - running) *
-                        static_cast<double>(coldStartMs() + kSignalWindowMs) /
-                        static_cast<double>(std::max<Millis>(1, coldStartMs())));
+      // start after the climb has shown in a signal window (as the burst headroom), at most 3×.
+      const double runningDown =
+          std::min(std::max(running, 3 * running),
+                   running + (runningAhead - running) *
+                                 static_cast<double>(coldStartMs() + kSignalWindowMs) /
+                                 static_cast<double>(std::max<Millis>(1, coldStartMs())));
       prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
