@@ -109,15 +109,15 @@ TEST_F(ServingCli, SimulateServingReadsMooncakeAndWritesTimelines) {
 // requests in flight, and the static peak sizes for them.
 TEST_F(ServingCli, SimulateServingTokenScaleReshapesTheTrace) {
   const std::string trace = quoted(write("azure.csv", azureTrace()));
-  const auto peak = [&](const std::string& scale) {
-    const Outcome run = tessera("simulate serving --policy static-peak -o json --token-scale " +
-                                scale + " --trace " + trace);
+  const auto peak = [&](const std::string& flags) {
+    const Outcome run =
+        tessera("simulate serving --policy static-peak -o json " + flags + " --trace " + trace);
     EXPECT_TRUE(exitedWith(run, 0)) << run.err;
     return json::parse(run.out).at("policies").at("static-peak").at("peak_replicas").get<int>();
   };
-  const int asRecorded = peak("1,1");
-  EXPECT_GT(peak("1,8"), asRecorded);
-  EXPECT_EQ(peak("1,1"), asRecorded);  // the default: the trace as recorded
+  const int asRecorded = peak("");
+  EXPECT_GT(peak("--token-scale 1,8"), asRecorded);
+  EXPECT_EQ(peak("--token-scale 1,1"), asRecorded);  // the default: the trace as recorded
 }
 
 TEST_F(ServingCli, SimulateReplicaSweepsConcurrency) {

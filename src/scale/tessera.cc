@@ -38,10 +38,9 @@
 //   N       the requests running one cold start ahead: Σ running over the ready replicas now,
 //           plus the least-squares trend of that count over forecastWindowSeconds carried one
 //           cold start ahead when it rises, at most 3× the count now (a queue is X's, not N's).
-//           λ × S is
-//           the steady state of a service time measured on the requests that finished; while
-//           long requests keep arriving the finished ones are the short ones, and the count
-//           running climbs for as long as a request lasts
+//           λ × S is the steady state of a service time measured on the requests that
+//           finished; while long requests keep arriving the finished ones are the short ones,
+//           and the count running climbs for as long as a request lasts
 //   need    max(D + δ × S, N)
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
