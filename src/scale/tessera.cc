@@ -37,7 +37,10 @@
 //           none ready everything waits at the router
 //   N       the requests running one cold start ahead: Σ running over the ready replicas now,
 //           plus the least-squares trend of that count over forecastWindowSeconds carried one
-//           cold start ahead when it rises, at most 3× the count now (a queue is X's, not N's).
+//           cold start ahead when it rises, at most 3× the count now, and at most as far as
+//           the requests in the system (running, waiting and buffered) climb over the same
+//           window (a queue is X's, not N's; a rise that is the queue moving into the
+//           replicas is not carried).
 //           λ × S is the steady state of a service time measured on the requests that
 //           finished; while long requests keep arriving the finished ones are the short ones,
 //           and the count running climbs for as long as a request lasts
@@ -301,8 +304,14 @@ class TesseraRecommender final : public Recommender {
                                 buffered / p_.backlogDrainSeconds + ready * perReplicaDrain);
       need = lambda * serviceSec + drain * serviceSec;
       // The count running one cold start ahead, while it climbs: with long answers S is
-      // measured on the requests that finished, the short ones, until the long ones do.
-      const double runningAhead = trendAhead(runningSeen_, now, running, running);
+      // measured on the requests that finished, the short ones, until the long ones do. Only
+      // as far as the requests in the system (running and waiting) climb too: where the count
+      // running rises because ready replicas take in a queue, scaling made the rise, not the
+      // traffic.
+      double runningAhead = trendAhead(runningSeen_, now, running, running);
+      const double inSystem = running + backlog;
+      const double systemRise = trendAhead(inSystemSeen_, now, inSystem, inSystem) - inSystem;
+      runningAhead = std::min(runningAhead, running + systemRise);
       // A scale-down carries the climb as far as a replica given up takes to come back: a cold
       // start after the climb has shown in a signal window (as the burst headroom), at most 3×.
       const double runningDown =
@@ -486,6 +495,7 @@ class TesseraRecommender final : public Recommender {
   TesseraParams p_;
   std::deque<std::pair<Millis, double>> history_;      // arrival rates, for the forecast
   std::deque<std::pair<Millis, double>> runningSeen_;  // Σ running, for its trend
+  std::deque<std::pair<Millis, double>> inSystemSeen_;  // Σ running + waiting + buffered
   std::deque<Seen> seen_;  // over kBurstHistoryMs
   std::optional<Millis> lastLoadMs_;
   std::optional<Millis> firstCallMs_;  // the first call with rates: where the burst history starts

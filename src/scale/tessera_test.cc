@@ -123,6 +123,33 @@ TEST(Tessera, TheCountRunningIsCarriedAheadWhileItClimbs) {
   EXPECT_EQ(run(*off, 30, 8).replicas, 4);
 }
 
+TEST(Tessera, ACountRunningThatRisesAsTheQueueMovesInIsNotCarried) {
+  // The same climb of the count running as above (24, 28, 32 on 4 replicas at 0, 15 and 30 s),
+  // but each replica's queue falls as it rises (4, 3, 2 waiting each): the requests in the
+  // system stay at 40, so the replicas took in their queue and nothing more arrives. What runs
+  // now holds (ceil(32 / 8) = 4), and nothing is carried ahead (the climb alone asks for 6).
+  const auto run = [](Recommender& r, Millis t, double running, double waiting) {
+    std::vector<ReplicaSignals> reps;
+    for (const char* id : {"a", "b", "c", "d"}) reps.push_back(ready(id, running, waiting));
+    return r.recommend(signals(t * kTesseraSec, reps, 5), 4);
+  };
+  auto r = tessera();
+  run(*r, 0, 6, 4);
+  run(*r, 15, 7, 3);
+  const Recommendation rec = run(*r, 30, 8, 2);
+  EXPECT_EQ(rec.replicas, 4) << rec.reason;
+  EXPECT_EQ(rec.reason.find("rising"), std::string::npos) << rec.reason;
+  // The system climbing more slowly than the count running bounds the carry: waiting 4, 3.5, 3
+  // each, the system 40, 42, 44 (2 per 15 s, 8 over the cold start): 32 + 8 = 40 running,
+  // ceil(40 / 8) = 5.
+  auto slower = tessera();
+  run(*slower, 0, 6, 4);
+  run(*slower, 15, 7, 3.5);
+  const Recommendation bounded = run(*slower, 30, 8, 3);
+  EXPECT_EQ(bounded.replicas, 5) << bounded.reason;
+  EXPECT_NE(bounded.reason.find("running 32 → 40 rising"), std::string::npos) << bounded.reason;
+}
+
 TEST(Tessera, LoadingReplicasAbsorbTheBacklogNoCascade) {
   auto r = tessera({{"forecastWindowSeconds", 0}});  // the projection alone, by hand
   EXPECT_EQ(r->recommend(signals(0, {ready("a", 10, 5), ready("b", 10, 5)}, 12), 2).replicas, 4);
