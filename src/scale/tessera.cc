@@ -46,7 +46,11 @@
 //           and the count running climbs for as long as a request lasts
 //   need    max(D + δ × S, N)
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
-//   up      max(ceil(need / c), ceil(pre / u))          (u = prefillTargetUtilization)
+//   pf(x)   max(the M/G/c tail's replicas for x, ceil(x × Pc / P / u)) (u =
+//           prefillTargetUtilization; Pc = the prompts' own compute, Σ computeActive /
+//           Σ prefillsPerSec as above, where measured and below the measured step, else the
+//           step: the cap bounds the compute prompts take, not the steps they shared)
+//   up      max(ceil(need / c), pf(pre))
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
 //           (tol = scaleDownTolerance: a scale-down keeps extra headroom), at the measured rate
 //           plus its burst headroom: λD = λ + z × rise(λ), needD = max((λD + δ) × S, ND) with
@@ -248,6 +252,9 @@ class TesseraRecommender final : public Recommender {
 
     double prefillSec = 0;  // P (0: not measured)
     double stepSec = 0;     // the measured P: the step a prompt waits for (the tail's budget)
+    // The compute a prompt's prefill takes: its own where measured and below the step, else
+    // the step (the occupancy cap's measure; 0: not measured).
+    double computeSec = 0;
     bool ownPrefill = false;  // P is the prompts' own compute, not the steps they shared
     double need = 0;
     double prefill = 0;                    // prefill occupancy, in replicas (0: not measured)
@@ -285,6 +292,7 @@ class TesseraRecommender final : public Recommender {
           ownPrefill = true;
         }
       }
+      computeSec = own && *own > 0 && *own < stepSec ? *own : stepSec;
       double perReplicaRate = mc / serviceSec;
       if (prefillSec > 0) perReplicaRate = std::min(perReplicaRate, 1 / prefillSec);
       const double projected =
@@ -354,8 +362,12 @@ class TesseraRecommender final : public Recommender {
       if (burstRate > 0) how += ", down holds λ +" + shortNumber(burstRate) + " for bursts";
       if (stepDown > stepSec) how += ", down plans P +" + shortNumber(burstStep) + " s for bursts";
       if (prefillSec > 0) how += ", prefill " + shortNumber(prefill);
-      if (ownPrefill)
+      if (ownPrefill) {
         how += " (own " + shortNumber(prefillSec) + " s of a " + shortNumber(stepSec) + "-s step)";
+      } else if (prefillSec > 0 && computeSec < stepSec) {
+        how += " (occupancy on the own " + shortNumber(computeSec) + " s of a " +
+               shortNumber(stepSec) + "-s step)";
+      }
     } else {
       need = running + backlog;
       needDown = need;
@@ -368,12 +380,14 @@ class TesseraRecommender final : public Recommender {
     // hold a replica for P; enough replicas that a prompt waits beyond its budget (the TTFT SLO
     // less the measured prefill step, at least P) with at most 1 - sloTarget probability
     // (M/G/c, the spread measured up to an exponential's), and at most prefillTargetUtilization
-    // occupancy. It adds replicas only while TTFT shows pressure (p99 above half the SLO)
-    // unless P is the prompts' own compute: P as engines report it is per request, so prompts
-    // batched in one step each count the whole step, and without the gate short batched
-    // prompts read as a prefill load they are not. It always holds the replicas there on a
-    // scale-down (sized with the measured P), with the tolerance's headroom (sized for a rate
-    // 1 / (1 - tol) higher).
+    // occupancy. The occupancy counts the prompts' own compute where it is measured: P charges
+    // each prompt the whole step it was prefilled in, which other prompts of the batch and the
+    // running requests' decode (the concurrency term's work) shared. It adds replicas only while
+    // TTFT shows pressure (p99 above half the SLO) unless P is the prompts' own compute: P as
+    // engines report it is per request, so prompts batched in one step each count the whole
+    // step, and without the gate short batched prompts read as a prefill load they are not. It
+    // always holds the replicas there on a scale-down (sized with the measured P), with the
+    // tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
     const auto prefillReplicas = [&](double occupancy, double service, double step,
                                      double tailService) {
       if (occupancy <= 0 || service <= 0) return 0;
@@ -381,7 +395,8 @@ class TesseraRecommender final : public Recommender {
       const double budget = std::max(p_.sloTtftMs / 1000 - step, tailService);
       const int tail = serversForTail(occupancy / service, tailService, prefillCs2(signals), budget,
                                       1 - p_.sloTarget, 100000);
-      return std::max(tail, ceilCount(occupancy / p_.prefillTargetUtilization));
+      const double busy = occupancy / service * std::min(service, computeSec);
+      return std::max(tail, ceilCount(busy / p_.prefillTargetUtilization));
     };
     const bool ttftPressure = ownPrefill || ttftNear;
     const int up =

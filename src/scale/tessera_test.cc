@@ -541,13 +541,17 @@ TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
   EXPECT_NE(rec.reason.find("prefill 0.78"), std::string::npos) << rec.reason;
   EXPECT_NE(rec.reason.find("own 0.3 s of a 0.75-s step"), std::string::npos) << rec.reason;
   // Above half the measured P the prompts mostly run alone: the measured P (compute 0.5 per
-  // replica reads 0.58 s; 0.9 would read 1.04 s).
+  // replica reads 0.58 s, which the occupancy cap counts; 0.9 would read 1.04 s, above the
+  // step, and nothing is counted on it).
   for (const double active : {0.5, 0.9}) {
     for (ReplicaSignals& x : s.replicas) x.computeActive = active;
     s.nowMs += 15 * kTesseraSec;
     const std::string why = r->recommend(s, 1).reason;
     EXPECT_NE(why.find("prefill 1.95"), std::string::npos) << why;
-    EXPECT_EQ(why.find("own"), std::string::npos) << why;
+    EXPECT_EQ(why.find("(own"), std::string::npos) << why;
+    EXPECT_EQ(why.find("occupancy on the own 0.577 s of a 0.75-s step") != std::string::npos,
+              active == 0.5)
+        << why;
   }
   // One ready replica without the metric (just ready, no window yet): the other two still
   // say what a prompt costs, 0.52 / 1.73 = 0.3 s.
@@ -561,6 +565,29 @@ TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
   for (ReplicaSignals& x : s.replicas) x.computeActive.reset();
   s.nowMs += 15 * kTesseraSec;
   EXPECT_EQ(r->recommend(s, 1).replicas, 1);
+}
+
+TEST(Tessera, TheOccupancyCapCountsThePromptsOwnCompute) {
+  // 2.6 prompts/s at a measured P of 0.75 s on 3 replicas whose compute units work 0.5 of the
+  // time: a prompt's own compute is 1.5 / 2.6 = 0.577 s (above half the step, so P stays the
+  // step). A 10-s SLO leaves the tail lenient: M/M/c with a wait budget of 9.25 s needs 3
+  // (2.6 × 0.75 = 1.95 on 2 leaves 51 % waiting past it). The occupancy cap on the step would
+  // ask ceil(1.95 / 0.6) = 4; on the own compute, ceil(2.6 × 0.577 / 0.6) = ceil(2.5) = 3.
+  auto r = tessera({{"sloTtftMs", 10000}});
+  DeploymentSignals s = prefillSignals(0, 3, 2.6);
+  for (ReplicaSignals& x : s.replicas) {
+    x.computeActive = 0.5;
+    x.prefillsPerSec = 2.6 / 3;
+  }
+  const Recommendation rec = r->recommend(s, 1);
+  EXPECT_EQ(rec.replicas, 3) << rec.reason;
+  // Without the compute units' metric: the step, 4.
+  for (ReplicaSignals& x : s.replicas) x.computeActive.reset();
+  EXPECT_EQ(tessera({{"sloTtftMs", 10000}})->recommend(s, 1).replicas, 4);
+  // A scale-down from 6 holds the rate over the tolerance on the own compute:
+  // ceil(2.6 / 0.9 × 0.577 / 0.6) = ceil(2.78) = 3 (on the step, ceil(3.61) = 4).
+  for (ReplicaSignals& x : s.replicas) x.computeActive = 0.5;
+  EXPECT_EQ(tessera({{"sloTtftMs", 10000}})->recommend(s, 6).replicas, 3);
 }
 
 TEST(Tessera, ArgumentsAreValidated) {
