@@ -47,9 +47,10 @@
 //   need    max(D + δ × S, N)
 //   pre     λ × P + δ × P                               (prefill occupancy, in replicas)
 //   pf(x)   max(the M/G/c tail's replicas for x, ceil(x × Pc / P / u)) (u =
-//           prefillTargetUtilization; Pc = the prompts' own compute, Σ computeActive /
-//           Σ prefillsPerSec as above, where measured and below the measured step, else the
-//           step: the cap bounds the compute prompts take, not the steps they shared)
+//           prefillTargetUtilization; P = the time x was computed with, the step in preD;
+//           Pc = the prompts' own compute, Σ computeActive / Σ prefillsPerSec as above, where
+//           measured and below the measured step, else the step: the cap bounds the compute
+//           prompts take, not the steps they shared)
 //   up      max(ceil(need / c), pf(pre))
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
 //           (tol = scaleDownTolerance: a scale-down keeps extra headroom), at the measured rate
@@ -313,9 +314,9 @@ class TesseraRecommender final : public Recommender {
       need = lambda * serviceSec + drain * serviceSec;
       // The count running one cold start ahead, while it climbs: with long answers S is
       // measured on the requests that finished, the short ones, until the long ones do. Only
-      // as far as the requests in the system (running and waiting) climb too: where the count
-      // running rises because ready replicas take in a queue, scaling made the rise, not the
-      // traffic.
+      // as far as the requests in the system (running, waiting, held by the router) climb too:
+      // where the count running rises because ready replicas take in a queue, scaling made the
+      // rise, not the traffic.
       double runningAhead = trendAhead(runningSeen_, now, running, running);
       const double inSystem = running + backlog;
       const double systemRise = trendAhead(inSystemSeen_, now, inSystem, inSystem) - inSystem;
@@ -352,8 +353,9 @@ class TesseraRecommender final : public Recommender {
       const double burstStep = p_.scaleDownBurstSd * riseSd(&Seen::step);
       // A scale-down keeps what runs now (and what is climbing) too.
       needDown = std::max((measured + burstRate + drain) * serviceSec, runningDown);
-      // A scale-down holds what the measured P says: the shared steps are what the prompts
-      // wait for, and the own work alone let long-prompt traffic slip below its target.
+      // A scale-down's prefill tail waits for the measured P: the shared steps are what the
+      // prompts wait for, and the own work alone let long-prompt traffic slip below its target
+      // (its occupancy cap counts the own compute, as the way up's).
       prefillDown = (measured + burstRate + drain) * stepSec;
       // The step's rise matters where the TTFT is near its target (ttftNear): where prompts are
       // short and TTFT far below it the occupancy cap covers a stretch, and the step's own noise
@@ -386,8 +388,8 @@ class TesseraRecommender final : public Recommender {
     // TTFT shows pressure (p99 above half the SLO) unless P is the prompts' own compute: P as
     // engines report it is per request, so prompts batched in one step each count the whole
     // step, and without the gate short batched prompts read as a prefill load they are not. It
-    // always holds the replicas there on a scale-down (sized with the measured P), with the
-    // tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
+    // always holds the replicas there on a scale-down (its tail sized with the measured P),
+    // with the tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
     const auto prefillReplicas = [&](double occupancy, double service, double step,
                                      double tailService) {
       if (occupancy <= 0 || service <= 0) return 0;
