@@ -128,24 +128,24 @@ TEST(Tessera, ACountRunningThatRisesAsTheQueueMovesInIsNotCarried) {
   // but each replica's queue falls as it rises (4, 3, 2 waiting each): the requests in the
   // system stay at 40, so the replicas took in their queue and nothing more arrives. What runs
   // now holds (ceil(32 / 8) = 4), and nothing is carried ahead (the climb alone asks for 6).
-  const auto run = [](Recommender& r, Millis t, double running, double waiting) {
-    std::vector<ReplicaSignals> reps;
-    for (const char* id : {"a", "b", "c", "d"}) reps.push_back(ready(id, running, waiting));
-    return r.recommend(signals(t * kTesseraSec, reps, 5), 4);
+  // The last of three calls at 0, 15 and 30 s, each replica running 6, 7, 8 with these queues.
+  const auto climb = [](std::vector<double> waiting) {
+    auto r = tessera();
+    Recommendation rec;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<ReplicaSignals> reps;
+      for (const char* id : {"a", "b", "c", "d"}) reps.push_back(ready(id, 6 + i, waiting[i]));
+      rec = r->recommend(signals(15 * i * kTesseraSec, reps, 5), 4);
+    }
+    return rec;
   };
-  auto r = tessera();
-  run(*r, 0, 6, 4);
-  run(*r, 15, 7, 3);
-  const Recommendation rec = run(*r, 30, 8, 2);
+  const Recommendation rec = climb({4, 3, 2});
   EXPECT_EQ(rec.replicas, 4) << rec.reason;
   EXPECT_EQ(rec.reason.find("rising"), std::string::npos) << rec.reason;
   // The system climbing more slowly than the count running bounds the carry: waiting 4, 3.5, 3
   // each, the system 40, 42, 44 (2 per 15 s, 8 over the cold start): 32 + 8 = 40 running,
   // ceil(40 / 8) = 5.
-  auto slower = tessera();
-  run(*slower, 0, 6, 4);
-  run(*slower, 15, 7, 3.5);
-  const Recommendation bounded = run(*slower, 30, 8, 3);
+  const Recommendation bounded = climb({4, 3.5, 3});
   EXPECT_EQ(bounded.replicas, 5) << bounded.reason;
   EXPECT_NE(bounded.reason.find("running 32 → 40 rising"), std::string::npos) << bounded.reason;
 }
