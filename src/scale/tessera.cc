@@ -323,11 +323,10 @@ class TesseraRecommender final : public Recommender {
       runningAhead = std::min(runningAhead, running + systemRise);
       // A scale-down carries the climb as far as a replica given up takes to come back: a cold
       // start after the climb has shown in a signal window (as the burst headroom), at most 3×.
+      const double downHorizon = static_cast<double>(coldStartMs() + kSignalWindowMs) /
+                                 static_cast<double>(std::max<Millis>(1, coldStartMs()));
       const double runningDown =
-          std::min(std::max(running, 3 * running),
-                   running + (runningAhead - running) *
-                                 static_cast<double>(coldStartMs() + kSignalWindowMs) /
-                                 static_cast<double>(std::max<Millis>(1, coldStartMs())));
+          std::min(3 * running, running + (runningAhead - running) * downHorizon);
       prefill = (lambda + drain) * prefillSec;
       how = "demand " + shortNumber(lambda * serviceSec) + " + backlog " + shortNumber(projected) +
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
