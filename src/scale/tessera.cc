@@ -50,7 +50,9 @@
 //           prefillTargetUtilization; P = the time x was computed with, the step in preD;
 //           Pc = the prompts' own compute, Σ computeActive / Σ prefillsPerSec as above, where
 //           measured and below the measured step, else the step: the cap bounds the compute
-//           prompts take, not the steps they shared)
+//           prompts take, not the steps they shared). The tail's prompts arrive at x / P and
+//           each holds its replica for Pc (a replica works through queued prompts at its
+//           compute rate, several to a step), with a wait budget of the SLO less the step
 //   up      max(ceil(need / c), pf(pre))
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
 //           (tol = scaleDownTolerance: a scale-down keeps extra headroom), at the measured rate
@@ -58,11 +60,11 @@
 //           ND the count running with its climb carried a cold start + 60 s ahead (as far as a
 //           replica given up takes to come back; at most 3× the count now), preD = (λD + δ)
 //           × P with P the measured step, whose prefill tail plans with the step P + z ×
-//           rise(P) while TTFT p99 > sloTtftMs / 2; rise(x) = the root mean square of x's rise
-//           over H + 60 s (a cold start after a rise has shown in the 60-s signal window) in the
-//           last 15 minutes of calls from a signal window after the first one on (a fall
-//           counts 0), z = scaleDownBurstSd. The governor's default scale-down window for
-//           tessera is 120 s.
+//           rise(P) while TTFT p99 > sloTtftMs / 2 (and a hold of Pc stretched in proportion);
+//           rise(x) = the root mean square of x's rise over H + 60 s (a cold start after a rise has
+//           shown in the 60-s signal window) in the last 15 minutes of calls from a signal window
+//           after the first one on (a fall counts 0), z = scaleDownBurstSd. The governor's default
+//           scale-down window for tessera is 120 s.
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
 //   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
@@ -378,21 +380,24 @@ class TesseraRecommender final : public Recommender {
 
     const double keep = 1 - p_.scaleDownTolerance;
     // The prefill stage as a queue of replicas: prompts arrive at prefill / P per second and
-    // hold a replica for P; enough replicas that a prompt waits beyond its budget (the TTFT SLO
-    // less the measured prefill step, at least P) with at most 1 - sloTarget probability
-    // (M/G/c, the spread measured up to an exponential's), and at most prefillTargetUtilization
-    // occupancy. The occupancy counts the prompts' own compute where it is measured: P charges
-    // each prompt the whole step it was prefilled in, which other prompts of the batch and the
-    // running requests' decode (the concurrency term's work) shared. It adds replicas only while
-    // TTFT shows pressure (p99 above half the SLO) unless P is the prompts' own compute: P as
-    // engines report it is per request, so prompts batched in one step each count the whole
-    // step, and without the gate short batched prompts read as a prefill load they are not. It
-    // always holds the replicas there on a scale-down (its tail sized with the measured P),
-    // with the tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
+    // hold a replica for their own compute (Pc: a replica works through a queue of prompts at
+    // its compute rate, batching them into steps, so the work ahead of a prompt drains at Pc a
+    // prompt, not at a whole step a prompt); enough replicas that a prompt waits beyond its
+    // budget (the TTFT SLO less the step it is prefilled in, at least Pc) with at most
+    // 1 - sloTarget probability (M/G/c, the spread measured up to an exponential's), and at
+    // most prefillTargetUtilization occupancy. The occupancy counts the prompts' own compute where
+    // it is measured: P charges each prompt the whole step it was prefilled in, which other prompts
+    // of the batch and the running requests' decode (the concurrency term's work) shared. It adds
+    // replicas only while TTFT shows pressure (p99 above half the SLO) unless P is the prompts' own
+    // compute: P as engines report it is per request, so prompts batched in one step each count the
+    // whole step, and without the gate short batched prompts read as a prefill load they are not.
+    // It always holds the replicas there on a scale-down (its tail sized with the measured P), with
+    // the tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
     const auto prefillReplicas = [&](double occupancy, double service, double step,
                                      double tailService) {
       if (occupancy <= 0 || service <= 0) return 0;
       // The wait a prompt may take is what its SLO leaves after the step it is prefilled in.
+      // tailService is the hold a prompt has on its replica (the own compute where measured).
       const double budget = std::max(p_.sloTtftMs / 1000 - step, tailService);
       const int tail = serversForTail(occupancy / service, tailService, prefillCs2(signals), budget,
                                       1 - p_.sloTarget, 100000);
@@ -402,9 +407,12 @@ class TesseraRecommender final : public Recommender {
     const bool ttftPressure = ownPrefill || ttftNear;
     const int up =
         std::max(ceilCount(need / perReplica),
-                 ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec, prefillSec) : 0);
+                 ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec, computeSec) : 0);
+    // A scale-down's tail plans with the step's rise (stepDown) on the own compute in
+    // proportion: a longer step is as much longer a hold.
+    const double holdDown = stepSec > 0 ? stepDown * computeSec / stepSec : stepDown;
     const int down = std::max(ceilCount(needDown / (perReplica * keep)),
-                              prefillReplicas(prefillDown / keep, stepSec, stepDown, stepDown));
+                              prefillReplicas(prefillDown / keep, stepSec, stepDown, holdDown));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));

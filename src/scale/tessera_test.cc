@@ -590,6 +590,33 @@ TEST(Tessera, TheOccupancyCapCountsThePromptsOwnCompute) {
   EXPECT_EQ(tessera({{"sloTtftMs", 10000}})->recommend(s, 6).replicas, 3);
 }
 
+TEST(Tessera, ThePrefillTailHoldsAReplicaForThePromptsOwnCompute) {
+  // PrefillTailNeedsMoreThanTheOccupancyTargetOnFewReplicas' 2.2 prompts/s of a 0.75-s step on
+  // 3 replicas, whose compute units work 0.367 of the time: a prompt's own compute is
+  // 0.367 × 3 / 2.2 = 0.5 s (above half the step, so P stays the step). A replica works through
+  // its queue at that rate, several prompts to a step, so the tail's prompts hold a replica for
+  // 0.5 s, with the budget the SLO leaves after the step (1.25 s): a = 1.1; c = 2: Erlang C
+  // 0.3903, P(W > 1.25 s) = 0.3903 × e^−(2/0.5 − 2.2) × 1.25 = 0.0411 > 1 %; c = 3: 0.1147 ×
+  // e^−(3/0.5 − 2.2) × 1.25 = 0.0010 ≤ 1 %: 3, and the occupancy cap asks ceil(1.1 / 0.6) = 2.
+  // On the step the tail asks 4.
+  DeploymentSignals s = prefillSignals(0, 3, 2.2);
+  for (ReplicaSignals& x : s.replicas) {
+    x.computeActive = 0.5 * 2.2 / 3;
+    x.prefillsPerSec = 2.2 / 3;
+  }
+  const Recommendation rec = tessera()->recommend(s, 3);
+  EXPECT_EQ(rec.replicas, 3) << rec.reason;
+  EXPECT_NE(rec.reason.find("occupancy on the own 0.5 s of a 0.75-s step"), std::string::npos)
+      << rec.reason;
+  // A scale-down from 6 sizes for 2.2 / 0.9 = 2.44 prompts/s holding 0.5 s each: a = 1.22,
+  // c = 3 leaves 0.1474 × e^−(6 − 2.44) × 1.25 = 0.0017; the cap ceil(1.22 / 0.6) = 3: 3.
+  EXPECT_EQ(tessera()->recommend(s, 6).replicas, 3);
+  // Without the compute units' metric the tail holds the step: 4 both ways.
+  for (ReplicaSignals& x : s.replicas) x.computeActive.reset();
+  EXPECT_EQ(tessera()->recommend(s, 3).replicas, 4);
+  EXPECT_EQ(tessera()->recommend(s, 6).replicas, 4);
+}
+
 TEST(Tessera, ArgumentsAreValidated) {
   for (const auto& [key, value] :
        std::vector<std::pair<std::string, double>>{{"targetUtilization", 1.5},
