@@ -60,8 +60,7 @@ class Recommender {
   // Kubernetes default, every replica at once).
   virtual std::vector<ScalingPolicy> defaultScaleDownPolicies() const { return {}; }
   // The scale-down stabilisation window the governor takes when the configuration sets none
-  // (nullopt: the Kubernetes default, 300 s). Asked again after every recommendation, so it may
-  // follow what the recommender measured (tessera: its measured cold start).
+  // (nullopt: the Kubernetes default, 300 s).
   virtual std::optional<int> defaultScaleDownWindowSeconds() const { return std::nullopt; }
 };
 

@@ -222,8 +222,7 @@ TEST(AutoscalerScaleDown, TesseraHalvesAtMostPerMinuteUnlessConfigured) {
 }
 
 // tessera's own scale-down window is the time a replica given up takes to come back (a 60-s
-// signal window and, until a load is seen, the default 60-s cold start) where the configuration
-// sets none (its burst
+// signal window and the default 60-s cold start) where the configuration sets none (its burst
 // headroom holds what a dip needs); a configured one, HPA's 300 s here, holds longer.
 TEST(AutoscalerScaleDown, TesseraWindowIsTwoMinutesUnlessConfigured) {
   AutoscalerConfig c;
@@ -243,21 +242,6 @@ TEST(AutoscalerScaleDown, TesseraWindowIsTwoMinutesUnlessConfigured) {
   a->evaluate(deployment(0, 4, 1, 0, std::nullopt));
   EXPECT_EQ(a->evaluate(deployment(121 * kAutoscalerSec, 5, 0, 0, std::nullopt)).desiredReplicas,
             5);
-}
-
-// The window follows the cold start the recommender measured: a replica that loads in 30 s
-// comes back 90 s after a rise shows, so a count is held 90 s, not 120.
-TEST(AutoscalerScaleDown, TesseraWindowFollowsTheMeasuredColdStart) {
-  AutoscalerConfig c;
-  c.recommender = "tessera";
-  c.maxReplicas = 40;
-  c.behavior.scaleDown.policies = {{PolicyType::kPercent, 100, 15}};
-  auto a = create(c);
-  DeploymentSignals s = deployment(0, 4, 1, 0, std::nullopt);
-  s.replicas.push_back(Rep("l0").loading(30 * kAutoscalerSec).created(0));
-  EXPECT_EQ(a->evaluate(s).desiredReplicas, 5);
-  EXPECT_EQ(a->evaluate(deployment(89 * kAutoscalerSec, 5, 0, 0, std::nullopt)).desiredReplicas, 5);
-  EXPECT_EQ(a->evaluate(deployment(91 * kAutoscalerSec, 5, 0, 0, std::nullopt)).desiredReplicas, 1);
 }
 
 TEST(AutoscalerScaleDown, DrainingReplicasAreNeverCapacity) {

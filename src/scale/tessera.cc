@@ -190,12 +190,11 @@ class TesseraRecommender final : public Recommender {
     return {{PolicyType::kPercent, 50, 60}};
   }
   // The governor's scale-down window: the time a replica given up takes to come back once a rise
-  // shows (a 60-s signal window plus the cold start: the last load time seen, else
-  // coldStartSeconds, 60 s by default). The burst headroom (scaleDownBurstSd) holds what the
-  // rises this deployment's history shows need, where HPA's 300 s holds the largest count of
-  // five minutes whatever the traffic.
+  // shows (a 60-s signal window plus the default 60-s cold start). The burst headroom
+  // (scaleDownBurstSd) holds what the rises this deployment's history shows need, where HPA's
+  // 300 s holds the largest count of five minutes whatever the traffic.
   std::optional<int> defaultScaleDownWindowSeconds() const override {
-    return static_cast<int>((kSignalWindowMs + coldStartMs() + 999) / 1000);
+    return static_cast<int>((kSignalWindowMs + kDefaultColdStartMs) / 1000);
   }
 
   Recommendation recommend(const DeploymentSignals& signals, int current) override {
