@@ -52,7 +52,8 @@
 //           measured and below the measured step, else the step: the cap bounds the compute
 //           prompts take, not the steps they shared). The tail's prompts arrive at x / P and
 //           each holds its replica for Pc (a replica works through queued prompts at its
-//           compute rate, several to a step), with a wait budget of the SLO less the step
+//           compute rate, several to a step), with a wait budget of the SLO less the step (at
+//           least Pc)
 //   up      max(ceil(need / c), pf(pre))
 //   down    max(ceil(needD / (c × (1 − tol))), pf(preD / (1 − tol)))
 //           (tol = scaleDownTolerance: a scale-down keeps extra headroom), at the measured rate
@@ -354,9 +355,10 @@ class TesseraRecommender final : public Recommender {
       const double burstStep = p_.scaleDownBurstSd * riseSd(&Seen::step);
       // A scale-down keeps what runs now (and what is climbing) too.
       needDown = std::max((measured + burstRate + drain) * serviceSec, runningDown);
-      // A scale-down's prefill tail waits for the measured P: the shared steps are what the
-      // prompts wait for, and the own work alone let long-prompt traffic slip below its target
-      // (its occupancy cap counts the own compute, as the way up's).
+      // A scale-down's prefill rate and tail budget stay on the measured P: the shared steps are
+      // what the prompts wait for, and the own work in P itself (the drain and the projection
+      // too) let long-prompt traffic slip below its target. Its cap counts the own compute and its
+      // tail holds a replica for it, stretched as the step is (holdDown), as the way up's.
       prefillDown = (measured + burstRate + drain) * stepSec;
       // The step's rise matters where the TTFT is near its target (ttftNear): where prompts are
       // short and TTFT far below it the occupancy cap covers a stretch, and the step's own noise
@@ -391,8 +393,8 @@ class TesseraRecommender final : public Recommender {
     // replicas only while TTFT shows pressure (p99 above half the SLO) unless P is the prompts' own
     // compute: P as engines report it is per request, so prompts batched in one step each count the
     // whole step, and without the gate short batched prompts read as a prefill load they are not.
-    // It always holds the replicas there on a scale-down (its tail sized with the measured P), with
-    // the tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
+    // It always holds the replicas there on a scale-down (its rate and budget from the measured
+    // P), with the tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
     const auto prefillReplicas = [&](double occupancy, double service, double step,
                                      double tailService) {
       if (occupancy <= 0 || service <= 0) return 0;
@@ -410,7 +412,8 @@ class TesseraRecommender final : public Recommender {
                  ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec, computeSec) : 0);
     // A scale-down's tail plans with the step's rise (stepDown) on the own compute in
     // proportion: a longer step is as much longer a hold.
-    const double holdDown = stepSec > 0 ? stepDown * computeSec / stepSec : stepDown;
+    // (Without a measured step there is no prefill term: prefillReplicas returns 0 on it.)
+    const double holdDown = stepSec > 0 ? stepDown * computeSec / stepSec : 0;
     const int down = std::max(ceilCount(needDown / (perReplica * keep)),
                               prefillReplicas(prefillDown / keep, stepSec, stepDown, holdDown));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;

@@ -596,7 +596,7 @@ TEST(Tessera, ThePrefillTailHoldsAReplicaForThePromptsOwnCompute) {
   // 0.367 × 3 / 2.2 = 0.5 s (above half the step, so P stays the step). A replica works through
   // its queue at that rate, several prompts to a step, so the tail's prompts hold a replica for
   // 0.5 s, with the budget the SLO leaves after the step (1.25 s): a = 1.1; c = 2: Erlang C
-  // 0.3903, P(W > 1.25 s) = 0.3903 × e^−(2/0.5 − 2.2) × 1.25 = 0.0411 > 1 %; c = 3: 0.1147 ×
+  // 0.3903, P(W > 1.25 s) = 0.3903 × e^−(2/0.5 − 2.2) × 1.25 = 0.0411 > 1 %; c = 3: 0.1146 ×
   // e^−(3/0.5 − 2.2) × 1.25 = 0.0010 ≤ 1 %: 3, and the occupancy cap asks ceil(1.1 / 0.6) = 2.
   // On the step the tail asks 4.
   DeploymentSignals s = prefillSignals(0, 3, 2.2);
@@ -615,6 +615,19 @@ TEST(Tessera, ThePrefillTailHoldsAReplicaForThePromptsOwnCompute) {
   for (ReplicaSignals& x : s.replicas) x.computeActive.reset();
   EXPECT_EQ(tessera()->recommend(s, 3).replicas, 4);
   EXPECT_EQ(tessera()->recommend(s, 6).replicas, 4);
+  // Where P is the own compute (0.3 s of the 0.75-s step at 2.6 prompts/s, as
+  // PrefillCountsThePromptsOwnComputeNotTheSharedStep), a scale-down from 6 sizes its tail for
+  // 2.6 / 0.9 = 2.89 prompts/s holding 0.3 s with the 1.25-s budget: c = 2 leaves 0.262 ×
+  // e^−(2/0.3 − 2.89) × 1.25 = 0.0023; the cap ceil(2.89 × 0.3 / 0.6) = 2: 2. Holding the step,
+  // the tail asked 5 (c = 4 leaves 0.0102).
+  DeploymentSignals own = prefillSignals(0, 3, 2.6);
+  for (ReplicaSignals& x : own.replicas) {
+    x.computeActive = 0.26;
+    x.prefillsPerSec = 2.6 / 3;
+  }
+  const Recommendation down = tessera()->recommend(own, 6);
+  EXPECT_EQ(down.replicas, 2) << down.reason;
+  EXPECT_NE(down.reason.find("(own 0.3 s of a 0.75-s step)"), std::string::npos) << down.reason;
 }
 
 TEST(Tessera, ArgumentsAreValidated) {
