@@ -358,7 +358,7 @@ class TesseraRecommender final : public Recommender {
       // A scale-down's prefill rate and tail budget stay on the measured P: the shared steps are
       // what the prompts wait for, and the own work in P itself (the drain and the projection
       // too) let long-prompt traffic slip below its target. Its cap counts the own compute and its
-      // tail holds a replica for it, stretched as the step is (holdDown), as the way up's.
+      // tail holds a replica for it, stretched as the step is, as the way up's.
       prefillDown = (measured + burstRate + drain) * stepSec;
       // The step's rise matters where the TTFT is near its target (ttftNear): where prompts are
       // short and TTFT far below it the occupancy cap covers a stretch, and the step's own noise
@@ -395,27 +395,23 @@ class TesseraRecommender final : public Recommender {
     // whole step, and without the gate short batched prompts read as a prefill load they are not.
     // It always holds the replicas there on a scale-down (its rate and budget from the measured
     // P), with the tolerance's headroom (sized for a rate 1 / (1 - tol) higher).
-    const auto prefillReplicas = [&](double occupancy, double service, double step,
-                                     double tailService) {
-      if (occupancy <= 0 || service <= 0) return 0;
+    // `step` is the step the prompts wait for: the measured one, or on a scale-down that plus
+    // its burst rise, which stretches a prompt's hold (its own compute) in proportion.
+    const auto prefillReplicas = [&](double occupancy, double service, double step) {
+      if (occupancy <= 0 || service <= 0) return 0;  // service > 0: stepSec > 0 too
+      const double rate = occupancy / service;
+      const double hold = step * computeSec / stepSec;
       // The wait a prompt may take is what its SLO leaves after the step it is prefilled in.
-      // tailService is the hold a prompt has on its replica (the own compute where measured).
-      const double budget = std::max(p_.sloTtftMs / 1000 - step, tailService);
-      const int tail = serversForTail(occupancy / service, tailService, prefillCs2(signals), budget,
-                                      1 - p_.sloTarget, 100000);
-      const double busy = occupancy / service * std::min(service, computeSec);
-      return std::max(tail, ceilCount(busy / p_.prefillTargetUtilization));
+      const double budget = std::max(p_.sloTtftMs / 1000 - step, hold);
+      const int tail =
+          serversForTail(rate, hold, prefillCs2(signals), budget, 1 - p_.sloTarget, 100000);
+      return std::max(tail, ceilCount(rate * computeSec / p_.prefillTargetUtilization));
     };
     const bool ttftPressure = ownPrefill || ttftNear;
-    const int up =
-        std::max(ceilCount(need / perReplica),
-                 ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec, computeSec) : 0);
-    // A scale-down's tail plans with the step's rise (stepDown) on the own compute in
-    // proportion: a longer step is as much longer a hold.
-    // (Without a measured step there is no prefill term: prefillReplicas returns 0 on it.)
-    const double holdDown = stepSec > 0 ? stepDown * computeSec / stepSec : 0;
+    const int up = std::max(ceilCount(need / perReplica),
+                            ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec) : 0);
     const int down = std::max(ceilCount(needDown / (perReplica * keep)),
-                              prefillReplicas(prefillDown / keep, stepSec, stepDown, holdDown));
+                              prefillReplicas(prefillDown / keep, stepSec, stepDown));
     const int kvFloor = kv && *kv > p_.kvCacheUsage ? ceilCount(ready * *kv / p_.kvCacheUsage) : 0;
     int n = std::max(up, kvFloor);
     if (n < current) n = std::min(current, std::max(down, kvFloor));

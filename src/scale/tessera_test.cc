@@ -426,6 +426,15 @@ DeploymentSignals prefillSignals(Millis now, int readyCount, double rate,
   return s;
 }
 
+// Every ready replica's compute units busy `active` of the time while it prefills `perSec`
+// prompts a second (DCGM tensor activity and the prefill counter's rate).
+void reportCompute(DeploymentSignals& s, double active, double perSec) {
+  for (ReplicaSignals& x : s.replicas) {
+    x.computeActive = active;
+    x.prefillsPerSec = perSec;
+  }
+}
+
 TEST(Tessera, ThePrefillStepsRiseCountsWhileTtftIsNearItsTarget) {
   // 2 prompts/s throughout, the step 750 ms, 1500 ms from 120 to 240 s, 750 ms again (calls as
   // stepRate's). The step's rises: √(8 × 0.75² / 10) = 0.67 s, so a scale-down plans the
@@ -532,10 +541,7 @@ TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
   // work is 0.78 / 2.6 = 0.3 s. Prefill 2.6 × 0.3 = 0.78 → ceil(0.78 / 0.6) = 2; the M/M/c tail
   // (budget 2 − 0.3 = 1.7 s) is met by 2 as well. Without the TTFT gate: it is the prompts' work.
   DeploymentSignals s = prefillSignals(0, 3, 2.6, 900);
-  for (ReplicaSignals& x : s.replicas) {
-    x.computeActive = 0.26;
-    x.prefillsPerSec = 2.6 / 3;
-  }
+  reportCompute(s, 0.26, 2.6 / 3);
   const Recommendation rec = r->recommend(s, 1);
   EXPECT_EQ(rec.replicas, 2);
   EXPECT_NE(rec.reason.find("prefill 0.78"), std::string::npos) << rec.reason;
@@ -575,10 +581,7 @@ TEST(Tessera, TheOccupancyCapCountsThePromptsOwnCompute) {
   // ask ceil(1.95 / 0.6) = 4; on the own compute, ceil(2.6 × 0.577 / 0.6) = ceil(2.5) = 3.
   auto r = tessera({{"sloTtftMs", 10000}});
   DeploymentSignals s = prefillSignals(0, 3, 2.6);
-  for (ReplicaSignals& x : s.replicas) {
-    x.computeActive = 0.5;
-    x.prefillsPerSec = 2.6 / 3;
-  }
+  reportCompute(s, 0.5, 2.6 / 3);
   const Recommendation rec = r->recommend(s, 1);
   EXPECT_EQ(rec.replicas, 3) << rec.reason;
   // Without the compute units' metric: the step, 4.
@@ -600,10 +603,7 @@ TEST(Tessera, ThePrefillTailHoldsAReplicaForThePromptsOwnCompute) {
   // e^−(3/0.5 − 2.2) × 1.25 = 0.0010 ≤ 1 %: 3, and the occupancy cap asks ceil(1.1 / 0.6) = 2.
   // On the step the tail asks 4.
   DeploymentSignals s = prefillSignals(0, 3, 2.2);
-  for (ReplicaSignals& x : s.replicas) {
-    x.computeActive = 0.5 * 2.2 / 3;
-    x.prefillsPerSec = 2.2 / 3;
-  }
+  reportCompute(s, 0.5 * 2.2 / 3, 2.2 / 3);
   const Recommendation rec = tessera()->recommend(s, 3);
   EXPECT_EQ(rec.replicas, 3) << rec.reason;
   EXPECT_NE(rec.reason.find("occupancy on the own 0.5 s of a 0.75-s step"), std::string::npos)
@@ -621,10 +621,7 @@ TEST(Tessera, ThePrefillTailHoldsAReplicaForThePromptsOwnCompute) {
   // e^−(2/0.3 − 2.89) × 1.25 = 0.0023; the cap ceil(2.89 × 0.3 / 0.6) = 2: 2. Holding the step,
   // the tail asked 5 (c = 4 leaves 0.0102).
   DeploymentSignals own = prefillSignals(0, 3, 2.6);
-  for (ReplicaSignals& x : own.replicas) {
-    x.computeActive = 0.26;
-    x.prefillsPerSec = 2.6 / 3;
-  }
+  reportCompute(own, 0.26, 2.6 / 3);
   const Recommendation down = tessera()->recommend(own, 6);
   EXPECT_EQ(down.replicas, 2) << down.reason;
   EXPECT_NE(down.reason.find("(own 0.3 s of a 0.75-s step)"), std::string::npos) << down.reason;
