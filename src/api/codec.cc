@@ -97,7 +97,7 @@ json deploymentDocument(const DeploymentSpec& d) {
     if (a.scaleDownPolicies) {
       json policies = json::array();
       for (const scale::ScalingPolicy& p : *a.scaleDownPolicies) {
-        policies.push_back({{"type", p.type == scale::PolicyType::kPods ? "Pods" : "Percent"},
+        policies.push_back({{"type", scale::policyTypeName(p.type)},
                             {"value", p.value},
                             {"periodSeconds", p.periodSeconds}});
       }

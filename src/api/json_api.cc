@@ -110,10 +110,12 @@ Result<std::vector<scale::ScalingPolicy>> decodeScalingPolicies(const json& list
     TESSERA_RETURN_IF_ERROR(onlyKeys(p, at, {"type", "value", "periodSeconds"}));
     scale::ScalingPolicy policy;
     const auto type = p.find("type");
-    if (type == p.end() || !type->is_string() || (*type != "Pods" && *type != "Percent")) {
-      return fail(fieldError(at + ".type", "expected Pods or Percent"));
-    }
-    policy.type = *type == "Pods" ? scale::PolicyType::kPods : scale::PolicyType::kPercent;
+    const std::optional<scale::PolicyType> parsed =
+        type != p.end() && type->is_string()
+            ? scale::parsePolicyType(type->get_ref<const std::string&>())
+            : std::nullopt;
+    if (!parsed) return fail(fieldError(at + ".type", "expected Pods or Percent"));
+    policy.type = *parsed;
     auto value = readInt(p, "value", 1, 100000);
     auto period = readInt(p, "periodSeconds", 1, 1800);
     for (auto* r : {&value, &period}) {

@@ -16,6 +16,18 @@
 #include "scale/victims.h"
 
 namespace tessera::scale {
+
+std::string_view policyTypeName(PolicyType type) {
+  return type == PolicyType::kPods ? "Pods" : "Percent";
+}
+
+std::optional<PolicyType> parsePolicyType(std::string_view name) {
+  for (PolicyType t : {PolicyType::kPods, PolicyType::kPercent}) {
+    if (name == policyTypeName(t)) return t;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr double kDemandTolerance = 0.1;

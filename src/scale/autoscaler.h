@@ -40,6 +40,11 @@ struct Recommendation {
 enum class PolicyType { kPods, kPercent };
 enum class SelectPolicy { kMax, kMin, kDisabled };
 
+// A policy type as the HPA's behavior spells it ("Pods", "Percent"; case-sensitive, as the
+// Kubernetes API is), and back: nullopt for any other spelling.
+std::string_view policyTypeName(PolicyType type);
+std::optional<PolicyType> parsePolicyType(std::string_view name);
+
 struct ScalingPolicy {
   PolicyType type = PolicyType::kPods;
   int value = 0;

@@ -51,6 +51,18 @@ DeploymentSignals deployment(Millis now, int ready, double waitingEach, int load
   return s;
 }
 
+TEST(ScalingPolicyType, SpelledAsTheHpaSpellsItBothWays) {
+  for (PolicyType t : {PolicyType::kPods, PolicyType::kPercent}) {
+    EXPECT_EQ(parsePolicyType(policyTypeName(t)), t);
+  }
+  EXPECT_EQ(policyTypeName(PolicyType::kPods), "Pods");
+  EXPECT_EQ(policyTypeName(PolicyType::kPercent), "Percent");
+  // The Kubernetes API is case-sensitive.
+  EXPECT_EQ(parsePolicyType("pods"), std::nullopt);
+  EXPECT_EQ(parsePolicyType("percent"), std::nullopt);
+  EXPECT_EQ(parsePolicyType(""), std::nullopt);
+}
+
 TEST(AutoscalerCreate, ValidatesWithClearErrors) {
   AutoscalerConfig c;
   EXPECT_EQ(createError(c), "");  // the defaults: tessera, 1..10
