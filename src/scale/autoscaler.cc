@@ -54,6 +54,12 @@ class GovernedAutoscaler final : public Autoscaler {
     const PhaseCounts counts = countPhases(signals);
     const int current = counts.serving();
     const Recommendation rec = recommender_->recommend(signals, current);
+    // A window the configuration leaves to the recommender follows what it has measured since.
+    if (!config_.behavior.scaleDown.stabilizationWindowSeconds) {
+      if (const std::optional<int> w = recommender_->defaultScaleDownWindowSeconds()) {
+        governor_.setScaleDownWindowSeconds(*w);
+      }
+    }
 
     Decision d;
     d.recommendedReplicas = rec.replicas;

@@ -80,6 +80,10 @@ GovernorResult Governor::normalize(Millis nowMs, int current, int recommendation
   return out;
 }
 
+void Governor::setScaleDownWindowSeconds(int seconds) {
+  behavior_.scaleDown.stabilizationWindowSeconds = std::max(0, seconds);
+}
+
 int Governor::stabilize(Millis nowMs, int current, int recommendation, std::string& reason) {
   const Millis upCutoff = nowMs - *behavior_.scaleUp.stabilizationWindowSeconds * Millis{1000};
   const Millis downCutoff = nowMs - *behavior_.scaleDown.stabilizationWindowSeconds * Millis{1000};

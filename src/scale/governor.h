@@ -51,6 +51,10 @@ class Governor {
   // scale event.
   GovernorResult normalize(Millis nowMs, int current, int recommendation);
 
+  // Replaces the scale-down stabilisation window from the next call on (>= 0; the
+  // recommendations already recorded stay, so a longer window sees as far back as they go).
+  void setScaleDownWindowSeconds(int seconds);
+
  private:
   struct Timestamped {
     Millis atMs;

@@ -65,7 +65,8 @@
 //           rise(x) = the root mean square of x's rise over H + 60 s (a cold start after a rise has
 //           shown in the 60-s signal window) in the last 15 minutes of calls from a signal window
 //           after the first one on (a fall counts 0), z = scaleDownBurstSd. The governor's default
-//           scale-down window for tessera is 120 s.
+//           scale-down window for tessera is 60 s + the default 60-s cold start, 120 s, while
+//           that history fills (its first 15 minutes), and 60 s + H once it is full.
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
 //   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
@@ -190,16 +191,22 @@ class TesseraRecommender final : public Recommender {
   std::vector<ScalingPolicy> defaultScaleDownPolicies() const override {
     return {{PolicyType::kPercent, 50, 60}};
   }
-  // The governor's scale-down window: the time a replica given up takes to come back once a rise
-  // shows (a 60-s signal window plus the default 60-s cold start). The burst headroom
-  // (scaleDownBurstSd) holds what the rises this deployment's history shows need, where HPA's
-  // 300 s holds the largest count of five minutes whatever the traffic.
+  // The governor's scale-down window, asked again after every recommendation: the time a
+  // replica given up takes to come back once a rise shows (the 60-s signal window plus a cold
+  // start). While the burst history fills (its first kBurstHistoryMs, from a signal window after
+  // the first call) the cold start is the default 60 s, so 120 s: a few minutes of rises say
+  // little about the next one. Once the history is full, the cold start last measured
+  // (coldStartMs: the node agent's load time, 31-46 s in the simulator), since the burst
+  // headroom (scaleDownBurstSd) then holds what the rises of a whole history need over that same
+  // time. HPA's 300 s holds the largest count of five minutes whatever the traffic.
   std::optional<int> defaultScaleDownWindowSeconds() const override {
-    return static_cast<int>((kSignalWindowMs + kDefaultColdStartMs) / 1000);
+    const Millis coldStart = burstHistoryFull() ? coldStartMs() : kDefaultColdStartMs;
+    return static_cast<int>((kSignalWindowMs + coldStart + 999) / 1000);
   }
 
   Recommendation recommend(const DeploymentSignals& signals, int current) override {
     const Millis now = signals.nowMs;
+    lastNowMs_ = now;
     int ready = 0;
     double backlog = 0;
     double running = 0;
@@ -436,6 +443,12 @@ class TesseraRecommender final : public Recommender {
   }
 
  private:
+  // The burst history spans its kBurstHistoryMs: it starts a signal window after the first call
+  // with rates.
+  bool burstHistoryFull() const {
+    return firstCallMs_ && lastNowMs_ >= *firstCallMs_ + kSignalWindowMs + kBurstHistoryMs;
+  }
+
   Millis coldStartMs() const {
     return lastLoadMs_ ? *lastLoadMs_ : static_cast<Millis>(p_.coldStartSeconds * 1000);
   }
@@ -521,6 +534,7 @@ class TesseraRecommender final : public Recommender {
   std::deque<std::pair<Millis, double>> inSystemSeen_;  // Σ running + waiting + buffered
   std::deque<Seen> seen_;  // over kBurstHistoryMs
   std::optional<Millis> lastLoadMs_;
+  Millis lastNowMs_ = 0;               // the last call's time
   std::optional<Millis> firstCallMs_;  // the first call with rates: where the burst history starts
   std::optional<double> lastBacklog_;
   int lastReady_ = 0;
