@@ -65,9 +65,10 @@ class Recommender {
   // Kubernetes default, every replica at once).
   virtual std::vector<ScalingPolicy> defaultScaleDownPolicies() const { return {}; }
   // The scale-down stabilisation window the governor takes when the configuration sets none
-  // (nullopt: the Kubernetes default, 300 s). Asked again after every recommendation, so it may
-  // follow what the recommender has seen (tessera: 120 s until its burst history is full, then its
-  // measured cold start plus 60 s).
+  // (nullopt at creation: the Kubernetes default, 300 s). Asked again after every
+  // recommendation, so it may follow what the recommender has seen (tessera: 120 s until its
+  // burst history is full, then 60 s plus the last load time seen); a later nullopt keeps the
+  // window the governor has.
   virtual std::optional<int> defaultScaleDownWindowSeconds() const { return std::nullopt; }
 };
 

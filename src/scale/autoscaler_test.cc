@@ -256,50 +256,75 @@ TEST(AutoscalerScaleDown, TesseraWindowIsTwoMinutesUnlessConfigured) {
             5);
 }
 
-// The window is the time a replica given up takes to come back once a rise shows: 60 s plus a
-// cold start. While tessera's burst history fills (its first 15 minutes, from a signal window
-// after the first call with rates) the default 60-s cold start, 120 s; once it is full, the load
-// time it measured (30 s here), 90 s: the same fall 91 s after the last high recommendation is
-// held early on and followed later.
-TEST(AutoscalerScaleDown, TesseraWindowFollowsTheMeasuredColdStartOnceItsBurstHistoryIsFull) {
+// `rate` requests/s of 10 s each on `ready` replicas of 50 slots, for tessera: 20/s is 200 in
+// flight, 5 replicas at 0.8 of their slots; 2/s is 20, one replica.
+DeploymentSignals flowing(Millis now, int ready, double rate) {
+  DeploymentSignals s;
+  s.nowMs = now;
+  for (int i = 0; i < ready; ++i) {
+    s.replicas.push_back(
+        Rep("r" + std::to_string(i)).running(rate * 10 / ready).maxConcurrency(50).created(i));
+  }
+  s.arrivalRatePerSec = rate;
+  s.meanServiceMs = 10000;
+  return s;
+}
+
+AutoscalerConfig tesseraWithoutRateLimit() {
   AutoscalerConfig c;
   c.recommender = "tessera";
   c.maxReplicas = 40;
   c.behavior.scaleDown.policies = {{PolicyType::kPercent, 100, 15}};  // no rate limit in the way
-  // `rate` requests/s of 10 s each on `ready` replicas of 50 slots: 20/s is 200 in flight, 5
-  // replicas at 0.8 of their slots; 2/s is 20, one replica.
-  auto signals = [](Millis now, int ready, double rate) {
-    DeploymentSignals s;
-    s.nowMs = now;
-    for (int i = 0; i < ready; ++i) {
-      s.replicas.push_back(
-          Rep("r" + std::to_string(i)).running(rate * 10 / ready).maxConcurrency(50).created(i));
-    }
-    s.arrivalRatePerSec = rate;
-    s.meanServiceMs = 10000;
-    return s;
-  };
+  return c;
+}
+
+// The first call sees a replica that loads in 30 s; then 5 ready at 20/s every minute from
+// `from` to `to`. Returns the time of the last of those calls.
+Millis steadyFlow(Autoscaler& a, Millis from, Millis to) {
+  if (from == 0) {
+    DeploymentSignals first = flowing(0, 4, 20);
+    first.replicas.push_back(Rep("l0").loading(30 * kAutoscalerSec).created(0));
+    EXPECT_EQ(a.evaluate(first).desiredReplicas, 5);
+    from = 60 * kAutoscalerSec;
+  }
+  Millis now = from;
+  for (; now <= to; now += 60 * kAutoscalerSec) {
+    EXPECT_EQ(a.evaluate(flowing(now, 5, 20)).desiredReplicas, 5);
+  }
+  return now - 60 * kAutoscalerSec;
+}
+
+// The window is the time a replica given up takes to come back once a rise shows: 60 s plus a
+// cold start. While tessera's burst history fills (its first 15 minutes, from a signal window
+// after the first call with rates) the default 60-s cold start, 120 s; once it is full, the load
+// time it saw (30 s here), 90 s: the same fall 91 s after the last high recommendation is held
+// early on and followed later.
+TEST(AutoscalerScaleDown, TesseraWindowFollowsTheMeasuredColdStartOnceItsBurstHistoryIsFull) {
   for (const Millis fallAt : {300 * kAutoscalerSec, 960 * kAutoscalerSec}) {
     SCOPED_TRACE(fallAt);
-    auto a = create(c);
-    // The first call sees a replica that loads in 30 s.
-    DeploymentSignals first = signals(0, 4, 20);
-    first.replicas.push_back(Rep("l0").loading(30 * kAutoscalerSec).created(0));
-    EXPECT_EQ(a->evaluate(first).desiredReplicas, 5);
-    Millis now = 60 * kAutoscalerSec;
-    for (; now <= fallAt; now += 60 * kAutoscalerSec) {
-      EXPECT_EQ(a->evaluate(signals(now, 5, 20)).desiredReplicas, 5);
-    }
-    const Millis lastHigh = now - 60 * kAutoscalerSec;
-    EXPECT_EQ(a->evaluate(signals(lastHigh + 15 * kAutoscalerSec, 5, 2)).desiredReplicas, 5);
-    const int at91 = a->evaluate(signals(lastHigh + 91 * kAutoscalerSec, 5, 2)).desiredReplicas;
+    auto a = create(tesseraWithoutRateLimit());
+    const Millis lastHigh = steadyFlow(*a, 0, fallAt);
+    EXPECT_EQ(a->evaluate(flowing(lastHigh + 15 * kAutoscalerSec, 5, 2)).desiredReplicas, 5);
+    const int at91 = a->evaluate(flowing(lastHigh + 91 * kAutoscalerSec, 5, 2)).desiredReplicas;
     if (fallAt < 960 * kAutoscalerSec) {
       EXPECT_EQ(at91, 5);  // 120 s: the history is not full yet
-      EXPECT_EQ(a->evaluate(signals(lastHigh + 121 * kAutoscalerSec, 5, 2)).desiredReplicas, 1);
+      EXPECT_EQ(a->evaluate(flowing(lastHigh + 121 * kAutoscalerSec, 5, 2)).desiredReplicas, 1);
     } else {
       EXPECT_EQ(at91, 1);  // 60 s + the 30-s load time
     }
   }
+}
+
+// A gap longer than the burst history (20 minutes without a call with rates) empties it: the
+// window is 120 s again until 15 more minutes of history have been seen.
+TEST(AutoscalerScaleDown, TesseraWindowIsTwoMinutesAgainAfterAGapEmptiesTheBurstHistory) {
+  auto a = create(tesseraWithoutRateLimit());
+  steadyFlow(*a, 0, 960 * kAutoscalerSec);  // full: 90 s from here
+  const Millis resumed = (960 + 20 * 60) * kAutoscalerSec;
+  const Millis lastHigh = steadyFlow(*a, resumed, resumed + 120 * kAutoscalerSec);
+  EXPECT_EQ(a->evaluate(flowing(lastHigh + 15 * kAutoscalerSec, 5, 2)).desiredReplicas, 5);
+  EXPECT_EQ(a->evaluate(flowing(lastHigh + 91 * kAutoscalerSec, 5, 2)).desiredReplicas, 5);
+  EXPECT_EQ(a->evaluate(flowing(lastHigh + 121 * kAutoscalerSec, 5, 2)).desiredReplicas, 1);
 }
 
 TEST(AutoscalerScaleDown, DrainingReplicasAreNeverCapacity) {

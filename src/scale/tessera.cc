@@ -66,7 +66,8 @@
 //           shown in the 60-s signal window) in the last 15 minutes of calls from a signal window
 //           after the first one on (a fall counts 0), z = scaleDownBurstSd. The governor's default
 //           scale-down window for tessera is 60 s + the default 60-s cold start, 120 s, while
-//           that history fills (its first 15 minutes), and 60 s + H once it is full.
+//           that history fills (its first 15 minutes), and 60 s + the last load time seen once
+//           it is full.
 //   kv      ceil(R × kvMean / kvCacheUsage) when kvMean > kvCacheUsage  (memory guard)
 //   n       max(up, kv) when that is >= current, else min(current, max(down, kv))
 //   queue   if mean waiting per ready replica > queuePerReplica, the queue grew since the last
@@ -194,13 +195,17 @@ class TesseraRecommender final : public Recommender {
   // The governor's scale-down window, asked again after every recommendation: the time a
   // replica given up takes to come back once a rise shows (the 60-s signal window plus a cold
   // start). While the burst history fills (its first kBurstHistoryMs, from a signal window after
-  // the first call) the cold start is the default 60 s, so 120 s: a few minutes of rises say
-  // little about the next one. Once the history is full, the cold start last measured
-  // (coldStartMs: the node agent's load time, 31-46 s in the simulator), since the burst
-  // headroom (scaleDownBurstSd) then holds what the rises of a whole history need over that same
-  // time. HPA's 300 s holds the largest count of five minutes whatever the traffic.
+  // the first call with rates, or after a gap that emptied it) the cold start is the default
+  // 60 s, so 120 s: a few minutes of rises say little about the next one. Once the history is
+  // full, the last load time seen (the node agent's; 31-46 s in the simulator; at most
+  // kMaxLoadMs), since the burst headroom (scaleDownBurstSd) then holds what the rises of a whole
+  // history need over that same time; with no load seen, still the default. (A load time past
+  // about 13 minutes leaves fewer than three pairs of calls that far apart in the history, so no
+  // headroom, and a window that long holds the count instead.) HPA's 300 s holds the largest
+  // count of five minutes whatever the traffic.
   std::optional<int> defaultScaleDownWindowSeconds() const override {
-    const Millis coldStart = burstHistoryFull() ? coldStartMs() : kDefaultColdStartMs;
+    const Millis coldStart =
+        burstHistoryFull() && lastLoadMs_ ? *lastLoadMs_ : kDefaultColdStartMs;
     return static_cast<int>((kSignalWindowMs + coldStart + 999) / 1000);
   }
 
@@ -355,7 +360,12 @@ class TesseraRecommender final : public Recommender {
       // The history starts a signal window after the first call: rates measured before were
       // over less than a window (a deployment's first minute), and their noise is not the
       // traffic's.
-      if (!firstCallMs_) firstCallMs_ = now;
+      // A gap longer than the history (no rates: scaled to zero, nothing finishing, no metrics)
+      // empties it: it starts again, as for a new deployment.
+      if (!firstCallMs_ || (lastRatesMs_ && *lastRatesMs_ < now - kBurstHistoryMs)) {
+        firstCallMs_ = now;
+      }
+      lastRatesMs_ = now;
       if (now >= *firstCallMs_ + kSignalWindowMs) seen_.push_back({now, measured, stepSec});
       while (!seen_.empty() && seen_.front().at < now - kBurstHistoryMs) seen_.pop_front();
       const double burstRate = p_.scaleDownBurstSd * riseSd(&Seen::rate);
@@ -536,6 +546,7 @@ class TesseraRecommender final : public Recommender {
   std::optional<Millis> lastLoadMs_;
   Millis lastNowMs_ = 0;               // the last call's time
   std::optional<Millis> firstCallMs_;  // the first call with rates: where the burst history starts
+  std::optional<Millis> lastRatesMs_;  // the last call with rates
   std::optional<double> lastBacklog_;
   int lastReady_ = 0;
   std::optional<double> lastConcurrency_;  // for when no replica is left to tell
