@@ -454,7 +454,7 @@ class TesseraRecommender final : public Recommender {
 
  private:
   // The burst history spans its kBurstHistoryMs: it starts a signal window after the first call
-  // with rates.
+  // with rates, or after the first one past a gap longer than the history.
   bool burstHistoryFull() const {
     return firstCallMs_ && lastNowMs_ >= *firstCallMs_ + kSignalWindowMs + kBurstHistoryMs;
   }
