@@ -1,7 +1,10 @@
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -12,6 +15,7 @@
 #include "serving_cli.h"
 #include "sim/serving_closed_loop.h"
 #include "sim/serving_matrix.h"
+#include "sim/serving_trace.h"
 #include "table.h"
 
 // `tessera simulate serving-matrix` and `tessera simulate replica`: wiring only.
@@ -108,7 +112,20 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     return reportError(err, kMatrix, Error::invalid("-o must be markdown or json"));
   }
 
-  // The traces that are there; each missing one is named on stderr.
+  // The traces asked for; of those read from --data, each missing one is named on stderr.
+  constexpr std::array<std::string_view, 4> kTraceNames = {"azure-conv", "mooncake", "gentd26-qps",
+                                                           "builtin-chat"};
+  std::set<std::string> wanted;
+  for (const std::string& name : splitList(o.traces)) {
+    if (std::find(kTraceNames.begin(), kTraceNames.end(), name) == kTraceNames.end()) {
+      return reportError(err, kMatrix,
+                         Error::invalid("--traces: unknown trace '" + name +
+                                        "' (azure-conv, mooncake, gentd26-qps, builtin-chat)"));
+    }
+    wanted.insert(name);
+  }
+  if (wanted.empty()) return reportError(err, kMatrix, Error::invalid("--traces: nothing named"));
+  const bool qpsWanted = wanted.contains("gentd26-qps");
   const std::filesystem::path data(o.dataDir);
   const auto azurePath = data / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv";
   const auto mooncakePath = data / "mooncake-fast25-traces" / "synthetic_trace.jsonl";
@@ -120,6 +137,9 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   std::optional<sim::ServingTrace> tokens;  // the QPS shape's lengths: tokensName, whole
   for (const auto& [name, path] :
        {std::pair{"azure-conv", azurePath}, std::pair{"mooncake", mooncakePath}}) {
+    // Read where asked for, or for the QPS shape's lengths.
+    const bool asked = wanted.contains(name);
+    if (!asked && !(qpsWanted && name == tokensName)) continue;
     if (!std::filesystem::exists(path)) {
       err << "tessera " << kMatrix << ": skipping " << name << ": " << path.string()
           << " not found\n";
@@ -128,6 +148,7 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     auto t = readTrace(path.string(), std::nullopt, 1.0);
     if (!t) return reportError(err, kMatrix, t.error());
     if (name == tokensName) tokens = *t;
+    if (!asked) continue;
     const double endsAt =
         t->requests.empty() ? 0 : static_cast<double>(t->requests.back().arrivalUs) / 60e6;
     sim::ServingTrace cut = window(std::move(*t), skip, seconds);
@@ -144,12 +165,14 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     traces.push_back({name, std::move(cut)});
     traces.back().trace.name = name;
   }
-  if (o.qpsTokens != "azure" && (!tokens || !std::filesystem::exists(qpsPath))) {
+  if (qpsWanted && o.qpsTokens != "azure" && (!tokens || !std::filesystem::exists(qpsPath))) {
     return reportError(err, kMatrix,
                        Error::invalid("--qps-tokens " + o.qpsTokens + " needs " + qpsPath.string() +
                                       " and the " + tokensName + " trace"));
   }
-  if (std::filesystem::exists(qpsPath) && tokens) {
+  if (!qpsWanted) {
+    // Not asked for.
+  } else if (std::filesystem::exists(qpsPath) && tokens) {
     // The GenTD26 service's total QPS over its ~22 hours, compressed to the window, at the
     // token trace's mean rate, with its prompt and output lengths.
     const std::string name = o.qpsTokens == "azure" ? "gentd26-qps" : "gentd26-qps-mooncake";
@@ -160,6 +183,11 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     err << "tessera " << kMatrix << ": skipping the GenTD26 QPS shape: needs " << qpsPath.string()
         << " and the " << tokensName << " trace for token lengths\n";
   }
+  if (wanted.contains("builtin-chat")) {
+    // The built-in hour whole: its shape (a swell and a burst at twice the rate from minute 40
+    // to 44) is the point, so --minutes and --skip-minutes leave it as it is.
+    traces.push_back({"builtin-chat", sim::builtinChatTrace(o.seed, 1.0)});
+  }
   for (sim::MatrixTrace& t : traces) {
     auto scaled = sim::scaleTokenLengths(t.trace, tokenScale->first, tokenScale->second);
     if (!scaled) return reportError(err, kMatrix, scaled.error());
@@ -167,7 +195,8 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   if (traces.empty()) {
     return reportError(err, kMatrix,
                        Error::invalid("no trace under " + o.dataDir +
-                                      " (expects the folders of ../shared/data; --data DIR)"));
+                                      " (expects the folders of ../shared/data; --data DIR; "
+                                      "--traces builtin-chat needs none)"));
   }
   const auto started = std::chrono::steady_clock::now();
   auto cells = sim::runServingMatrix(traces, catalog, m);
@@ -211,7 +240,14 @@ CLI::App* addSimulateMatrix(CLI::App& simulate, SimulateMatrixOptions& o) {
                   "Held-out windows: each recorded trace's window starts N minutes in (the Azure "
                   "trace has an hour; a trace with nothing left is skipped)")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the GenTD26 QPS shape's arrival and token-length draw")
+  cmd->add_option("--traces", o.traces,
+                  "Traces, comma-separated: azure-conv, mooncake, gentd26-qps (read from --data), "
+                  "builtin-chat (the built-in hour with a burst at twice the rate in minutes "
+                  "40-44, whole at every rate; needs no data)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed,
+                  "Seed of the GenTD26 QPS shape's arrival and token-length draw, and of the "
+                  "built-in hour's")
       ->capture_default_str();
   cmd->add_option("--qps-tokens", o.qpsTokens,
                   "The GenTD26 QPS shape's prompt and output lengths: azure (short prompts) or "

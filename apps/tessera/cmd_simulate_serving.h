@@ -52,7 +52,10 @@ struct SimulateMatrixOptions {
   double minutes = 20;  // each trace's first N minutes at rate 1 (the QPS shape over N minutes)
   // Held-out windows: each recorded trace's window starts this many minutes in.
   double skipMinutes = 0;
-  std::uint64_t seed = 1;           // the QPS shape's arrival and token-length draw
+  // The traces: azure-conv, mooncake, gentd26-qps (from --data), builtin-chat (the built-in hour
+  // with its flash crowd, whole at each rate: not windowed by --minutes or --skip-minutes).
+  std::string traces = "azure-conv,mooncake,gentd26-qps";
+  std::uint64_t seed = 1;           // the QPS shape's and the built-in hour's draw
   std::string qpsTokens = "azure";  // azure | mooncake: the QPS shape's prompt and output lengths
   std::string rates = "0.25,0.5,1,2,4";
   std::string gpus = "H100-80GB,A100-80GB,L40S";

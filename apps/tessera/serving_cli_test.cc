@@ -165,6 +165,44 @@ TEST_F(ServingCli, SimulateServingMatrixWithoutTracesExitsTwo) {
   EXPECT_NE(slow.err.find("azure-conv at rate 1e-09 spans"), std::string::npos) << slow.err;
 }
 
+// --traces picks the matrix's traces: builtin-chat needs no data (the built-in hour, whole at each
+// rate), a trace read for another's lengths is not run itself, and an unknown name exits 2.
+TEST_F(ServingCli, SimulateServingMatrixTracesPicksTheShapes) {
+  const std::string base =
+      "simulate serving-matrix -o json --gpus H100-80GB --warm-start on --cold-start node-cache "
+      "--clairvoyant-runs 2";
+  const Outcome unknown = tessera(base + " --traces azure-conv,sharegpt");
+  EXPECT_TRUE(exitedWith(unknown, 2)) << unknown.err;
+  EXPECT_NE(unknown.err.find("unknown trace 'sharegpt'"), std::string::npos) << unknown.err;
+  const Outcome none = tessera(base + " --traces ,");
+  EXPECT_TRUE(exitedWith(none, 2)) << none.err;
+  EXPECT_NE(none.err.find("--traces: nothing named"), std::string::npos) << none.err;
+
+  const Outcome builtin = tessera(base + " --rates 4 --minutes 1 --traces builtin-chat --data " +
+                                  quoted((dir_ / "none").string()));
+  ASSERT_TRUE(exitedWith(builtin, 0)) << builtin.err;
+  const json report = json::parse(builtin.out);
+  const json& cells = report.at("cells");
+  ASSERT_EQ(cells.size(), 1u);
+  EXPECT_EQ(cells[0].at("trace"), "builtin-chat");
+  // The whole hour at 4×, --minutes notwithstanding: the burst at minute 40 is at 600 s, and the
+  // last request comes at about 900 s.
+  const json& p = cells[0].at("policies").at("static-peak");
+  EXPECT_GT(p.at("horizon_s").get<double>(), 850) << p.dump();
+  EXPECT_GT(p.at("served").get<int>(), 15000) << p.dump();
+
+  // gentd26-qps alone still reads the Azure trace for its lengths, and runs only itself.
+  const std::filesystem::path data = dir_ / "qps-only";
+  std::filesystem::create_directories(data / "azure-llm-inference-2023");
+  std::ofstream(data / "azure-llm-inference-2023" / "AzureLLMInferenceTrace_conv.csv")
+      << azureTrace(10);
+  const Outcome qps =
+      tessera(base + " --rates 1 --traces gentd26-qps --data " + quoted(data.string()));
+  EXPECT_TRUE(exitedWith(qps, 2)) << qps.err;  // no QPS series there: nothing left to run
+  EXPECT_NE(qps.err.find("skipping the GenTD26 QPS shape"), std::string::npos) << qps.err;
+  EXPECT_EQ(qps.err.find("skipping azure-conv"), std::string::npos) << qps.err;
+}
+
 // --skip-minutes takes a held-out window of each recorded trace: minutes 4 to 5 of the test
 // trace are its burst alone (480 requests at 8 per second), and a window past the trace's end
 // leaves no trace to run, which is refused naming the window.

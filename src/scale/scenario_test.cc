@@ -102,7 +102,9 @@ int changes(const std::vector<int>& counts) {
 TEST(Scenario, TesseraSizesTheBurstAndSettlesOnLittlesLaw) {
   AutoscalerConfig c;
   c.maxReplicas = 40;
-  c.args = {{"forecastWindowSeconds", 0}};  // the arithmetic below is the projection's alone
+  // The arithmetic below is the projection's alone: no forecast, and no step detection (which
+  // reads the rate as a 60-s window's; this model's is the rate at the instant).
+  c.args = {{"forecastWindowSeconds", 0}, {"stepSd", 0}};
   const Outcome o = run(c, 1'800'000);
   // At 300 s: 3 ready serve 15/s of 30/s, the backlog grows 15/s through the 60 s cold start:
   // 15 + 900, queued on the 3 replicas, which drain at most 3 × 8 / 2 s = 12/s of it (under
@@ -130,7 +132,7 @@ TEST(Scenario, TesseraSizesTheBurstAndSettlesOnLittlesLaw) {
 TEST(Scenario, TesseraWithoutRateLimitAsksOnce) {
   AutoscalerConfig c;
   c.maxReplicas = 40;
-  c.args = {{"forecastWindowSeconds", 0}};
+  c.args = {{"forecastWindowSeconds", 0}, {"stepSd", 0}};  // as above
   c.behavior.scaleUp.policies = {{PolicyType::kPods, 100, 15}};
   const Outcome o = run(c, 1'800'000);
   EXPECT_EQ(o.peak, 11);

@@ -23,7 +23,14 @@
 //   λ       the arrival rate measured now; for the up-sizing terms the forecast one cold start
 //           ahead instead, when higher: the least-squares trend of the rates this recommender
 //           saw over forecastWindowSeconds, carried H ahead, at most 3 λ (down-sizing keeps
-//           the measured λ)
+//           the measured λ); or the rate of the newest interval when it stands out (a step)
+//   step    the newest interval's rate (since the last call, Δ < the 60-s signal window), read
+//           off the window's rate now and at the last call: λ' = λ₀ + (60 s / Δ)(λ − λ₀), at
+//           most 3 λ. It stands out when its arrivals exceed the window's rate by more than
+//           stepSd standard deviations of that difference (two Poisson counts: √(2 λ Δ)); then
+//           the up-sizing terms take λ' and the prefill term adds replicas without waiting for
+//           the TTFT gate (a step shows in the TTFT only once a queue has built). Not in the
+//           first signal window after the first call with rates (the window is still filling)
 //   μ       what a ready replica serves per second: mc / S, and at most 1 / P (a replica
 //           prefills one batch of prompts at a time: without chunked prefill a long prompt
 //           holds the whole GPU for P)
@@ -82,7 +89,7 @@
 // backlogDrainSeconds 60, coldStartSeconds 60, kvCacheUsage 0.85, queuePerReplica 4,
 // scaleDownTolerance 0.1, prefillTargetUtilization 0.6,
 // forecastWindowSeconds 120 (0: no forecast of the rate or trend of the count running),
-// scaleDownBurstSd 2 (0: no burst headroom).
+// scaleDownBurstSd 2 (0: no burst headroom), stepSd 3 (0: no step detection).
 
 #include <algorithm>
 #include <cmath>
@@ -129,6 +136,9 @@ struct TesseraParams {
   // time a replica given up takes to come back, as the recommender's own history shows them
   // (0: none).
   double scaleDownBurstSd = 2;
+  // A step in the arrivals: the newest interval's rate, when it stands out of the window's rate
+  // by more than this many standard deviations, sizes the way up at once (0: not looked for).
+  double stepSd = 3;
 };
 
 constexpr Millis kMaxLoadMs = 15 * 60 * 1000;
@@ -283,8 +293,14 @@ class TesseraRecommender final : public Recommender {
     const bool ttftNear =
         p_.sloTtftMs <= 0 || !signals.ttftP99Ms || *signals.ttftP99Ms > p_.sloTtftMs / 2;
     double forecast = 0;  // λ expected one cold start ahead (0: none)
+    std::optional<double> step;  // the newest interval's rate, where it stands out
     if (signals.arrivalRatePerSec) {
+      if (!firstRateMs_) firstRateMs_ = now;
+      if (!history_.empty()) {
+        step = newestRateIfStep(now, history_.back(), *signals.arrivalRatePerSec);
+      }
       forecast = trendAhead(history_, now, *signals.arrivalRatePerSec, 0);
+      if (step) forecast = std::max(forecast, *step);
     }
     if (rates) {
       const double measured = *signals.arrivalRatePerSec;
@@ -347,8 +363,10 @@ class TesseraRecommender final : public Recommender {
             " over " + shortNumber(p_.backlogDrainSeconds) + " s";
       if (drain < projected / p_.backlogDrainSeconds - 1e-9)
         how += " (queued on " + std::to_string(ready) + " ready, drained by them alone)";
-      if (lambda > measured)
-        how += ", λ " + shortNumber(measured) + " → " + shortNumber(lambda) + " forecast";
+      if (lambda > measured) {
+        how += ", λ " + shortNumber(measured) + " → " + shortNumber(lambda) +
+               (step && lambda <= *step ? " step" : " forecast");
+      }
       if (runningAhead > need) {
         need = runningAhead;
         how += ", running " + shortNumber(running);
@@ -424,7 +442,8 @@ class TesseraRecommender final : public Recommender {
           serversForTail(rate, hold, prefillCs2(signals), budget, 1 - p_.sloTarget, 100000);
       return std::max(tail, ceilCount(rate * computeSec / p_.prefillTargetUtilization));
     };
-    const bool ttftPressure = ownPrefill || ttftNear;
+    // A step in the arrivals is pressure the TTFT p99 shows only once a queue has built.
+    const bool ttftPressure = ownPrefill || ttftNear || step.has_value();
     const int up = std::max(ceilCount(need / perReplica),
                             ttftPressure ? prefillReplicas(prefill, prefillSec, stepSec) : 0);
     const int down = std::max(ceilCount(needDown / (perReplica * keep)),
@@ -453,6 +472,30 @@ class TesseraRecommender final : public Recommender {
   }
 
  private:
+  // The newest interval's arrival rate, where it stands out of the window's (a step), from the
+  // window's rate now (`rate`) and at the last call (`last`): the window moved on by Δ, taking
+  // in the newest interval and letting go of its oldest Δ, taken at the last window's rate, so
+  // λ' = λ₀ + (W / Δ)(λ − λ₀). Its arrivals less the window rate's over Δ are two Poisson counts'
+  // difference, √(2 λ Δ) of spread; a step is stepSd of those above. None in the first signal
+  // window (the rates read over less than a window), or when the last call is a window or more
+  // ago (nothing to difference).
+  std::optional<double> newestRateIfStep(Millis now, const std::pair<Millis, double>& last,
+                                         double rate) const {
+    if (p_.stepSd <= 0 || !firstRateMs_ || now < *firstRateMs_ + kSignalWindowMs ||
+        now <= last.first || now - last.first >= kSignalWindowMs) {
+      return std::nullopt;
+    }
+    const double dt = static_cast<double>(now - last.first) / 1000;
+    const double window = static_cast<double>(kSignalWindowMs) / 1000;
+    const double newest =
+        std::min(3 * rate, std::max(0.0, last.second + window / dt * (rate - last.second)));
+    const double expected = rate * dt;
+    if (newest * dt <= expected + p_.stepSd * std::sqrt(std::max(1.0, 2 * expected))) {
+      return std::nullopt;
+    }
+    return newest;
+  }
+
   // The burst history spans its kBurstHistoryMs: it starts a signal window after the first call
   // with rates, or after the first one past a gap longer than the history.
   bool burstHistoryFull() const {
@@ -550,6 +593,7 @@ class TesseraRecommender final : public Recommender {
   std::optional<double> lastBacklog_;
   int lastReady_ = 0;
   std::optional<double> lastConcurrency_;  // for when no replica is left to tell
+  std::optional<Millis> firstRateMs_;      // the first call with an arrival rate (step detection)
 };
 
 }  // namespace
@@ -568,6 +612,7 @@ Result<std::unique_ptr<Recommender>> makeTesseraRecommender(const RecommenderArg
   p.sloTarget = r.fraction("sloTarget", p.sloTarget);
   p.forecastWindowSeconds = r.nonNegative("forecastWindowSeconds", p.forecastWindowSeconds);
   p.scaleDownBurstSd = r.nonNegative("scaleDownBurstSd", p.scaleDownBurstSd);
+  p.stepSd = r.nonNegative("stepSd", p.stepSd);
   const std::optional<double> tol = r.find("scaleDownTolerance");
   TESSERA_RETURN_IF_ERROR(r.finish());
   if (tol) {

@@ -534,6 +534,40 @@ TEST(Tessera, PrefillAddsReplicasOnlyUnderTtftPressure) {
   EXPECT_EQ(lax->recommend(prefillSignals(0, 3, 2.6, 1500), 3).replicas, 3);
 }
 
+// 4 ready replicas at 1.6 prompts/s from 0 to 60 s (one call every 15 s), then the window's rate
+// `last` at 75 s, the TTFT p99 900 ms (under half the SLO: no pressure). The count at 75 s.
+Recommendation afterAMinuteAt(Recommender& r, double last, Millis lastAt = 75 * kTesseraSec) {
+  for (Millis t = 0; t < lastAt; t += 15 * kTesseraSec) {
+    r.recommend(prefillSignals(t, 4, 1.6, 900), 4);
+  }
+  return r.recommend(prefillSignals(lastAt, 4, last, 900), 4);
+}
+
+TEST(Tessera, AStepInTheArrivalsSizesTheWayUpAtOnce) {
+  // The 60-s rate goes from 1.6 to 2.4 in 15 s: the newest 15 s ran at 1.6 + (60 / 15) × 0.8 =
+  // 4.8/s, 72 arrivals where the window's rate gives 36, and the difference of two Poisson counts
+  // spreads √(2 × 36) = 8.5: 4.2 standard deviations, a step. The way up sizes for 4.8/s and the
+  // prefill term does not wait for the TTFT: 4.8 × 0.75 = 3.6 replicas prefilling; the cap
+  // ceil(3.6 / 0.6) = 6, and the M/M/c tail (budget 2 s − 0.75 s) c = 6: 0.0030 ≤ 1 %, c = 5:
+  // 0.034: 6.
+  auto r = tessera();
+  const Recommendation rec = afterAMinuteAt(*r, 2.4);
+  EXPECT_EQ(rec.replicas, 6) << rec.reason;
+  EXPECT_NE(rec.reason.find("λ 2.4 → 4.8 step"), std::string::npos) << rec.reason;
+  // Without it the forecast (2.86/s) needs one replica for its concurrency and the prefill term
+  // waits for the TTFT; the scale-down's prefill term holds the 4 there.
+  auto off = tessera({{"stepSd", 0}});
+  EXPECT_EQ(afterAMinuteAt(*off, 2.4).replicas, 4);
+  // A rise within the noise: 1.9/s, the newest 15 s at 2.8/s, 42 arrivals against 28.5 (1.8
+  // standard deviations): no step, 4.
+  auto noise = tessera();
+  EXPECT_EQ(afterAMinuteAt(*noise, 1.9).replicas, 4);
+  // The same jump within the first signal window (45 s after the first call) is the window
+  // filling, not a step: 4.
+  auto young = tessera();
+  EXPECT_EQ(afterAMinuteAt(*young, 2.4, 45 * kTesseraSec).replicas, 4);
+}
+
 TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
   auto r = tessera();
   // 2.6 prompts/s read P = 750 ms each (the whole step the batch shared), but the 3 replicas'
@@ -637,7 +671,8 @@ TEST(Tessera, ArgumentsAreValidated) {
                                                    {"gpuShare", 0.4},
                                                    {"prefillTargetUtilization", 0},
                                                    {"sloTtftMs", -1},
-                                                   {"scaleDownBurstSd", -1}}) {
+                                                   {"scaleDownBurstSd", -1},
+                                                   {"stepSd", -1}}) {
     auto r = makeRecommender("tessera", {{key, value}});
     ASSERT_FALSE(r) << key;
     EXPECT_NE(r.error().message.find(key), std::string::npos) << r.error().message;
