@@ -118,9 +118,10 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
   std::set<std::string> wanted;
   for (const std::string& name : splitList(o.traces)) {
     if (std::find(kTraceNames.begin(), kTraceNames.end(), name) == kTraceNames.end()) {
+      std::string known;
+      for (std::string_view k : kTraceNames) known += (known.empty() ? "" : ", ") + std::string(k);
       return reportError(err, kMatrix,
-                         Error::invalid("--traces: unknown trace '" + name +
-                                        "' (azure-conv, mooncake, gentd26-qps, builtin-chat)"));
+                         Error::invalid("--traces: unknown trace '" + name + "' (" + known + ")"));
     }
     wanted.insert(name);
   }
@@ -141,8 +142,8 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     const bool asked = wanted.contains(name);
     if (!asked && !(qpsWanted && name == tokensName)) continue;
     if (!std::filesystem::exists(path)) {
-      err << "tessera " << kMatrix << ": skipping " << name << ": " << path.string()
-          << " not found\n";
+      err << "tessera " << kMatrix << ": " << (asked ? "skipping " : "no lengths for gentd26-qps: ")
+          << name << ": " << path.string() << " not found\n";
       continue;
     }
     auto t = readTrace(path.string(), std::nullopt, 1.0);
@@ -214,10 +215,12 @@ int runSimulateMatrix(const SimulateMatrixOptions& o, std::ostream& out, std::os
     out << j.dump(2) << '\n';
   } else {
     out << fmt::format(
-        "Robustness matrix: {} cells, minutes {} to {} of each trace, model error (prefill, "
+        "Robustness matrix: {} cells, minutes {} to {} of each recorded trace{}, model error "
+        "(prefill, "
         "decode, cold start) {}, token lengths (prompt, output) x {}, clairvoyant search {} runs "
         "per share; {:.0f} s wall on {} threads.\n",
-        cells->size(), o.skipMinutes, o.skipMinutes + o.minutes, o.modelError, o.tokenScale,
+        cells->size(), o.skipMinutes, o.skipMinutes + o.minutes,
+        wanted.contains("builtin-chat") ? " (builtin-chat whole)" : "", o.modelError, o.tokenScale,
         o.clairvoyantRuns, wall, m.jobs);
     sim::writeMatrixMarkdown(out, *cells, m);
   }

@@ -168,6 +168,7 @@ TEST(Scenario, TesseraForecastOvershootsAStepByABoundedAmount) {
   // alone (11), but never beyond 3 x the measured rate's need, and it settles the same.
   AutoscalerConfig c;
   c.maxReplicas = 40;
+  c.args = {{"stepSd", 0}};  // the forecast alone (this model's rate is the instant's)
   const Outcome o = run(c, 1'800'000);
   EXPECT_GT(o.peak, 11);
   EXPECT_LE(o.peak, 3 * 12);

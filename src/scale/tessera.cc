@@ -24,13 +24,15 @@
 //           ahead instead, when higher: the least-squares trend of the rates this recommender
 //           saw over forecastWindowSeconds, carried H ahead, at most 3 λ (down-sizing keeps
 //           the measured λ); or the rate of the newest interval when it stands out (a step)
-//   step    the newest interval's rate (since the last call, Δ < the 60-s signal window), read
-//           off the window's rate now and at the last call: λ' = λ₀ + (60 s / Δ)(λ − λ₀), at
-//           most 3 λ. It stands out when its arrivals exceed the window's rate by more than
-//           stepSd standard deviations of that difference (two Poisson counts: √(2 λ Δ)); then
-//           the up-sizing terms take λ' and the prefill term adds replicas without waiting for
-//           the TTFT gate (a step shows in the TTFT only once a queue has built). Not in the
-//           first signal window after the first call with rates (the window is still filling)
+//   step    the newest interval's rate (since the last call, Δ < the 60-s signal window W),
+//           read off the window's rate now (λ) and at the last call (λ₀): D = W (λ − λ₀) is the
+//           newest interval's arrivals less those of the interval that left the window; a step
+//           when D > stepSd × √(2 λ Δ) (two Poisson counts' difference); then λ' = D / Δ + the
+//           rate of the window that ended about W ago (which covered the interval that left;
+//           λ₀ without one), at most 3 λ. On a step the up-sizing terms take λ' and the prefill
+//           term adds replicas without waiting for the TTFT gate (a step shows in the TTFT only
+//           once a queue has built). Not within a window of the first rate or of a gap of one
+//           (the window is still filling)
 //   μ       what a ready replica serves per second: mc / S, and at most 1 / P (a replica
 //           prefills one batch of prompts at a time: without chunked prefill a long prompt
 //           holds the whole GPU for P)
@@ -295,10 +297,7 @@ class TesseraRecommender final : public Recommender {
     double forecast = 0;  // λ expected one cold start ahead (0: none)
     std::optional<double> step;  // the newest interval's rate, where it stands out
     if (signals.arrivalRatePerSec) {
-      if (!firstRateMs_) firstRateMs_ = now;
-      if (!history_.empty()) {
-        step = newestRateIfStep(now, history_.back(), *signals.arrivalRatePerSec);
-      }
+      step = newestRateIfStep(now, *signals.arrivalRatePerSec);
       forecast = trendAhead(history_, now, *signals.arrivalRatePerSec, 0);
       if (step) forecast = std::max(forecast, *step);
     }
@@ -472,28 +471,37 @@ class TesseraRecommender final : public Recommender {
   }
 
  private:
-  // The newest interval's arrival rate, where it stands out of the window's (a step), from the
-  // window's rate now (`rate`) and at the last call (`last`): the window moved on by Δ, taking
-  // in the newest interval and letting go of its oldest Δ, taken at the last window's rate, so
-  // λ' = λ₀ + (W / Δ)(λ − λ₀). Its arrivals less the window rate's over Δ are two Poisson counts'
-  // difference, √(2 λ Δ) of spread; a step is stepSd of those above. None in the first signal
-  // window (the rates read over less than a window), or when the last call is a window or more
-  // ago (nothing to difference).
-  std::optional<double> newestRateIfStep(Millis now, const std::pair<Millis, double>& last,
-                                         double rate) const {
-    if (p_.stepSd <= 0 || !firstRateMs_ || now < *firstRateMs_ + kSignalWindowMs ||
-        now <= last.first || now - last.first >= kSignalWindowMs) {
+  // The newest interval's arrival rate, where it is a step, from the window rates this
+  // recommender saw: between the last call (λ₀, Δ ago) and now (λ) the window took in the
+  // newest Δ and let go of its oldest, so D = W (λ − λ₀) is the newest interval's arrivals less
+  // those of the one that left (W the signal window). Without a step both are Poisson counts of
+  // λ Δ, and D spreads √(2 λ Δ); a step is D above stepSd of those. The newest interval's rate is
+  // then D / Δ plus the rate of the interval that left, which the window ending about W ago
+  // covered (λ₀ when there is none), at most 3 λ. None within a window of the first rate or of a
+  // gap (the window is still filling), or when the last call is a window or more ago.
+  std::optional<double> newestRateIfStep(Millis now, double rate) {
+    std::optional<std::pair<Millis, double>> last;
+    if (!ratesSeen_.empty()) last = ratesSeen_.back();
+    if (!last || now - last->first >= kSignalWindowMs) {
+      ratesSeen_.clear();
+      firstRateMs_ = now;
+    }
+    ratesSeen_.emplace_back(now, rate);
+    // The window ending about W ago, and those after it.
+    while (ratesSeen_.size() > 2 && ratesSeen_[1].first <= now - kSignalWindowMs) {
+      ratesSeen_.pop_front();
+    }
+    if (p_.stepSd <= 0 || !last || now < *firstRateMs_ + kSignalWindowMs || now <= last->first ||
+        now - last->first >= kSignalWindowMs) {
       return std::nullopt;
     }
-    const double dt = static_cast<double>(now - last.first) / 1000;
+    const double dt = static_cast<double>(now - last->first) / 1000;
     const double window = static_cast<double>(kSignalWindowMs) / 1000;
-    const double newest =
-        std::min(3 * rate, std::max(0.0, last.second + window / dt * (rate - last.second)));
-    const double expected = rate * dt;
-    if (newest * dt <= expected + p_.stepSd * std::sqrt(std::max(1.0, 2 * expected))) {
-      return std::nullopt;
-    }
-    return newest;
+    const double excess = window * (rate - last->second);
+    if (excess <= p_.stepSd * std::sqrt(std::max(1.0, 2 * rate * dt))) return std::nullopt;
+    const std::pair<Millis, double>& before = ratesSeen_.front();
+    const double left = before.first <= now - kSignalWindowMs ? before.second : last->second;
+    return std::clamp(excess / dt + left, 0.0, 3 * rate);
   }
 
   // The burst history spans its kBurstHistoryMs: it starts a signal window after the first call
@@ -593,7 +601,10 @@ class TesseraRecommender final : public Recommender {
   std::optional<double> lastBacklog_;
   int lastReady_ = 0;
   std::optional<double> lastConcurrency_;  // for when no replica is left to tell
-  std::optional<Millis> firstRateMs_;      // the first call with an arrival rate (step detection)
+  // Step detection: the window rates of the last W and the one before, and when they began
+  // (the first call with a rate, or the first after a gap of a window).
+  std::deque<std::pair<Millis, double>> ratesSeen_;
+  std::optional<Millis> firstRateMs_;
 };
 
 }  // namespace

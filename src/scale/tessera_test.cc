@@ -544,28 +544,39 @@ Recommendation afterAMinuteAt(Recommender& r, double last, Millis lastAt = 75 * 
 }
 
 TEST(Tessera, AStepInTheArrivalsSizesTheWayUpAtOnce) {
-  // The 60-s rate goes from 1.6 to 2.4 in 15 s: the newest 15 s ran at 1.6 + (60 / 15) × 0.8 =
-  // 4.8/s, 72 arrivals where the window's rate gives 36, and the difference of two Poisson counts
-  // spreads √(2 × 36) = 8.5: 4.2 standard deviations, a step. The way up sizes for 4.8/s and the
-  // prefill term does not wait for the TTFT: 4.8 × 0.75 = 3.6 replicas prefilling; the cap
-  // ceil(3.6 / 0.6) = 6, and the M/M/c tail (budget 2 s − 0.75 s) c = 6: 0.0030 ≤ 1 %, c = 5:
-  // 0.034: 6.
+  // The 60-s rate goes from 1.6 to 2.4 in 15 s: the newest 15 s brought 60 × 0.8 = 48 more
+  // arrivals than the 15 s that left the window, where two Poisson counts of 2.4 × 15 differ by
+  // √72 = 8.5: 5.7 standard deviations, a step. The 15 s that left ran at the rate of the window
+  // that ended at 15 s (1.6/s), so the newest ran at 48 / 15 + 1.6 = 4.8/s. The way up sizes for
+  // it and the prefill term does not wait for the TTFT: 4.8 × 0.75 = 3.6 replicas prefilling;
+  // the cap ceil(3.6 / 0.6) = 6, and the M/M/c tail (budget 2 s − 0.75 s) c = 6: 0.0036 ≤ 1 %,
+  // c = 5: 0.040: 6.
   auto r = tessera();
   const Recommendation rec = afterAMinuteAt(*r, 2.4);
   EXPECT_EQ(rec.replicas, 6) << rec.reason;
   EXPECT_NE(rec.reason.find("λ 2.4 → 4.8 step"), std::string::npos) << rec.reason;
+  // A sync later the window reads 3.2: the newest 15 s again at 4.8/s (48 more than the 15 s at
+  // 1.6 that left), not 2.4 + 4 × 0.8 = 5.6 as if the interval that left had run at the last
+  // window's 2.4/s.
+  const Recommendation next = r->recommend(prefillSignals(90 * kTesseraSec, 4, 3.2, 900), 6);
+  EXPECT_NE(next.reason.find("λ 3.2 → 4.8 step"), std::string::npos) << next.reason;
   // Without it the forecast (2.86/s) needs one replica for its concurrency and the prefill term
   // waits for the TTFT; the scale-down's prefill term holds the 4 there.
   auto off = tessera({{"stepSd", 0}});
   EXPECT_EQ(afterAMinuteAt(*off, 2.4).replicas, 4);
-  // A rise within the noise: 1.9/s, the newest 15 s at 2.8/s, 42 arrivals against 28.5 (1.8
-  // standard deviations): no step, 4.
+  // A rise within the noise: 1.95/s, 21 more arrivals against a spread of √58.5 = 7.6 (2.7
+  // standard deviations): no step, 4. Taken for one, it would size for 21 / 15 + 1.6 = 3/s, where
+  // the tail needs 5 (c = 4 leaves 0.013).
   auto noise = tessera();
-  EXPECT_EQ(afterAMinuteAt(*noise, 1.9).replicas, 4);
+  const Recommendation calm = afterAMinuteAt(*noise, 1.95);
+  EXPECT_EQ(calm.replicas, 4) << calm.reason;
+  EXPECT_EQ(calm.reason.find("step"), std::string::npos) << calm.reason;
   // The same jump within the first signal window (45 s after the first call) is the window
-  // filling, not a step: 4.
+  // filling, not a step: 4. At 60 s the window is full: 6.
   auto young = tessera();
   EXPECT_EQ(afterAMinuteAt(*young, 2.4, 45 * kTesseraSec).replicas, 4);
+  auto full = tessera();
+  EXPECT_EQ(afterAMinuteAt(*full, 2.4, 60 * kTesseraSec).replicas, 6);
 }
 
 TEST(Tessera, PrefillCountsThePromptsOwnComputeNotTheSharedStep) {
