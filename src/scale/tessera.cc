@@ -491,8 +491,8 @@ class TesseraRecommender final : public Recommender {
     while (ratesSeen_.size() > 2 && ratesSeen_[1].first <= now - kSignalWindowMs) {
       ratesSeen_.pop_front();
     }
-    if (p_.stepSd <= 0 || !last || now < *firstRateMs_ + kSignalWindowMs || now <= last->first ||
-        now - last->first >= kSignalWindowMs) {
+    // Without a last call, or after a gap, the window starts again now: nothing to difference.
+    if (p_.stepSd <= 0 || now < *firstRateMs_ + kSignalWindowMs || now <= last->first) {
       return std::nullopt;
     }
     const double dt = static_cast<double>(now - last->first) / 1000;
